@@ -1,0 +1,1 @@
+"""A broker node: addresses, queues, consumers, journal and security (Artemis model)."""

@@ -1,0 +1,1 @@
+"""Reading and validating ``broker.xml`` (Artemis dialect) into :mod:`junction.config.model`."""

@@ -1,0 +1,285 @@
+"""The validated configuration of one node, as parsed from ``broker.xml``.
+
+These frozen dataclasses are what the rest of Junction reads; nothing outside
+``junction.config`` looks at XML.  Names, defaults and units are Artemis's
+(``artemis-configuration.xsd``); durations are milliseconds and sizes bytes,
+as in Artemis.  ``source`` fields carry ``(file, line)`` so later checks (for
+example a router naming an unknown connector) can still report where.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from junction.brokercore.message import RoutingType
+
+Source = tuple[str, int]
+
+#: Artemis permission types, in the order of the documentation.
+PERMISSION_TYPES = (
+    "send",
+    "consume",
+    "createAddress",
+    "deleteAddress",
+    "createDurableQueue",
+    "deleteDurableQueue",
+    "createNonDurableQueue",
+    "deleteNonDurableQueue",
+    "manage",
+    "browse",
+    "view",
+    "edit",
+)
+
+ADDRESS_FULL_POLICIES = ("BLOCK", "FAIL", "DROP", "PAGE")
+
+
+@dataclass(frozen=True)
+class Acceptor:
+    """One ``<acceptor name="..">tcp://host:port?params</acceptor>``.
+
+    ``protocols`` is the upper-cased set from ``protocols=`` (empty means all
+    the node supports).  ``params`` keeps every URL parameter as given, so a
+    protocol adapter can read its own (``stompMaxFramePayloadLength``,
+    ``heartBeatToConnectionTtlModifier`` ...); ``router`` is the connection
+    router name when the acceptor is a gateway listener.
+    """
+
+    name: str
+    scheme: str
+    host: str
+    port: int
+    protocols: frozenset[str] = frozenset()
+    params: dict = field(default_factory=dict)
+    anycast_prefix: str | None = None
+    multicast_prefix: str | None = None
+    router: str | None = None
+    source: Source = ("", 0)
+
+
+@dataclass(frozen=True)
+class Connector:
+    """One ``<connector name="..">tcp://host:port?params</connector>``."""
+
+    name: str
+    scheme: str
+    host: str
+    port: int
+    params: dict = field(default_factory=dict)
+    source: Source = ("", 0)
+
+
+@dataclass(frozen=True)
+class QueueConfig:
+    """A ``<queue>`` inside an ``<anycast>`` or ``<multicast>`` of an address."""
+
+    name: str
+    routing_type: RoutingType
+    filter: str | None = None
+    durable: bool = True
+    max_consumers: int = -1
+    purge_on_no_consumers: bool = False
+    exclusive: bool = False
+    user: str | None = None
+    source: Source = ("", 0)
+
+
+@dataclass(frozen=True)
+class AddressConfig:
+    """An ``<address name="..">`` with the routing types it supports and its queues."""
+
+    name: str
+    routing_types: frozenset[RoutingType]
+    queues: tuple[QueueConfig, ...] = ()
+    source: Source = ("", 0)
+
+
+@dataclass(frozen=True)
+class AddressSettings:
+    """One ``<address-setting match="..">``.
+
+    Every field is ``None`` when the element was absent, so settings from
+    several matches can be merged (more specific match wins, field by field)
+    as Artemis does; :meth:`resolved` fills in the Artemis defaults.
+    """
+
+    match: str
+    dead_letter_address: str | None = None
+    auto_create_dead_letter_resources: bool | None = None
+    dead_letter_queue_prefix: str | None = None
+    dead_letter_queue_suffix: str | None = None
+    expiry_address: str | None = None
+    auto_create_expiry_resources: bool | None = None
+    expiry_queue_prefix: str | None = None
+    expiry_queue_suffix: str | None = None
+    expiry_delay: int | None = None
+    min_expiry_delay: int | None = None
+    max_expiry_delay: int | None = None
+    max_delivery_attempts: int | None = None
+    redelivery_delay: int | None = None
+    redelivery_delay_multiplier: float | None = None
+    redelivery_collision_avoidance_factor: float | None = None
+    max_redelivery_delay: int | None = None
+    max_size_bytes: int | None = None
+    max_size_messages: int | None = None
+    page_size_bytes: int | None = None
+    page_max_cache_size: int | None = None
+    address_full_policy: str | None = None
+    message_counter_history_day_limit: int | None = None
+    last_value_queue: bool | None = None
+    default_last_value_key: str | None = None
+    default_non_destructive: bool | None = None
+    default_exclusive_queue: bool | None = None
+    default_max_consumers: int | None = None
+    default_purge_on_no_consumers: bool | None = None
+    default_consumer_window_size: int | None = None
+    redistribution_delay: int | None = None
+    send_to_dla_on_no_route: bool | None = None
+    slow_consumer_threshold: int | None = None
+    slow_consumer_policy: str | None = None
+    slow_consumer_check_period: int | None = None
+    auto_create_queues: bool | None = None
+    auto_delete_queues: bool | None = None
+    auto_delete_created_queues: bool | None = None
+    auto_delete_queues_delay: int | None = None
+    auto_delete_queues_message_count: int | None = None
+    auto_create_addresses: bool | None = None
+    auto_delete_addresses: bool | None = None
+    auto_delete_addresses_delay: int | None = None
+    default_address_routing_type: RoutingType | None = None
+    default_queue_routing_type: RoutingType | None = None
+    default_group_rebalance: bool | None = None
+    default_group_buckets: int | None = None
+    default_group_first_key: str | None = None
+    default_ring_size: int | None = None
+    enable_metrics: bool | None = None
+    management_browse_page_size: int | None = None
+    source: Source = ("", 0)
+
+
+#: Artemis defaults for every AddressSettings field (AddressSettings.java).
+ADDRESS_SETTINGS_DEFAULTS = dict(
+    dead_letter_address=None,
+    auto_create_dead_letter_resources=False,
+    dead_letter_queue_prefix="DLQ.",
+    dead_letter_queue_suffix="",
+    expiry_address=None,
+    auto_create_expiry_resources=False,
+    expiry_queue_prefix="EXP.",
+    expiry_queue_suffix="",
+    expiry_delay=-1,
+    min_expiry_delay=-1,
+    max_expiry_delay=-1,
+    max_delivery_attempts=10,
+    redelivery_delay=0,
+    redelivery_delay_multiplier=1.0,
+    redelivery_collision_avoidance_factor=0.0,
+    max_redelivery_delay=None,  # Artemis: redelivery-delay * 10
+    max_size_bytes=-1,
+    max_size_messages=-1,
+    page_size_bytes=10 * 1024 * 1024,
+    page_max_cache_size=5,
+    address_full_policy="PAGE",
+    message_counter_history_day_limit=0,
+    last_value_queue=False,
+    default_last_value_key=None,
+    default_non_destructive=False,
+    default_exclusive_queue=False,
+    default_max_consumers=-1,
+    default_purge_on_no_consumers=False,
+    default_consumer_window_size=1024 * 1024,
+    redistribution_delay=-1,
+    send_to_dla_on_no_route=False,
+    slow_consumer_threshold=-1,
+    slow_consumer_policy="NOTIFY",
+    slow_consumer_check_period=5,
+    auto_create_queues=True,
+    auto_delete_queues=True,
+    auto_delete_created_queues=False,
+    auto_delete_queues_delay=0,
+    auto_delete_queues_message_count=0,
+    auto_create_addresses=True,
+    auto_delete_addresses=True,
+    auto_delete_addresses_delay=0,
+    default_address_routing_type=RoutingType.MULTICAST,
+    default_queue_routing_type=RoutingType.MULTICAST,
+    default_group_rebalance=False,
+    default_group_buckets=-1,
+    default_group_first_key=None,
+    default_ring_size=-1,
+    enable_metrics=True,
+    management_browse_page_size=200,
+)
+
+
+@dataclass(frozen=True)
+class SecuritySetting:
+    """One ``<security-setting match="..">``: permission type -> role names."""
+
+    match: str
+    permissions: dict = field(default_factory=dict)  # str -> frozenset[str]
+    source: Source = ("", 0)
+
+
+@dataclass(frozen=True)
+class WildcardAddresses:
+    """``<wildcard-addresses>``: the characters of Artemis's wildcard syntax."""
+
+    enabled: bool = True
+    routing_enabled: bool = True
+    delimiter: str = "."
+    any_words: str = "#"
+    single_word: str = "*"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-connection protocol limits (Junction's own; see docs/configuration.md).
+
+    Set in ``broker.xml`` under ``<junction><limits>`` or per acceptor URL.
+    """
+
+    max_frame_size: int = 10 * 1024 * 1024
+    max_header_count: int = 1000
+    max_header_length: int = 64 * 1024
+    max_pending_frames: int = 1000
+    connect_timeout: int = 10_000  # ms allowed before CONNECT
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """Everything one ``broker.xml`` describes for one node."""
+
+    name: str = "localhost"
+    persistence_enabled: bool = True
+    journal_directory: str = "data/journal"
+    bindings_directory: str = "data/bindings"
+    paging_directory: str = "data/paging"
+    large_messages_directory: str = "data/large-messages"
+    journal_file_size: int = 10 * 1024 * 1024
+    journal_sync_transactional: bool = True
+    journal_sync_non_transactional: bool = True
+    #: nanoseconds, as Artemis; how long the journal waits to batch an fsync
+    journal_buffer_timeout: int = 500_000
+    id_cache_size: int = 20_000
+    persist_id_cache: bool = True
+    security_enabled: bool = True
+    acceptors: tuple[Acceptor, ...] = ()
+    connectors: tuple[Connector, ...] = ()
+    addresses: tuple[AddressConfig, ...] = ()
+    address_settings: tuple[AddressSettings, ...] = ()
+    security_settings: tuple[SecuritySetting, ...] = ()
+    wildcard_addresses: WildcardAddresses = WildcardAddresses()
+    limits: Limits = Limits()
+    #: management HTTP API (Junction's ``<junction><management>``); Artemis's
+    #: console listens on 8161, so the API does too by default.
+    management_host: str = "127.0.0.1"
+    management_port: int = 8161
+    #: files beside broker.xml, as Artemis's login.config would name them
+    users_file: str = "artemis-users.properties"
+    roles_file: str = "artemis-roles.properties"
+    #: the user anonymous connections run as when security allows it
+    anonymous_user: str | None = None
+    #: the file the config was read from; relative paths resolve against its folder
+    config_path: str = ""
+    base_dir: str = "."
