@@ -82,6 +82,23 @@ class QueueConfig:
     exclusive: bool = False
     user: str | None = None
     source: Source = ("", 0)
+    #: The ``<queue>`` attributes the XML actually gave.  In Artemis an absent
+    #: attribute means "take the matching address-settings default"
+    #: (``default-max-consumers``, ``default-exclusive-queue``,
+    #: ``default-purge-on-no-consumers`` ...), so a broker core that wants
+    #: Artemis's exact behaviour applies the settings to the fields not named here.
+    given: frozenset[str] = frozenset()
+    #: Per-queue overrides of address settings; ``None`` = inherit from the
+    #: matching ``<address-setting>`` (``last-value``/``last-value-key`` ->
+    #: ``last_value_queue``/``default_last_value_key``, ``non-destructive``,
+    #: ``group-rebalance``, ``group-buckets``, ``group-first-key``, ``ring-size``).
+    last_value: bool | None = None
+    last_value_key: str | None = None
+    non_destructive: bool | None = None
+    group_rebalance: bool | None = None
+    group_buckets: int | None = None
+    group_first_key: str | None = None
+    ring_size: int | None = None
 
 
 @dataclass(frozen=True)
@@ -255,7 +272,7 @@ class BrokerConfig:
     journal_directory: str = "data/journal"
     bindings_directory: str = "data/bindings"
     paging_directory: str = "data/paging"
-    large_messages_directory: str = "data/large-messages"
+    large_messages_directory: str = "data/largemessages"  # sic: Artemis's default has no dash
     journal_file_size: int = 10 * 1024 * 1024
     journal_sync_transactional: bool = True
     journal_sync_non_transactional: bool = True
@@ -283,3 +300,8 @@ class BrokerConfig:
     #: the file the config was read from; relative paths resolve against its folder
     config_path: str = ""
     base_dir: str = "."
+    #: Elements accepted but without effect in Junction, as
+    #: ``(element, line, reason)``: Java/JVM tuning knobs (``journal-type``,
+    #: ``thread-pool-max-size`` ...) and Artemis settings given at their default
+    #: value.  The node logs each once at start-up so nothing is silently ignored.
+    ignored: tuple[tuple[str, int, str], ...] = ()

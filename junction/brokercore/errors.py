@@ -1,0 +1,50 @@
+"""Errors the broker core reports to protocol sessions.
+
+Each carries Artemis's error type name (``ActiveMQExceptionType``) in ``kind``
+so a protocol adapter can map it to its own wire error, and a message that says
+what the client asked for and why it was refused.
+"""
+
+from __future__ import annotations
+
+
+class BrokerError(Exception):
+    kind = "INTERNAL_ERROR"
+
+
+class AddressFullError(BrokerError):
+    kind = "ADDRESS_FULL"
+
+
+class NonExistentQueueError(BrokerError):
+    kind = "QUEUE_DOES_NOT_EXIST"
+
+
+class NonExistentAddressError(BrokerError):
+    kind = "ADDRESS_DOES_NOT_EXIST"
+
+
+class QueueExistsError(BrokerError):
+    kind = "QUEUE_EXISTS"
+
+
+class MaxConsumersReachedError(BrokerError):
+    kind = "MAX_CONSUMERS_REACHED"
+
+
+class InvalidRoutingTypeError(BrokerError):
+    kind = "INVALID_ROUTING_TYPE"
+
+
+class InvalidFilterError(BrokerError):
+    kind = "INVALID_FILTER_EXPRESSION"
+
+
+class StorageFailedError(BrokerError):
+    """The journal can no longer make records durable; durable sends are refused."""
+
+    kind = "IO_ERROR"
+
+
+class TransactionError(BrokerError):
+    kind = "TRANSACTION_ROLLED_BACK"

@@ -1,0 +1,440 @@
+"""Queues: ordered message references, consumers with credit, acks and redelivery.
+
+A :class:`Queue` holds :class:`MessageRef` objects (one per queue a message was
+routed to) in ten priority lanes, and hands them to :class:`Consumer` objects
+round-robin while they have credit.  A delivered reference stays *in flight*
+until the consumer acknowledges it (gone), cancels it (back to the head of the
+queue with its delivery count raised, after the address's redelivery delay) or
+the delivery count reaches ``max-delivery-attempts`` (moved to the dead-letter
+address).  This is Artemis's ``QueueImpl`` in miniature; persistence of acks
+and delivery counts is the server's job (:mod:`junction.brokercore.storage`),
+reached through the ``owner`` callbacks.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from dataclasses import dataclass, field
+
+from junction.brokercore.message import Message, RoutingType
+
+__all__ = ["MessageRef", "Consumer", "Queue", "QueueDefinition"]
+
+#: Messages a queue examines per delivery pass when consumers have selectors,
+#: so a queue full of messages no consumer wants cannot stall the reactor.
+MAX_SELECTOR_SCAN = 10_000
+
+
+@dataclass(slots=True, eq=False)
+class MessageRef:
+    """One message on one queue, with its per-queue delivery count."""
+
+    message: Message
+    queue: "Queue"
+    delivery_count: int = 0
+    #: set once the ref has been handed to a consumer and not settled
+    consumer: "Consumer | None" = None
+    #: a durable ref whose message record is in the journal
+    persisted: bool = False
+
+    @property
+    def size(self) -> int:
+        return self.message.encoded_size()
+
+
+@dataclass(frozen=True)
+class QueueDefinition:
+    """What is persisted about a queue (a bindings record)."""
+
+    name: str
+    address: str
+    routing_type: RoutingType
+    filter: str | None = None
+    durable: bool = True
+    max_consumers: int = -1
+    purge_on_no_consumers: bool = False
+    exclusive: bool = False
+    auto_created: bool = False
+    temporary: bool = False
+    user: str | None = None
+    #: set for durable subscription queues, so they are not auto-deleted
+    subscription: bool = False
+
+
+class Consumer:
+    """A consumer on a queue, as a protocol session creates it.
+
+    ``deliver(ref)`` is called for each reference handed over; it must not
+    re-enter the queue.  Credit: ``credit_messages``/``credit_bytes`` of
+    ``None`` mean unlimited; otherwise each delivery consumes credit and the
+    protocol session returns it (:meth:`add_credit`) as the client acks or asks
+    for more.  ``paused`` stops deliveries while the connection cannot write
+    (transport backpressure).
+    """
+
+    _ids = itertools.count(1)
+
+    def __init__(
+        self,
+        queue: "Queue",
+        deliver,
+        *,
+        filter=None,
+        credit_messages: int | None = None,
+        credit_bytes: int | None = None,
+        browse_only: bool = False,
+        priority: int = 0,
+    ):
+        self.id = next(self._ids)
+        self.queue = queue
+        self.deliver = deliver
+        self.filter = filter
+        self.credit_messages = credit_messages
+        self.credit_bytes = credit_bytes
+        self.browse_only = browse_only
+        self.priority = priority
+        self.paused = False
+        self.closed = False
+        #: refs delivered and not yet acked or cancelled, in delivery order
+        self.in_flight: dict[int, MessageRef] = {}
+        self.delivered_total = 0
+
+    def has_credit(self) -> bool:
+        if self.paused or self.closed:
+            return False
+        if self.credit_messages is not None and self.credit_messages <= 0:
+            return False
+        if self.credit_bytes is not None and self.credit_bytes <= 0:
+            return False
+        return True
+
+    def accepts(self, message: Message) -> bool:
+        return self.filter is None or self.filter.matches(message)
+
+    def take_credit(self, ref: MessageRef) -> None:
+        if self.credit_messages is not None:
+            self.credit_messages -= 1
+        if self.credit_bytes is not None:
+            self.credit_bytes -= ref.size
+
+    def add_credit(self, messages: int = 0, size: int = 0) -> None:
+        """Return credit and let the queue deliver again."""
+        if self.credit_messages is not None:
+            self.credit_messages += messages
+        if self.credit_bytes is not None:
+            self.credit_bytes += size
+        self.queue.deliver_soon()
+
+    def set_paused(self, paused: bool) -> None:
+        self.paused = paused
+        if not paused:
+            self.queue.deliver_soon()
+
+
+class Queue:
+    """An Artemis queue bound to an address.
+
+    ``owner`` is the server; the queue calls back into it for things that need
+    the whole broker: ``owner.acknowledge_ref(ref)`` (persist an ack),
+    ``owner.dead_letter(ref, reason)``, ``owner.expire(ref)``,
+    ``owner.schedule(delay_s, fn)`` and ``owner.call_soon(fn)``,
+    ``owner.now_ms()``, ``owner.queue_settings(queue)``,
+    ``owner.update_delivery_count(ref)``, ``owner.queue_emptied(queue)``.
+    """
+
+    def __init__(self, definition: QueueDefinition, owner, *, queue_id: int = 0, filter=None):
+        self.definition = definition
+        self.name = definition.name
+        self.id = queue_id
+        self.owner = owner
+        self.filter = filter
+        self._lanes: list[deque] = [deque() for _ in range(10)]
+        self._count = 0
+        self.consumers: list[Consumer] = []
+        self._rr = 0
+        self._delivery_scheduled = False
+        self._delivering = False
+        self.messages_added = 0
+        self.messages_acknowledged = 0
+        self.messages_expired = 0
+        self.messages_killed = 0
+        self.in_flight_count = 0
+        self.scheduled_count = 0
+        self.deleted = False
+
+    # -- introspection --------------------------------------------------------
+    @property
+    def address(self) -> str:
+        return self.definition.address
+
+    @property
+    def durable(self) -> bool:
+        return self.definition.durable
+
+    @property
+    def routing_type(self) -> RoutingType:
+        return self.definition.routing_type
+
+    @property
+    def message_count(self) -> int:
+        """Messages on the queue: waiting, scheduled for redelivery and in flight."""
+        return self._count + self.in_flight_count + self.scheduled_count
+
+    @property
+    def waiting_count(self) -> int:
+        return self._count
+
+    def __repr__(self) -> str:
+        return f"<Queue {self.name!r} on {self.address!r} {self.message_count} msgs>"
+
+    # -- adding ----------------------------------------------------------------
+    def add(self, ref: MessageRef) -> None:
+        """Append a reference in priority order and try to deliver it."""
+        self._lanes[_lane(ref.message.priority)].append(ref)
+        self._count += 1
+        self.messages_added += 1
+        self.deliver_soon()
+
+    def add_head(self, ref: MessageRef) -> None:
+        """Put a cancelled reference back at the head of its lane."""
+        self._lanes[_lane(ref.message.priority)].appendleft(ref)
+        self._count += 1
+        self.deliver_soon()
+
+    # -- consumers -------------------------------------------------------------
+    def add_consumer(self, consumer: Consumer) -> None:
+        self.consumers.append(consumer)
+        self.deliver_soon()
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        """Remove a consumer and put everything it had in flight back."""
+        consumer.closed = True
+        if consumer in self.consumers:
+            self.consumers.remove(consumer)
+        refs = list(consumer.in_flight.values())
+        consumer.in_flight.clear()
+        # Back at the head in their original order: add_head in reverse.
+        for ref in reversed(refs):
+            self.in_flight_count -= 1
+            ref.consumer = None
+            self._return(ref, redelivered=True, delay=False)
+        self.deliver_soon()
+        if not self.consumers:
+            self.owner.consumers_gone(self)
+
+    # -- delivery --------------------------------------------------------------
+    def deliver_soon(self) -> None:
+        """Schedule one delivery pass on the reactor (coalesced)."""
+        if self._delivery_scheduled or self.deleted:
+            return
+        self._delivery_scheduled = True
+        self.owner.call_soon(self._deliver_pass)
+
+    def _deliver_pass(self) -> None:
+        self._delivery_scheduled = False
+        self.deliver_now()
+
+    def deliver_now(self) -> None:
+        """Hand waiting references to consumers with credit, round-robin."""
+        if self._delivering or self.deleted or not self._count:
+            return
+        self._delivering = True
+        try:
+            if any(c.filter is not None for c in self.consumers):
+                self._deliver_with_selectors()
+            else:
+                self._deliver_simple()
+        finally:
+            self._delivering = False
+
+    def _next_consumer(self, message: Message | None = None) -> Consumer | None:
+        consumers = self.consumers
+        n = len(consumers)
+        for i in range(n):
+            index = (self._rr + i) % n
+            consumer = consumers[index]
+            if consumer.has_credit() and (message is None or consumer.accepts(message)):
+                self._rr = index + 1
+                return consumer
+        return None
+
+    def _pop_next(self) -> MessageRef | None:
+        for lane in reversed(self._lanes):
+            if lane:
+                self._count -= 1
+                return lane.popleft()
+        return None
+
+    def _deliver_simple(self) -> None:
+        now = self.owner.now_ms()
+        while self._count:
+            consumer = self._next_consumer()
+            if consumer is None:
+                return
+            ref = self._pop_next()
+            if ref.message.expiration and ref.message.expiration <= now:
+                self._expire(ref)
+                continue
+            self._hand_over(ref, consumer)
+
+    def _deliver_with_selectors(self) -> None:
+        now = self.owner.now_ms()
+        scanned = 0
+        for lane in reversed(self._lanes):
+            index = 0
+            while index < len(lane) and scanned < MAX_SELECTOR_SCAN:
+                if not any(c.has_credit() for c in self.consumers):
+                    return
+                ref = lane[index]
+                scanned += 1
+                if ref.message.expiration and ref.message.expiration <= now:
+                    del lane[index]
+                    self._count -= 1
+                    self._expire(ref)
+                    continue
+                consumer = self._next_consumer(ref.message)
+                if consumer is None:
+                    index += 1
+                    continue
+                del lane[index]
+                self._count -= 1
+                self._hand_over(ref, consumer)
+
+    def _hand_over(self, ref: MessageRef, consumer: Consumer) -> None:
+        ref.delivery_count += 1
+        if consumer.browse_only:
+            # A browser sees the message but does not take it.
+            self.add_head(ref)  # pragma: no cover - browsers arrive with later protocols
+            return
+        ref.consumer = consumer
+        consumer.take_credit(ref)
+        consumer.in_flight[id(ref)] = ref
+        consumer.delivered_total += 1
+        self.in_flight_count += 1
+        consumer.deliver(ref)
+
+    # -- settlement -------------------------------------------------------------
+    def acknowledge(self, ref: MessageRef, tx=None) -> None:
+        """The consumer is done with the reference: it leaves the queue.
+
+        With ``tx`` (a storage transaction) the journal records of the ack are
+        part of that transaction.
+        """
+        consumer = ref.consumer
+        if consumer is not None and consumer.in_flight.pop(id(ref), None) is not None:
+            self.in_flight_count -= 1
+        ref.consumer = None
+        self.messages_acknowledged += 1
+        self.owner.acknowledge_ref(ref, tx)
+        if not self.message_count:
+            self.owner.queue_emptied(self)
+
+    def cancel(self, ref: MessageRef, *, redelivered: bool = True, delay: bool = True) -> None:
+        """The consumer gives the reference back (NACK, release, rollback)."""
+        consumer = ref.consumer
+        if consumer is not None and consumer.in_flight.pop(id(ref), None) is not None:
+            self.in_flight_count -= 1
+        ref.consumer = None
+        self._return(ref, redelivered=redelivered, delay=delay)
+
+    def _return(self, ref: MessageRef, *, redelivered: bool, delay: bool) -> None:
+        if not redelivered:
+            ref.delivery_count = max(0, ref.delivery_count - 1)
+        settings = self.owner.queue_settings(self)
+        if redelivered and settings.max_delivery_attempts >= 0 and ref.delivery_count >= settings.max_delivery_attempts:
+            self.messages_killed += 1
+            self.owner.dead_letter(ref, "max-delivery-attempts")
+            if not self.message_count:
+                self.owner.queue_emptied(self)
+            return
+        if redelivered:
+            self.owner.update_delivery_count(ref)
+        wait = _redelivery_delay(settings, ref.delivery_count) if (redelivered and delay) else 0
+        if wait > 0:
+            self.scheduled_count += 1
+
+            def back():
+                self.scheduled_count -= 1
+                if not self.deleted:
+                    self.add_head(ref)
+
+            self.owner.schedule(wait / 1000.0, back)
+        else:
+            self.add_head(ref)
+
+    def _expire(self, ref: MessageRef) -> None:
+        self.messages_expired += 1
+        self.owner.expire(ref)
+
+    # -- housekeeping -----------------------------------------------------------
+    def expire_scan(self) -> int:
+        """Move every expired waiting reference to the expiry address."""
+        now = self.owner.now_ms()
+        expired = 0
+        for lane in self._lanes:
+            keep = deque()
+            while lane:
+                ref = lane.popleft()
+                if ref.message.expiration and ref.message.expiration <= now:
+                    self._count -= 1
+                    self._expire(ref)
+                    expired += 1
+                else:
+                    keep.append(ref)
+            lane.extend(keep)
+        return expired
+
+    def drain(self) -> list[MessageRef]:
+        """Remove and return every waiting reference (purge, delete)."""
+        refs = []
+        for lane in self._lanes:
+            refs.extend(lane)
+            lane.clear()
+        self._count = 0
+        return refs
+
+    def waiting(self):
+        """Iterate over waiting references, highest priority first (browse)."""
+        for lane in reversed(self._lanes):
+            yield from lane
+
+
+def _lane(priority: int) -> int:
+    if priority < 0:
+        return 0
+    if priority > 9:
+        return 9
+    return priority
+
+
+def _redelivery_delay(settings, delivery_count: int) -> float:
+    """Artemis's redelivery delay in ms: base * multiplier^(n-1), capped."""
+    base = settings.redelivery_delay
+    if base <= 0:
+        return 0
+    delay = base * (settings.redelivery_delay_multiplier ** max(0, delivery_count - 1))
+    cap = settings.max_redelivery_delay
+    if cap is None:
+        cap = base * 10
+    return min(delay, cap)
+
+
+@dataclass
+class QueueStats:
+    """A snapshot for management (see docs/management.md)."""
+
+    name: str
+    address: str
+    routing_type: str
+    durable: bool
+    message_count: int
+    consumer_count: int
+    messages_added: int
+    messages_acknowledged: int
+    messages_expired: int
+    messages_killed: int
+    delivering: int
+    filter: str | None = None
+    temporary: bool = False
+    extra: dict = field(default_factory=dict)

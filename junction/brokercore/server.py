@@ -1,0 +1,723 @@
+"""The broker node: addresses, queues, routing, persistence and recovery.
+
+:class:`BrokerServer` is Artemis's ``ActiveMQServer`` + ``PostOffice`` in one
+place: it owns the address and queue registry, routes each message to the
+queues bound to its address (ANYCAST: one queue, round-robin; MULTICAST: every
+queue whose filter matches; wildcard addresses included), enforces address
+settings (auto-create, limits and the address-full policy, dead-letter and
+expiry addresses, duplicate detection) and drives the journal through
+:mod:`junction.brokercore.storage`.  Protocol sessions talk to it only through
+:class:`junction.brokercore.session.ServerSession`.
+
+Everything runs on the reactor thread; the reactor is injected.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from twisted.internet import defer
+
+from junction.brokercore import errors
+from junction.brokercore.filter import FilterError, parse_filter
+from junction.brokercore.message import (
+    ACTUAL_EXPIRY,
+    ORIGINAL_ADDRESS,
+    ORIGINAL_QUEUE,
+    Message,
+    RoutingType,
+)
+from junction.brokercore.queue import MessageRef, Queue, QueueDefinition
+from junction.brokercore.storage import JournalStorage, NullStorage, queue_record
+from junction.brokercore.wildcard import SettingsRepository, WildcardSyntax, address_matches
+from junction.config.model import ADDRESS_SETTINGS_DEFAULTS, BrokerConfig
+
+log = logging.getLogger("junction.broker")
+
+#: How often waiting messages are checked for expiry (Artemis
+#: ``message-expiry-scan-period`` default).
+EXPIRY_SCAN_PERIOD_S = 30.0
+#: Producers waiting on one full address under the BLOCK policy before new
+#: sends fail instead (each protocol session also bounds its own pending sends).
+MAX_BLOCKED_SENDS_PER_ADDRESS = 100_000
+#: Wildcard-address match results remembered per concrete address.
+WILDCARD_CACHE_SIZE = 10_000
+
+
+@dataclass(eq=False)
+class Address:
+    """An address with the routing types it supports and the queues bound to it."""
+
+    name: str
+    routing_types: set
+    auto_created: bool = False
+    record_id: int = 0
+    queues: dict = field(default_factory=dict)  # name -> Queue
+    #: bytes of messages routed here and not yet acknowledged (address limit)
+    size: int = 0
+    messages: int = 0
+    blocked: list = field(default_factory=list)  # Deferreds waiting for space
+    anycast_rr: int = 0
+    routed_total: int = 0
+    wildcard: bool = False
+
+    def anycast_queues(self):
+        return [q for q in self.queues.values() if q.routing_type == RoutingType.ANYCAST]
+
+    def multicast_queues(self):
+        return [q for q in self.queues.values() if q.routing_type == RoutingType.MULTICAST]
+
+
+@dataclass
+class RouteResult:
+    """What became of one sent message (for the sender and for tests)."""
+
+    queues: list
+    duplicate: bool = False
+    dropped: bool = False
+    confirmed: defer.Deferred | None = None
+
+
+class DuplicateIDCache:
+    """The last ``id-cache-size`` (address, duplicate id) pairs seen.
+
+    Artemis keeps one cache per address; one bounded cache for the node keeps
+    memory bounded however many addresses exist (documented difference).
+    """
+
+    def __init__(self, size: int):
+        self.size = size
+        self._ids: OrderedDict = OrderedDict()  # (address, id) -> record id
+
+    def __contains__(self, key) -> bool:
+        return key in self._ids
+
+    def add(self, key, record_id):
+        """Remember ``key``; return the record id of an id that fell out, if any."""
+        self._ids[key] = record_id
+        if len(self._ids) > self.size:
+            _, evicted = self._ids.popitem(last=False)
+            return evicted
+        return None
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+
+class BrokerServer:
+    """One broker node's core.  Create, :meth:`start`, hand sessions to protocols."""
+
+    def __init__(self, config: BrokerConfig, *, reactor=None, security=None, journal=None, node_id=None):
+        if reactor is None:
+            from twisted.internet import reactor as default_reactor
+
+            reactor = default_reactor
+        self.reactor = reactor
+        self.config = config
+        self.node_id = node_id or "00000000-0000-0000-0000-000000000000"
+        self.syntax = WildcardSyntax(
+            delimiter=config.wildcard_addresses.delimiter,
+            any_words=config.wildcard_addresses.any_words,
+            single_word=config.wildcard_addresses.single_word,
+        )
+        self.wildcard_routing = config.wildcard_addresses.routing_enabled
+        self.settings = SettingsRepository(config.address_settings, self.syntax, ADDRESS_SETTINGS_DEFAULTS)
+        self.security = security
+        if journal is not None:
+            self.storage = JournalStorage(journal)
+        else:
+            self.storage = NullStorage()
+        self.addresses: dict[str, Address] = {}
+        self.queues: dict[str, Queue] = {}
+        self._queues_by_id: dict[int, Queue] = {}
+        self._durable_refs: dict[int, int] = {}
+        self._wildcard_cache: OrderedDict = OrderedDict()
+        self.duplicates = DuplicateIDCache(config.id_cache_size)
+        self.sessions: set = set()
+        self.started = False
+        self._expiry_call = None
+        self.start_time = time.time()
+        self.messages_routed = 0
+        self.messages_dropped = 0
+        self.messages_duplicate = 0
+        self.messages_dead_lettered = 0
+        self.messages_expired = 0
+
+    # -- lifecycle ------------------------------------------------------------------
+    def start(self) -> None:
+        """Recover from the journal, deploy configured addresses, start timers."""
+        recovered = self.storage.load()
+        self.storage.start()
+        self._recover(recovered)
+        self._deploy_configured()
+        self.started = True
+        self._expiry_call = self.reactor.callLater(EXPIRY_SCAN_PERIOD_S, self._expiry_scan)
+
+    def stop(self) -> defer.Deferred:
+        """Stop timers and flush the journal (in-flight syncs finish first)."""
+        self.started = False
+        if self._expiry_call is not None and self._expiry_call.active():
+            self._expiry_call.cancel()
+        self._expiry_call = None
+        for session in list(self.sessions):
+            session.close()
+        return defer.maybeDeferred(self.storage.stop)
+
+    def _recover(self, recovered) -> None:
+        for record_id, info in recovered.addresses.items():
+            types = {RoutingType[name] for name in info["routing_types"]}
+            address = self._add_address(info["name"], types, auto_created=info["auto_created"], persist=False)
+            address.record_id = record_id
+        by_id = {}
+        for queue_id, info in recovered.queues.items():
+            defn = QueueDefinition(
+                name=info["name"],
+                address=info["address"],
+                routing_type=RoutingType[info["routing_type"]],
+                filter=info.get("filter"),
+                durable=True,
+                max_consumers=info.get("max_consumers", -1),
+                purge_on_no_consumers=info.get("purge_on_no_consumers", False),
+                exclusive=info.get("exclusive", False),
+                auto_created=info.get("auto_created", False),
+                user=info.get("user"),
+                subscription=info.get("subscription", False),
+            )
+            if defn.address not in self.addresses:
+                self._add_address(defn.address, {defn.routing_type}, auto_created=True, persist=False)
+            queue = self._install_queue(defn, queue_id)
+            by_id[queue_id] = queue
+        restored = 0
+        for item in recovered.messages:
+            message = item.message
+            count = 0
+            for queue_id, delivery_count in item.refs.items():
+                queue = by_id.get(queue_id)
+                if queue is None:
+                    continue
+                ref = MessageRef(message, queue, delivery_count=delivery_count, persisted=True)
+                self._account(queue, ref, +1)
+                queue.add(ref)
+                count += 1
+            if count:
+                self._durable_refs[message.message_id] = count
+                restored += 1
+        for record_id, address, dup_id in recovered.duplicates:
+            evicted = self.duplicates.add((address, bytes(dup_id)), record_id)
+            if evicted is not None:
+                self.storage.delete_duplicate(evicted)
+        self.recovered_messages = restored
+        if restored or recovered.queues:
+            log.info(
+                "recovered %d queues and %d messages from the journal%s",
+                len(recovered.queues),
+                restored,
+                " (a torn tail was discarded)" if recovered.torn_tail else "",
+            )
+
+    def _deploy_configured(self) -> None:
+        for addr in self.config.addresses:
+            address = self.addresses.get(addr.name)
+            if address is None:
+                address = self._add_address(addr.name, set(addr.routing_types), auto_created=False, persist=False)
+            else:
+                address.routing_types |= set(addr.routing_types)
+                address.auto_created = False
+            for qc in addr.queues:
+                if qc.name in self.queues:
+                    continue
+                defn = QueueDefinition(
+                    name=qc.name,
+                    address=addr.name,
+                    routing_type=qc.routing_type,
+                    filter=qc.filter,
+                    durable=qc.durable,
+                    max_consumers=qc.max_consumers,
+                    purge_on_no_consumers=qc.purge_on_no_consumers,
+                    exclusive=qc.exclusive,
+                    user=qc.user,
+                )
+                self.create_queue(defn)
+
+    # -- scheduling helpers used by queues ------------------------------------------
+    def call_soon(self, fn) -> None:
+        self.reactor.callLater(0, fn)
+
+    def schedule(self, delay_s: float, fn):
+        return self.reactor.callLater(delay_s, fn)
+
+    def now_ms(self) -> int:
+        return int(self.reactor.seconds() * 1000)
+
+    def queue_settings(self, queue: Queue):
+        return self.settings.resolve(queue.address)
+
+    # -- addresses and queues --------------------------------------------------------
+    def _add_address(self, name, routing_types, *, auto_created, persist) -> Address:
+        address = Address(name=name, routing_types=set(routing_types), auto_created=auto_created)
+        address.wildcard = self.wildcard_routing and self._has_wildcard(name)
+        if persist:
+            address.record_id = self.storage.store_address(name, routing_types, auto_created)
+        self.addresses[name] = address
+        self._wildcard_cache.clear()
+        return address
+
+    def _has_wildcard(self, name: str) -> bool:
+        syntax = self.syntax
+        words = name.split(syntax.delimiter)
+        return any(w in (syntax.any_words, syntax.single_word) for w in words)
+
+    def create_address(self, name: str, routing_types, *, auto_created=False) -> Address:
+        address = self.addresses.get(name)
+        if address is None:
+            return self._add_address(name, set(routing_types), auto_created=auto_created, persist=True)
+        missing = set(routing_types) - address.routing_types
+        if missing:
+            address.routing_types |= missing
+            if address.record_id:
+                self.storage.delete_address(address.record_id)
+            address.record_id = self.storage.store_address(name, address.routing_types, address.auto_created)
+        return address
+
+    def delete_address(self, name: str) -> None:
+        address = self.addresses.pop(name, None)
+        if address is None:
+            return
+        for queue in list(address.queues.values()):
+            self.destroy_queue(queue.name)
+        if address.record_id:
+            self.storage.delete_address(address.record_id)
+        self._wildcard_cache.clear()
+
+    def create_queue(self, defn: QueueDefinition) -> Queue:
+        """Create a queue (and its address if missing); an existing name is an error."""
+        if defn.name in self.queues:
+            raise errors.QueueExistsError(f"queue {defn.name} already exists")
+        if defn.address not in self.addresses:
+            self._add_address(defn.address, {defn.routing_type}, auto_created=defn.auto_created, persist=True)
+        address = self.addresses[defn.address]
+        if defn.routing_type not in address.routing_types:
+            address.routing_types.add(defn.routing_type)
+        queue_id = self.storage.next_id()
+        queue = self._install_queue(defn, queue_id)
+        if defn.durable and not defn.temporary:
+            self.storage.store_queue(queue_id, defn)
+        return queue
+
+    def _install_queue(self, defn: QueueDefinition, queue_id: int) -> Queue:
+        flt = None
+        if defn.filter:
+            try:
+                flt = parse_filter(defn.filter)
+            except FilterError as exc:
+                raise errors.InvalidFilterError(f"queue {defn.name}: invalid filter {defn.filter!r}: {exc}") from exc
+        queue = Queue(defn, self, queue_id=queue_id, filter=flt)
+        self.queues[defn.name] = queue
+        self._queues_by_id[queue_id] = queue
+        self.addresses[defn.address].queues[defn.name] = queue
+        return queue
+
+    def destroy_queue(self, name: str) -> None:
+        """Delete a queue and every message on it."""
+        queue = self.queues.pop(name, None)
+        if queue is None:
+            return
+        self._queues_by_id.pop(queue.id, None)
+        for consumer in list(queue.consumers):
+            queue.remove_consumer(consumer)
+        for ref in queue.drain():
+            self._settle(ref)
+        queue.deleted = True
+        address = self.addresses.get(queue.address)
+        if address is not None:
+            address.queues.pop(name, None)
+        if queue.durable and not queue.definition.temporary:
+            self.storage.delete_queue(queue.id)
+
+    def find_queue(self, name: str) -> Queue | None:
+        return self.queues.get(name)
+
+    # -- routing ----------------------------------------------------------------------
+    def resolve_address(self, name: str, routing_type: RoutingType | None, *, auto_create: bool = True) -> Address | None:
+        """The address a message or consumer names, auto-created per address-settings."""
+        address = self.addresses.get(name)
+        settings = self.settings.resolve(name)
+        if address is None:
+            if not (auto_create and settings.auto_create_addresses):
+                return None
+            rtype = routing_type if routing_type is not None else settings.default_address_routing_type
+            address = self._add_address(name, {rtype}, auto_created=True, persist=True)
+        elif routing_type is not None and routing_type not in address.routing_types:
+            if not settings.auto_create_addresses:
+                raise errors.InvalidRoutingTypeError(
+                    f"address {name} does not support routing type {routing_type.name}"
+                )
+            self.create_address(name, {routing_type})
+        return address
+
+    def _wildcard_targets(self, name: str) -> list:
+        cached = self._wildcard_cache.get(name)
+        if cached is not None:
+            return cached
+        targets = [
+            a for a in self.addresses.values() if a.wildcard and a.name != name and address_matches(a.name, name, self.syntax)
+        ]
+        self._wildcard_cache[name] = targets
+        if len(self._wildcard_cache) > WILDCARD_CACHE_SIZE:
+            self._wildcard_cache.popitem(last=False)
+        return targets
+
+    def select_queues(self, address: Address, message: Message, routing_type: RoutingType | None) -> list:
+        """Queues a message sent to ``address`` goes to (Artemis ``BindingsImpl``)."""
+        chosen = []
+        addresses = [address]
+        if self.wildcard_routing and not address.wildcard:
+            addresses.extend(self._wildcard_targets(address.name))
+        for addr in addresses:
+            if routing_type in (None, RoutingType.MULTICAST):
+                for queue in addr.queues.values():
+                    if queue.routing_type == RoutingType.MULTICAST and (
+                        queue.filter is None or queue.filter.matches(message)
+                    ):
+                        chosen.append(queue)
+            if routing_type in (None, RoutingType.ANYCAST):
+                candidates = [
+                    q
+                    for q in addr.queues.values()
+                    if q.routing_type == RoutingType.ANYCAST and (q.filter is None or q.filter.matches(message))
+                ]
+                if candidates:
+                    addr.anycast_rr = (addr.anycast_rr + 1) % len(candidates)
+                    chosen.append(candidates[addr.anycast_rr])
+        return chosen
+
+    def prepare_route(self, message: Message, *, routing_type=None, auto_create=True):
+        """Resolve the address, auto-create queues and pick the target queues.
+
+        Returns ``(address, queues)``; raises for a missing address when it
+        cannot be auto-created.  Nothing is stored yet.
+        """
+        name = message.address
+        fqqn_queue = None
+        if "::" in name:
+            name, fqqn_queue = name.split("::", 1)
+            message.address = name
+        rtype = routing_type if routing_type is not None else message.routing_type
+        address = self.resolve_address(name, rtype, auto_create=auto_create)
+        if address is None:
+            raise errors.NonExistentAddressError(f"address {name} does not exist and auto-create-addresses is false")
+        if fqqn_queue is not None:
+            queue = address.queues.get(fqqn_queue)
+            if queue is None:
+                raise errors.NonExistentQueueError(f"queue {fqqn_queue} does not exist on address {name}")
+            return address, [queue]
+        if rtype is None and len(address.routing_types) == 1:
+            rtype = next(iter(address.routing_types))
+        if rtype == RoutingType.ANYCAST and not address.anycast_queues():
+            settings = self.settings.resolve(name)
+            if settings.auto_create_queues and auto_create:
+                self.create_queue(
+                    QueueDefinition(
+                        name=name,
+                        address=name,
+                        routing_type=RoutingType.ANYCAST,
+                        durable=True,
+                        auto_created=True,
+                        max_consumers=settings.default_max_consumers,
+                        purge_on_no_consumers=settings.default_purge_on_no_consumers,
+                    )
+                )
+        return address, self.select_queues(address, message, rtype)
+
+    def check_duplicate(self, address_name: str, message: Message) -> bool:
+        """True when the message's duplicate id was already seen on this address."""
+        dup = message.duplicate_id
+        return dup is not None and (address_name, dup) in self.duplicates
+
+    def remember_duplicate(self, address_name: str, message: Message) -> None:
+        dup = message.duplicate_id
+        if dup is None:
+            return
+        key = (address_name, dup)
+        if key in self.duplicates:
+            return
+        record_id = self.storage.store_duplicate(address_name, dup) if self.config.persist_id_cache else 0
+        evicted = self.duplicates.add(key, record_id)
+        if evicted:
+            self.storage.delete_duplicate(evicted)
+
+    def address_full(self, address: Address, size: int) -> str | None:
+        """The address-full policy to apply if ``size`` more bytes would exceed the limit."""
+        settings = self.settings.resolve(address.name)
+        limit = settings.max_size_bytes
+        if limit >= 0 and address.size + size > limit and address.size > 0:
+            return settings.address_full_policy
+        max_messages = settings.max_size_messages
+        if max_messages is not None and max_messages >= 0 and address.messages >= max_messages:
+            return settings.address_full_policy
+        return None
+
+    def wait_for_space(self, address: Address) -> defer.Deferred:
+        """A Deferred that fires when a BLOCKed address has room again."""
+        if len(address.blocked) >= MAX_BLOCKED_SENDS_PER_ADDRESS:
+            return defer.fail(errors.AddressFullError(f"address {address.name} is full and too many producers wait"))
+        d = defer.Deferred()
+        address.blocked.append(d)
+        return d
+
+    def deliver_to_queues(self, message: Message, queues: list, *, sync: bool | None = None, tx=None):
+        """Assign an id, store the message if durable, and add it to the queues.
+
+        Returns a Deferred that fires when the message is safe (journal synced
+        for a durable message on a durable queue), or None if nothing waits.
+        With ``tx`` the journal records go into that storage transaction and
+        the caller commits.
+        """
+        now = self.now_ms()
+        if not message.timestamp:
+            message.timestamp = int(time.time() * 1000)
+        address_name = message.address
+        settings = self.settings.resolve(address_name)
+        if settings.expiry_delay > 0 and not message.expiration:
+            message.expiration = now + settings.expiry_delay
+        message.message_id = self.storage.next_id()
+        self.messages_routed += 1
+        durable_ids = []
+        if message.durable and self.storage.persistent:
+            durable_ids = [q.id for q in queues if q.durable and not q.definition.temporary]
+        confirmed = None
+        if durable_ids:
+            if self.storage.failed:
+                raise errors.StorageFailedError(f"the journal failed ({self.storage.failed}); durable sends are refused")
+            if tx is not None:
+                tx.store_message(message, durable_ids)
+            else:
+                if sync is None:
+                    sync = self.config.journal_sync_non_transactional
+                confirmed = self.storage.store_message(message, durable_ids, sync)
+            self._durable_refs[message.message_id] = len(durable_ids)
+        if tx is not None:
+            # Invisible until the transaction's commit is durable.
+            tx.after_commit.append(lambda: self._add_refs(message, queues, bool(durable_ids)))
+        else:
+            self._add_refs(message, queues, bool(durable_ids))
+        return confirmed
+
+    def _add_refs(self, message: Message, queues: list, stored: bool) -> None:
+        for queue in queues:
+            if queue.deleted:
+                if stored and queue.durable and not queue.definition.temporary:
+                    # Deleted while a transaction held the message: release its record.
+                    self._settle(MessageRef(message, queue, persisted=True))
+                continue
+            persisted = stored and queue.durable and not queue.definition.temporary
+            ref = MessageRef(message, queue, persisted=persisted)
+            self._account(queue, ref, +1)
+            queue.add(ref)
+
+    def route_internal(self, message: Message, *, routing_type=None) -> None:
+        """Route a message the broker itself produces (dead letter, expiry)."""
+        try:
+            address, queues = self.prepare_route(message, routing_type=routing_type)
+        except errors.BrokerError as exc:
+            log.warning("could not route internal message to %s: %s", message.address, exc)
+            return
+        if queues:
+            self.deliver_to_queues(message, queues, sync=False)
+
+    def _account(self, queue: Queue, ref: MessageRef, sign: int) -> None:
+        address = self.addresses.get(queue.address)
+        if address is None:
+            return
+        address.size += sign * ref.size
+        address.messages += sign
+        if sign > 0:
+            address.routed_total += 1
+        elif address.blocked and self.address_full(address, 0) is None:
+            waiting, address.blocked = address.blocked, []
+            for d in waiting:
+                d.callback(None)
+
+    # -- settlement (called by queues) ---------------------------------------------------
+    def acknowledge_ref(self, ref: MessageRef, tx=None) -> None:
+        self._settle(ref, tx=tx)
+
+    def _settle(self, ref: MessageRef, tx=None) -> None:
+        self._account(ref.queue, ref, -1)
+        if not ref.persisted:
+            return
+        mid = ref.message.message_id
+        remaining = self._durable_refs.get(mid, 1) - 1
+        if remaining <= 0:
+            self._durable_refs.pop(mid, None)
+        else:
+            self._durable_refs[mid] = remaining
+        if tx is not None:
+            tx.ack(mid, ref.queue.id, remaining)
+        else:
+            self.storage.ack(mid, ref.queue.id, remaining, sync=False)
+
+    def update_delivery_count(self, ref: MessageRef) -> None:
+        if ref.persisted:
+            self.storage.update_delivery_count(ref.message.message_id, ref.queue.id, ref.delivery_count)
+
+    def dead_letter(self, ref: MessageRef, reason: str) -> None:
+        """Move a reference to its dead-letter address (or drop it if none)."""
+        settings = self.queue_settings(ref.queue)
+        self.messages_dead_lettered += 1
+        dla = settings.dead_letter_address
+        if dla:
+            copy = ref.message.copy(address=dla, message_id=0)
+            copy.properties[ORIGINAL_ADDRESS] = ref.message.address
+            copy.properties[ORIGINAL_QUEUE] = ref.queue.name
+            if settings.auto_create_dead_letter_resources:
+                self._ensure_resource_queue(dla, settings.dead_letter_queue_prefix, settings.dead_letter_queue_suffix, ref)
+            self.route_internal(copy, routing_type=None)
+            log.info("message %s on %s sent to dead-letter address %s (%s)", ref.message.message_id, ref.queue.name, dla, reason)
+        else:
+            log.warning(
+                "message %s on %s dropped after %s: no dead-letter-address configured",
+                ref.message.message_id,
+                ref.queue.name,
+                reason,
+            )
+        self._settle(ref)
+
+    def expire(self, ref: MessageRef) -> None:
+        settings = self.queue_settings(ref.queue)
+        self.messages_expired += 1
+        target = settings.expiry_address
+        if target:
+            copy = ref.message.copy(address=target, message_id=0, expiration=0)
+            copy.properties[ORIGINAL_ADDRESS] = ref.message.address
+            copy.properties[ORIGINAL_QUEUE] = ref.queue.name
+            copy.properties[ACTUAL_EXPIRY] = self.now_ms()
+            if settings.auto_create_expiry_resources:
+                self._ensure_resource_queue(target, settings.expiry_queue_prefix, settings.expiry_queue_suffix, ref)
+            self.route_internal(copy)
+        self._settle(ref)
+
+    def _ensure_resource_queue(self, address: str, prefix: str, suffix: str, ref: MessageRef) -> None:
+        """Artemis auto-created DLQ/expiry queues: one per original address, filtered."""
+        name = f"{prefix}{ref.message.address}{suffix}"
+        if name in self.queues:
+            return
+        self.create_queue(
+            QueueDefinition(
+                name=name,
+                address=address,
+                routing_type=RoutingType.MULTICAST,
+                filter=f"{ORIGINAL_ADDRESS} = '{ref.message.address}'",
+                durable=True,
+                auto_created=True,
+            )
+        )
+
+    def queue_emptied(self, queue: Queue) -> None:
+        self._maybe_auto_delete(queue)
+
+    def consumers_gone(self, queue: Queue) -> None:
+        if queue.definition.purge_on_no_consumers:
+            for ref in queue.drain():
+                self._settle(ref)
+        self._maybe_auto_delete(queue)
+
+    def _maybe_auto_delete(self, queue: Queue) -> None:
+        defn = queue.definition
+        if queue.deleted or queue.consumers or not defn.auto_created or defn.subscription:
+            return
+        settings = self.settings.resolve(queue.address)
+        if not settings.auto_delete_queues:
+            return
+        if queue.message_count > settings.auto_delete_queues_message_count:
+            return
+        if settings.auto_delete_queues_delay > 0:
+            self.schedule(settings.auto_delete_queues_delay / 1000.0, lambda: self._auto_delete_now(queue))
+        else:
+            self._auto_delete_now(queue)
+
+    def _auto_delete_now(self, queue: Queue) -> None:
+        if queue.deleted or queue.consumers or queue.message_count:
+            return
+        self.destroy_queue(queue.name)
+        address = self.addresses.get(queue.address)
+        if address is not None and address.auto_created and not address.queues:
+            settings = self.settings.resolve(address.name)
+            if settings.auto_delete_addresses:
+                self.delete_address(address.name)
+
+    # -- periodic -----------------------------------------------------------------------
+    def _expiry_scan(self) -> None:
+        for queue in list(self.queues.values()):
+            queue.expire_scan()
+        if self.started:
+            self._expiry_call = self.reactor.callLater(EXPIRY_SCAN_PERIOD_S, self._expiry_scan)
+
+    # -- management -----------------------------------------------------------------------
+    def status(self) -> dict:
+        """The node's state for the management API (documented in docs/management.md)."""
+        queues = []
+        for queue in self.queues.values():
+            queues.append(
+                {
+                    "name": queue.name,
+                    "address": queue.address,
+                    "routing_type": queue.routing_type.name,
+                    "durable": queue.durable,
+                    "temporary": queue.definition.temporary,
+                    "filter": queue.definition.filter,
+                    "message_count": queue.message_count,
+                    "delivering_count": queue.in_flight_count,
+                    "consumer_count": len(queue.consumers),
+                    "messages_added": queue.messages_added,
+                    "messages_acknowledged": queue.messages_acknowledged,
+                    "messages_expired": queue.messages_expired,
+                    "messages_killed": queue.messages_killed,
+                }
+            )
+        addresses = []
+        for address in self.addresses.values():
+            addresses.append(
+                {
+                    "name": address.name,
+                    "routing_types": sorted(rt.name for rt in address.routing_types),
+                    "auto_created": address.auto_created,
+                    "queues": sorted(address.queues),
+                    "size_bytes": address.size,
+                    "message_count": address.messages,
+                    "blocked_producers": len(address.blocked),
+                    "routed_total": address.routed_total,
+                }
+            )
+        return {
+            "node_id": self.node_id,
+            "name": self.config.name,
+            "version": _version(),
+            "uptime_s": round(time.time() - self.start_time, 3),
+            "persistence_enabled": self.storage.persistent,
+            "journal": self.storage.stats() if self.storage.persistent else None,
+            "journal_failed": self.storage.failed,
+            "addresses": sorted(addresses, key=lambda a: a["name"]),
+            "queues": sorted(queues, key=lambda q: q["name"]),
+            "sessions": len(self.sessions),
+            "messages_routed": self.messages_routed,
+            "messages_dropped": self.messages_dropped,
+            "messages_duplicate": self.messages_duplicate,
+            "messages_dead_lettered": self.messages_dead_lettered,
+            "messages_expired": self.messages_expired,
+            "duplicate_ids": len(self.duplicates),
+            "pid": os.getpid(),
+        }
+
+
+def _version() -> str:
+    from junction import __version__
+
+    return __version__
+
+
+__all__ = ["BrokerServer", "Address", "RouteResult", "DuplicateIDCache", "queue_record"]

@@ -1,0 +1,464 @@
+"""Server sessions: what a protocol connection may do with the broker core.
+
+A protocol adapter (STOMP today; AMQP, OpenWire and CORE later) authenticates
+a connection, opens one :class:`ServerSession` for it and then only calls this
+API: send, create consumers, acknowledge or cancel deliveries, run local
+transactions, close.  Every operation is authorised here against
+``security-settings``, so no protocol can forget a check.  Artemis's
+``ServerSessionImpl`` is the model.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import uuid
+
+from twisted.internet import defer
+
+from junction.brokercore import errors
+from junction.brokercore.filter import FilterError, parse_filter
+from junction.brokercore.message import Message, RoutingType
+from junction.brokercore.queue import Consumer, MessageRef, QueueDefinition
+
+log = logging.getLogger("junction.session")
+
+__all__ = ["ServerSession", "ServerConsumer", "Transaction", "ConnectionInfo"]
+
+
+class ConnectionInfo:
+    """Who is on the other end of a session (for logs, keys and management)."""
+
+    _ids = itertools.count(1)
+
+    def __init__(self, protocol: str, remote: str, *, client_id: str | None = None, acceptor: str | None = None):
+        self.id = next(self._ids)
+        self.protocol = protocol
+        self.remote = remote
+        self.client_id = client_id
+        self.acceptor = acceptor
+
+
+class ServerConsumer:
+    """A protocol-level subscription: a :class:`Consumer` on a queue plus session bookkeeping.
+
+    ``on_delivery(server_consumer, ref)`` is the protocol's callback.  With
+    ``auto_ack`` the delivery is acknowledged as soon as the callback returns
+    (STOMP ``ack:auto``), and credit comes straight back, so a window never
+    stalls an auto-ack consumer.
+    """
+
+    def __init__(self, session, queue, on_delivery, *, filter=None, auto_ack=False, credit_messages=None, credit_bytes=None, owns_queue=False):
+        self.session = session
+        self.queue = queue
+        self.on_delivery = on_delivery
+        self.auto_ack = auto_ack
+        self.owns_queue = owns_queue
+        self.consumer = Consumer(
+            queue,
+            self._deliver,
+            filter=filter,
+            credit_messages=credit_messages,
+            credit_bytes=credit_bytes,
+        )
+        self.closed = False
+
+    @property
+    def id(self) -> int:
+        return self.consumer.id
+
+    def _deliver(self, ref: MessageRef) -> None:
+        self.on_delivery(self, ref)
+        if self.auto_ack and not self.closed:
+            self.queue.acknowledge(ref)
+            self.consumer.add_credit(1, ref.size)
+
+    def in_flight(self):
+        return list(self.consumer.in_flight.values())
+
+    def add_credit(self, messages: int = 0, size: int = 0) -> None:
+        self.consumer.add_credit(messages, size)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.queue.remove_consumer(self.consumer)
+        self.session.consumers.discard(self)
+        if self.owns_queue:
+            self.session.server.destroy_queue(self.queue.name)
+
+
+class Transaction:
+    """A local transaction: sends and acks that take effect together on commit."""
+
+    def __init__(self, session):
+        self.session = session
+        self.sends: list = []
+        self.acks: list = []
+        self.done = False
+
+    def commit(self) -> defer.Deferred:
+        """Route the sends and apply the acks in one journal transaction."""
+        if self.done:
+            return defer.fail(errors.TransactionError("transaction already finished"))
+        self.done = True
+        server = self.session.server
+        storage_tx = server.storage.transaction()
+        try:
+            for message, routing_type in self.sends:
+                self.session._route(message, routing_type, storage_tx)
+            credits = []
+            for ref in self.acks:
+                owner = self.session._consumer_of.pop(id(ref), None)
+                if ref.queue.deleted or ref.consumer is None:
+                    continue  # given back meanwhile (consumer closed): nothing to ack
+                ref.queue.acknowledge(ref, storage_tx)
+                if owner is not None:
+                    credits.append((owner, ref))
+        except errors.BrokerError as exc:
+            storage_tx.rollback()
+            return defer.fail(exc)
+        for owner, ref in credits:
+            owner.add_credit(1, ref.size)
+        return storage_tx.commit(server.config.journal_sync_transactional)
+
+    def rollback(self) -> None:
+        """Forget the sends; give the acked deliveries back for redelivery."""
+        if self.done:
+            return
+        self.done = True
+        # Each cancel puts its ref back at the head of the queue: go backwards
+        # so the refs are redelivered in the order they were first delivered.
+        for ref in reversed(self.acks):
+            if ref.consumer is not None:
+                self.session.cancel(ref)
+        self.sends.clear()
+        self.acks.clear()
+
+
+class ServerSession:
+    """One connection's view of the broker core."""
+
+    def __init__(self, server, principal, connection: ConnectionInfo):
+        self.server = server
+        self.principal = principal
+        self.connection = connection
+        self.consumers: set[ServerConsumer] = set()
+        self.temporary_queues: set[str] = set()
+        self.transactions: set[Transaction] = set()
+        self._consumer_of: dict[int, ServerConsumer] = {}
+        self._send_chain: defer.Deferred | None = None
+        self.closed = False
+        server.sessions.add(self)
+
+    # -- security -------------------------------------------------------------------
+    def check(self, permission: str, address: str, queue: str | None = None) -> None:
+        security = self.server.security
+        if security is not None:
+            security.check(self.principal, permission, address, queue)
+
+    @property
+    def user(self) -> str | None:
+        return getattr(self.principal, "user", None)
+
+    # -- sending -----------------------------------------------------------------------
+    def send(self, message: Message, *, routing_type: RoutingType | None = None, tx: Transaction | None = None) -> defer.Deferred:
+        """Send a message; the Deferred fires when it is safe (synced if durable).
+
+        Authorisation and routing errors raise synchronously (a
+        :class:`junction.brokercore.errors.BrokerError` or
+        ``SecurityError``); storage failures arrive as an errback.
+        """
+        address_name = message.address.split("::", 1)[0]
+        self.check("send", address_name)
+        if address_name not in self.server.addresses:
+            self.check("createAddress", address_name)
+        message.user_id = message.user_id or self.user
+        if tx is not None:
+            tx.sends.append((message, routing_type))
+            return defer.succeed(None)
+        if self._send_chain is not None:
+            # An earlier send waits for space on a BLOCKed address: keep order.
+            d = self._send_chain
+            result = defer.Deferred()
+
+            def go(_):
+                inner = defer.maybeDeferred(self._send_now, message, routing_type)
+                inner.chainDeferred(result)
+                return None
+
+            d.addBoth(go)
+            self._send_chain = result
+            self._clear_chain_when_done(result)
+            return result
+        return self._send_now(message, routing_type)
+
+    def _clear_chain_when_done(self, d: defer.Deferred) -> None:
+        def clear(value):
+            if self._send_chain is d:
+                self._send_chain = None
+            return value
+
+        d.addBoth(clear)
+
+    def _send_now(self, message: Message, routing_type) -> defer.Deferred:
+        server = self.server
+        address, queues = server.prepare_route(message, routing_type=routing_type)
+        if server.check_duplicate(address.name, message):
+            server.messages_duplicate += 1
+            log.info("duplicate message %r on %s ignored", message.duplicate_id, address.name)
+            return defer.succeed(None)
+        policy = server.address_full(address, message.encoded_size())
+        if policy is not None:
+            if policy == "FAIL":
+                raise errors.AddressFullError(
+                    f"address {address.name} is full (max-size-bytes reached, address-full-policy FAIL)"
+                )
+            if policy == "DROP":
+                server.messages_dropped += 1
+                return defer.succeed(None)
+            # BLOCK (and PAGE, until paging lands): hold this producer.
+            waiting = server.wait_for_space(address)
+            result = defer.Deferred()
+
+            def retry(_):
+                inner = defer.maybeDeferred(self._send_now, message, routing_type)
+                inner.chainDeferred(result)
+
+            def fail(failure):
+                result.errback(failure)
+
+            waiting.addCallbacks(retry, fail)
+            self._send_chain = result
+            self._clear_chain_when_done(result)
+            return result
+        return self._route(message, routing_type, None, address=address, queues=queues)
+
+    def _route(self, message, routing_type, storage_tx, *, address=None, queues=None):
+        server = self.server
+        if address is None:
+            address, queues = server.prepare_route(message, routing_type=routing_type)
+            if server.check_duplicate(address.name, message):
+                server.messages_duplicate += 1
+                return defer.succeed(None)
+        server.remember_duplicate(address.name, message)
+        if not queues:
+            settings = server.settings.resolve(address.name)
+            if settings.send_to_dla_on_no_route and settings.dead_letter_address:
+                server.route_internal(message.copy(address=settings.dead_letter_address))
+            else:
+                server.messages_dropped += 1
+            return defer.succeed(None)
+        confirmed = server.deliver_to_queues(message, queues, tx=storage_tx)
+        return confirmed if confirmed is not None else defer.succeed(None)
+
+    # -- consuming ---------------------------------------------------------------------
+    def create_consumer(
+        self,
+        destination: str,
+        on_delivery,
+        *,
+        routing_type: RoutingType | None = None,
+        selector: str | None = None,
+        subscription_name: str | None = None,
+        auto_ack: bool = False,
+        credit_messages: int | None = None,
+        credit_bytes: int | None = None,
+    ) -> ServerConsumer:
+        """Subscribe to an address or queue, Artemis style.
+
+        ANYCAST: consume from the queue named ``destination`` (auto-created).
+        MULTICAST: a durable subscription queue ``<client-id>.<subscription>``
+        when ``subscription_name`` is given, else a temporary queue that goes
+        away with the consumer.  ``address::queue`` names a queue directly.
+        """
+        server = self.server
+        flt = None
+        if selector:
+            try:
+                flt = parse_filter(selector)
+            except FilterError as exc:
+                raise errors.InvalidFilterError(f"invalid selector {selector!r}: {exc}") from exc
+        owns_queue = False
+        consumer_filter = flt
+        if "::" in destination:
+            address_name, queue_name = destination.split("::", 1)
+            queue = server.find_queue(queue_name)
+            if queue is None or queue.address != address_name:
+                raise errors.NonExistentQueueError(f"queue {queue_name} does not exist on address {address_name}")
+            self.check("consume", address_name, queue_name)
+        else:
+            address = server.addresses.get(destination)
+            if routing_type is None:
+                if address is not None and len(address.routing_types) == 1:
+                    routing_type = next(iter(address.routing_types))
+                elif address is not None and RoutingType.ANYCAST in address.routing_types and destination in address.queues:
+                    routing_type = RoutingType.ANYCAST
+                else:
+                    routing_type = server.settings.resolve(destination).default_address_routing_type
+            if address is None:
+                self.check("createAddress", destination)
+            address = server.resolve_address(destination, routing_type)
+            if address is None:
+                raise errors.NonExistentAddressError(
+                    f"address {destination} does not exist and auto-create-addresses is false"
+                )
+            if routing_type == RoutingType.ANYCAST:
+                queue = address.queues.get(destination) or next(iter(address.anycast_queues()), None)
+                if queue is None:
+                    settings = server.settings.resolve(destination)
+                    if not settings.auto_create_queues:
+                        raise errors.NonExistentQueueError(
+                            f"queue {destination} does not exist and auto-create-queues is false"
+                        )
+                    self.check("createDurableQueue", destination, destination)
+                    queue = server.create_queue(
+                        QueueDefinition(
+                            name=destination,
+                            address=destination,
+                            routing_type=RoutingType.ANYCAST,
+                            durable=True,
+                            auto_created=True,
+                            max_consumers=settings.default_max_consumers,
+                            purge_on_no_consumers=settings.default_purge_on_no_consumers,
+                        )
+                    )
+                self.check("consume", destination, queue.name)
+            elif subscription_name:
+                client_id = self.connection.client_id
+                if not client_id:
+                    raise errors.BrokerError("a durable subscription needs a client-id on the connection")
+                queue_name = f"{client_id}.{subscription_name}"
+                queue = server.find_queue(queue_name)
+                if queue is not None and (queue.definition.filter or None) != (selector or None):
+                    # Artemis: a changed selector replaces the subscription.
+                    self.check("deleteDurableQueue", destination, queue_name)
+                    server.destroy_queue(queue_name)
+                    queue = None
+                if queue is None:
+                    self.check("createDurableQueue", destination, queue_name)
+                    queue = server.create_queue(
+                        QueueDefinition(
+                            name=queue_name,
+                            address=destination,
+                            routing_type=RoutingType.MULTICAST,
+                            filter=selector or None,
+                            durable=True,
+                            subscription=True,
+                        )
+                    )
+                consumer_filter = None
+                self.check("consume", destination, queue_name)
+            else:
+                queue_name = str(uuid.uuid4())
+                self.check("createNonDurableQueue", destination, queue_name)
+                queue = server.create_queue(
+                    QueueDefinition(
+                        name=queue_name,
+                        address=destination,
+                        routing_type=RoutingType.MULTICAST,
+                        filter=selector or None,
+                        durable=False,
+                        temporary=True,
+                    )
+                )
+                consumer_filter = None
+                owns_queue = True
+                self.check("consume", destination, queue_name)
+        max_consumers = queue.definition.max_consumers
+        if max_consumers >= 0 and len(queue.consumers) >= max_consumers:
+            raise errors.MaxConsumersReachedError(
+                f"queue {queue.name} already has its maximum of {max_consumers} consumers"
+            )
+        consumer = ServerConsumer(
+            self,
+            queue,
+            self._tracked(on_delivery),
+            filter=consumer_filter,
+            auto_ack=auto_ack,
+            credit_messages=credit_messages,
+            credit_bytes=credit_bytes,
+            owns_queue=owns_queue,
+        )
+        self.consumers.add(consumer)
+        queue.add_consumer(consumer.consumer)
+        return consumer
+
+    def _tracked(self, on_delivery):
+        def deliver(server_consumer, ref):
+            if not server_consumer.auto_ack:
+                self._consumer_of[id(ref)] = server_consumer
+            on_delivery(server_consumer, ref)
+
+        return deliver
+
+    def unsubscribe_durable(self, subscription_name: str) -> None:
+        """Delete a durable subscription queue (STOMP UNSUBSCRIBE with the name)."""
+        queue_name = f"{self.connection.client_id}.{subscription_name}"
+        queue = self.server.find_queue(queue_name)
+        if queue is None:
+            raise errors.NonExistentQueueError(f"durable subscription {queue_name} does not exist")
+        self.check("deleteDurableQueue", queue.address, queue_name)
+        self.server.destroy_queue(queue_name)
+
+    # -- settlement ----------------------------------------------------------------------
+    def acknowledge(self, ref: MessageRef, tx: Transaction | None = None) -> None:
+        """The client consumed ``ref``; credit returns to its consumer."""
+        if tx is not None:
+            tx.acks.append(ref)
+            return
+        owner = self._consumer_of.pop(id(ref), None)
+        if ref.queue.deleted:
+            return
+        ref.queue.acknowledge(ref)
+        if owner is not None:
+            owner.add_credit(1, ref.size)
+
+    def cancel(self, ref: MessageRef, *, redelivered: bool = True) -> None:
+        """The client gives ``ref`` back (NACK): redelivered, or dead-lettered at the limit."""
+        owner = self._consumer_of.pop(id(ref), None)
+        if ref.queue.deleted:
+            return
+        ref.queue.cancel(ref, redelivered=redelivered)
+        if owner is not None:
+            owner.add_credit(1, ref.size)
+
+    def begin(self) -> Transaction:
+        tx = Transaction(self)
+        self.transactions.add(tx)
+        return tx
+
+    def commit(self, tx: Transaction) -> defer.Deferred:
+        self.transactions.discard(tx)
+        return tx.commit()
+
+    def rollback(self, tx: Transaction) -> None:
+        self.transactions.discard(tx)
+        tx.rollback()
+
+    # -- flow control -----------------------------------------------------------------------
+    def set_paused(self, paused: bool) -> None:
+        """Stop or resume deliveries while the connection cannot write."""
+        for consumer in self.consumers:
+            consumer.consumer.set_paused(paused)
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Roll back open transactions, give back unacked deliveries, drop temp queues."""
+        if self.closed:
+            return
+        self.closed = True
+        # Consumers first: closing one gives back everything it has in flight,
+        # acked in an open transaction or not, in delivery order.  Rolling the
+        # transactions back first would put their refs at the head and the
+        # consumers' other refs in front of them.
+        for consumer in list(self.consumers):
+            consumer.close()
+        for tx in list(self.transactions):
+            tx.rollback()
+        self.transactions.clear()
+        for name in list(self.temporary_queues):
+            self.server.destroy_queue(name)
+        self._consumer_of.clear()
+        self.server.sessions.discard(self)

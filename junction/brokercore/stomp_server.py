@@ -1,0 +1,738 @@
+"""The STOMP 1.0/1.1/1.2 server: the sans-IO codec adapted to a broker session.
+
+:class:`StompProtocol` is a thin Twisted protocol (twisted ``web/_http2.py``
+style): ``dataReceived`` feeds :class:`junction.protocols.stomp.StompCodec`,
+each frame is dispatched to a handler that calls the
+:class:`junction.brokercore.session.ServerSession` API, and the frames the
+handlers produce are written back.  Behaviour follows Artemis's STOMP support
+with ActiveMQ Classic's meaning of ``activemq.prefetchSize`` (a message count;
+``consumer-window-size`` is Artemis's byte window) and an auto-ack consumer
+that never stalls.
+
+Confirmations are ordered: a RECEIPT (or the ERROR for a failed send) is
+written only after everything the client sent before it is confirmed, so a
+receipt for a DISCONNECT or a later SEND proves every earlier durable SEND is
+on disk.  Errors close only this connection, after an ERROR frame that names
+what the client did wrong.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from collections import deque
+
+from twisted.internet import interfaces
+from twisted.internet.protocol import Factory, Protocol
+from zope.interface import implementer
+
+from junction import __version__
+from junction.brokercore import errors
+from junction.brokercore.message import BodyType, Message, RoutingType, Typed, plain
+from junction.brokercore.session import ConnectionInfo, ServerSession
+from junction.protocols.errors import RemoteProtocolError
+from junction.protocols.stomp import Frame, HeartBeat, StompCodec, StompLimits
+
+log = logging.getLogger("junction.stomp")
+
+SUPPORTED_VERSIONS = ("1.0", "1.1", "1.2")
+#: Heart-beat tolerance: the connection dies after this many missed client
+#: intervals (Artemis ``heartBeatToConnectionTtlModifier`` default 2.0).
+DEFAULT_TTL_MODIFIER = 2.0
+#: Headers that describe the frame, not the message (not copied to properties).
+_SEND_RESERVED = frozenset(
+    {
+        "destination",
+        "transaction",
+        "receipt",
+        "content-length",
+        "persistent",
+        "priority",
+        "expires",
+        "correlation-id",
+        "reply-to",
+        "type",
+        "destination-type",
+        "message-id",
+        "timestamp",
+    }
+)
+_SECURITY_ERRORS: tuple = ()
+
+
+def _security_error_types():
+    global _SECURITY_ERRORS
+    if not _SECURITY_ERRORS:
+        from junction.brokercore.security import SecurityError
+
+        _SECURITY_ERRORS = (SecurityError,)
+    return _SECURITY_ERRORS
+
+
+class StompError(Exception):
+    """A request the client got wrong: answered with ERROR, then the connection closes."""
+
+    def __init__(self, message: str, detail: str = ""):
+        super().__init__(message)
+        self.detail = detail
+
+
+class _Subscription:
+    __slots__ = ("id", "destination", "ack", "consumer", "prefix", "pending", "durable_name")
+
+    def __init__(self, sub_id, destination, ack, prefix, durable_name):
+        self.id = sub_id
+        self.destination = destination
+        self.ack = ack
+        self.prefix = prefix
+        self.consumer = None
+        #: delivery tag -> ref for client / client-individual acks, in order
+        self.pending: dict = {}
+        self.durable_name = durable_name
+
+
+class _Pending:
+    """One entry in the ordered confirmation queue."""
+
+    __slots__ = ("done", "frame", "close_after")
+
+    def __init__(self, frame=None, done=False, close_after=False):
+        self.done = done
+        self.frame = frame
+        self.close_after = close_after
+
+
+@implementer(interfaces.IPushProducer)
+class StompProtocol(Protocol):
+    """One STOMP connection to a broker node."""
+
+    def __init__(self, server, *, acceptor=None, limits=None, reactor=None, security=None):
+        self.server = server
+        self.reactor = reactor if reactor is not None else server.reactor
+        self.security = security if security is not None else server.security
+        self.acceptor = acceptor
+        params = acceptor.params if acceptor is not None else {}
+        self.limits = limits
+        stomp_limits = StompLimits(
+            max_frame_size=int(params.get("stompMaxFramePayloadLength", limits.max_frame_size if limits else 10 * 1024 * 1024)),
+            max_header_count=limits.max_header_count if limits else 1000,
+            max_header_length=limits.max_header_length if limits else 64 * 1024,
+        )
+        self.max_pending = limits.max_pending_frames if limits else 1000
+        self.connect_timeout = (limits.connect_timeout if limits else 10_000) / 1000.0
+        self.ttl_modifier = float(params.get("heartBeatToConnectionTtlModifier", DEFAULT_TTL_MODIFIER))
+        self.anycast_prefixes = _prefixes(acceptor.anycast_prefix if acceptor else None)
+        self.multicast_prefixes = _prefixes(acceptor.multicast_prefix if acceptor else None)
+        self.codec = StompCodec(stomp_limits, server=True)
+        self.session: ServerSession | None = None
+        self.version = None
+        self.subscriptions: dict[str, _Subscription] = {}
+        self.transactions: dict = {}
+        self._tags = itertools.count(1)
+        self._by_tag: dict[str, tuple] = {}
+        self._confirm: deque = deque()
+        self._reading_paused = False
+        self._closing = False
+        self._connect_timer = None
+        self._send_timer = None
+        self._recv_timer = None
+        self._send_interval = 0.0
+        self._recv_ttl = 0.0
+        self._last_write = 0.0
+        self._last_read = 0.0
+        self.session_id = None
+
+    # -- Twisted -----------------------------------------------------------------------
+    def connectionMade(self):
+        self.transport.registerProducer(self, True)
+        self._connect_timer = self.reactor.callLater(self.connect_timeout, self._connect_timed_out)
+        self._last_read = self.reactor.seconds()
+
+    def dataReceived(self, data: bytes):
+        if self._closing:
+            return
+        self._last_read = self.reactor.seconds()
+        try:
+            events = self.codec.receive_data(data)
+        except RemoteProtocolError as exc:
+            self._fail(f"malformed frame: {exc}")
+            return
+        for event in events:
+            if self._closing:
+                return
+            if isinstance(event, HeartBeat):
+                continue
+            try:
+                self._dispatch(event)
+            except StompError as exc:
+                self._fail(str(exc), detail=exc.detail, frame=event)
+                return
+            except _security_error_types() as exc:
+                self._fail(f"Security Error occurred: {exc}", frame=event)
+                return
+            except errors.BrokerError as exc:
+                self._fail(f"{exc}", frame=event)
+                return
+
+    def connectionLost(self, reason=None):
+        self._closing = True
+        for timer in (self._connect_timer, self._send_timer, self._recv_timer):
+            if timer is not None and timer.active():
+                timer.cancel()
+        self._connect_timer = self._send_timer = self._recv_timer = None
+        if self.session is not None:
+            self.session.close()
+            self.session = None
+        self.subscriptions.clear()
+        self._by_tag.clear()
+        self._confirm.clear()
+
+    # IPushProducer: the transport's write buffer is full / drained.
+    def pauseProducing(self):
+        if self.session is not None:
+            self.session.set_paused(True)
+
+    def resumeProducing(self):
+        if self.session is not None:
+            self.session.set_paused(False)
+
+    def stopProducing(self):
+        pass
+
+    # -- writing ------------------------------------------------------------------------
+    def _write(self, frame: Frame) -> None:
+        if self.transport is None:
+            return
+        self.transport.write(self.codec.send(frame))
+        self._last_write = self.reactor.seconds()
+
+    def _fail(self, message: str, *, detail: str = "", frame: Frame | None = None) -> None:
+        """ERROR frame naming the problem, then close this connection only."""
+        if self._closing:
+            return
+        headers = [("message", message.replace("\n", " ")[:1000])]
+        receipt = frame.get("receipt") if isinstance(frame, Frame) else None
+        if receipt is not None:
+            headers.append(("receipt-id", receipt))
+        body = (detail or message).encode("utf-8")
+        headers.append(("content-type", "text/plain"))
+        log.info("STOMP connection %s: %s", self._peer(), message)
+        self._write(Frame("ERROR", tuple(headers), body))
+        self._closing = True
+        if self.transport is not None:
+            self.transport.loseConnection()
+
+    def _peer(self) -> str:
+        try:
+            peer = self.transport.getPeer()
+            return f"{peer.host}:{peer.port}"
+        except Exception:  # pragma: no cover - transports without a peer
+            return "?"
+
+    # -- ordered confirmations ---------------------------------------------------------------
+    def _enqueue(self, entry: _Pending) -> None:
+        self._confirm.append(entry)
+        if len(self._confirm) >= self.max_pending and not self._reading_paused:
+            self._reading_paused = True
+            self.transport.pauseProducing()
+        self._flush()
+
+    def _flush(self) -> None:
+        queue = self._confirm
+        while queue and queue[0].done:
+            entry = queue.popleft()
+            if entry.frame is not None:
+                if entry.frame.command == "ERROR":
+                    self._fail(entry.frame.get("message"), detail=entry.frame.body.decode("utf-8", "replace"))
+                    return
+                self._write(entry.frame)
+            if entry.close_after:
+                self._closing = True
+                if self.transport is not None:
+                    self.transport.loseConnection()
+                return
+        if self._reading_paused and len(queue) < self.max_pending // 2 and not self._closing:
+            self._reading_paused = False
+            self.transport.resumeProducing()
+
+    def _confirm_after(self, d, receipt: str | None, *, what: str):
+        entry = _Pending()
+        self._enqueue(entry)
+
+        def ok(_):
+            entry.done = True
+            if receipt is not None:
+                entry.frame = Frame("RECEIPT", (("receipt-id", receipt),))
+            if not self._closing:
+                self._flush()
+
+        def failed(failure):
+            entry.done = True
+            exc = failure.value
+            message = f"{what} failed: {exc}"
+            headers = [("message", message)]
+            if receipt is not None:
+                headers.append(("receipt-id", receipt))
+            entry.frame = Frame("ERROR", tuple(headers), message.encode("utf-8"))
+            if not self._closing:
+                self._flush()
+
+        d.addCallbacks(ok, failed)
+
+    def _receipt(self, frame: Frame) -> None:
+        receipt = frame.get("receipt")
+        if receipt is not None:
+            self._enqueue(_Pending(Frame("RECEIPT", (("receipt-id", receipt),)), done=True))
+
+    # -- dispatch -----------------------------------------------------------------------------
+    def _dispatch(self, frame: Frame) -> None:
+        command = frame.command
+        if self.session is None:
+            if command in ("CONNECT", "STOMP"):
+                self._on_connect(frame)
+                return
+            raise StompError(f"{command} before CONNECT: the first frame must be CONNECT or STOMP")
+        handler = self._handlers.get(command)
+        if handler is None:
+            raise StompError(f"Unknown STOMP command {command}")
+        handler(self, frame)
+
+    # -- CONNECT ------------------------------------------------------------------------------
+    def _on_connect(self, frame: Frame) -> None:
+        if self._connect_timer is not None and self._connect_timer.active():
+            self._connect_timer.cancel()
+        self._connect_timer = None
+        accepted = frame.get("accept-version") or "1.0"
+        offered = {v.strip() for v in accepted.split(",")}
+        common = [v for v in SUPPORTED_VERSIONS if v in offered]
+        if not common:
+            self._write(
+                Frame(
+                    "ERROR",
+                    (("version", ",".join(SUPPORTED_VERSIONS)), ("content-type", "text/plain"),
+                     ("message", f"Supported protocol versions are {','.join(SUPPORTED_VERSIONS)}")),
+                    f"Supported protocol versions are {','.join(SUPPORTED_VERSIONS)}\n".encode(),
+                )
+            )
+            self._closing = True
+            self.transport.loseConnection()
+            return
+        version = common[-1]
+        if version != "1.0" and frame.command == "CONNECT" and frame.get("host") is None:
+            pass  # Artemis accepts a missing host; so do we.
+        login = frame.get("login")
+        passcode = frame.get("passcode")
+        principal = None
+        if self.security is not None:
+            principal = self.security.authenticate(login, passcode)
+            if principal is None:
+                raise StompError(
+                    f"Security Error occurred: User name [{login}] or password is invalid",
+                    "Authentication failed: check login and passcode",
+                )
+        self.version = version
+        self.codec.set_version(version)
+        client_id = frame.get("client-id")
+        peer = self._peer()
+        info = ConnectionInfo("STOMP", peer, client_id=client_id, acceptor=self.acceptor.name if self.acceptor else None)
+        self.session = ServerSession(self.server, principal, info)
+        self.session_id = f"{self.server.node_id[:8]}-{info.id}"
+        headers = [("version", version), ("session", self.session_id), ("server", f"Junction/{__version__}")]
+        if version != "1.0":
+            cx, cy = _heart_beat(frame.get("heart-beat"))
+            # We send every cy ms if the client wants beats; we expect the client's every cx.
+            headers.append(("heart-beat", f"{cy},{cx}"))
+            self._start_heartbeats(send_ms=cy, recv_ms=cx)
+        self._write(Frame("CONNECTED", tuple(headers)))
+
+    def _connect_timed_out(self):
+        self._connect_timer = None
+        if self.session is None and not self._closing:
+            self._fail(f"no CONNECT frame within {self.connect_timeout:g} s")
+
+    def _start_heartbeats(self, *, send_ms: int, recv_ms: int) -> None:
+        if send_ms > 0:
+            self._send_interval = send_ms / 1000.0
+            self._send_timer = self.reactor.callLater(self._send_interval, self._heartbeat_tick)
+        if recv_ms > 0:
+            self._recv_ttl = recv_ms / 1000.0 * self.ttl_modifier
+            self._recv_timer = self.reactor.callLater(self._recv_ttl, self._ttl_tick)
+
+    def _heartbeat_tick(self):
+        self._send_timer = None
+        if self._closing or self.transport is None:
+            return
+        now = self.reactor.seconds()
+        if now - self._last_write >= self._send_interval * 0.9:
+            self.transport.write(self.codec.heartbeat())
+            self._last_write = now
+        self._send_timer = self.reactor.callLater(self._send_interval, self._heartbeat_tick)
+
+    def _ttl_tick(self):
+        self._recv_timer = None
+        if self._closing:
+            return
+        idle = self.reactor.seconds() - self._last_read
+        if idle >= self._recv_ttl:
+            log.info("STOMP connection %s: no data or heart-beat for %.1f s, closing", self._peer(), idle)
+            self._fail(f"connection TTL expired: nothing received for {idle:.1f} s")
+            return
+        self._recv_timer = self.reactor.callLater(self._recv_ttl - idle, self._ttl_tick)
+
+    # -- destinations ---------------------------------------------------------------------------
+    def _destination(self, frame: Frame) -> tuple[str, RoutingType | None, str]:
+        destination = frame.get("destination")
+        if not destination:
+            raise StompError(f"{frame.command} needs a destination header")
+        for prefix in self.anycast_prefixes:
+            if destination.startswith(prefix):
+                return destination[len(prefix):], RoutingType.ANYCAST, prefix
+        for prefix in self.multicast_prefixes:
+            if destination.startswith(prefix):
+                return destination[len(prefix):], RoutingType.MULTICAST, prefix
+        rtype = None
+        for header in ("destination-type", "subscription-type"):
+            value = frame.get(header)
+            if value:
+                try:
+                    rtype = RoutingType.parse(value)
+                except KeyError:
+                    raise StompError(f"{header} must be ANYCAST or MULTICAST, not {value!r}") from None
+                break
+        return destination, rtype, ""
+
+    # -- SEND ---------------------------------------------------------------------------------------
+    def _on_send(self, frame: Frame) -> None:
+        address, rtype, _prefix = self._destination(frame)
+        message = self._to_message(frame, address)
+        txid = frame.get("transaction")
+        receipt = frame.get("receipt")
+        if txid is not None:
+            tx = self._transaction(txid)
+            self.session.send(message, routing_type=rtype, tx=tx)
+            self._receipt(frame)
+            return
+        d = self.session.send(message, routing_type=rtype)
+        if receipt is None and d.called and not self._confirm:
+            # Already confirmed and nothing pending before it: nothing to order.
+            d.addErrback(self._send_failed_late)
+            return
+        self._confirm_after(d, receipt, what="SEND")
+
+    def _send_failed_late(self, failure):
+        self._fail(f"SEND failed: {failure.value}")
+
+    def _to_message(self, frame: Frame, address: str) -> Message:
+        headers = frame.headers
+        properties = {}
+        durable = False
+        priority = 4
+        expiration = 0
+        correlation_id = reply_to = None
+        for key, value in headers:
+            if key in _SEND_RESERVED:
+                if key == "persistent":
+                    durable = value.lower() == "true"
+                elif key == "priority":
+                    priority = _int_header(key, value, 0, 9)
+                elif key == "expires":
+                    expiration = _int_header(key, value, 0, None)
+                elif key == "correlation-id":
+                    correlation_id = value
+                elif key == "reply-to":
+                    reply_to = value
+                elif key == "type":
+                    properties.setdefault("JMSType", value)
+                continue
+            if key not in properties:
+                properties[key] = value
+        has_length = frame.get("content-length") is not None
+        return Message(
+            address=address,
+            body=frame.body,
+            body_type=BodyType.BYTES if has_length else BodyType.TEXT,
+            durable=durable,
+            priority=priority,
+            expiration=expiration,
+            timestamp=int(time.time() * 1000),
+            properties=properties,
+            correlation_id=correlation_id,
+            reply_to=reply_to,
+        )
+
+    # -- SUBSCRIBE / UNSUBSCRIBE ---------------------------------------------------------------------
+    def _on_subscribe(self, frame: Frame) -> None:
+        address, rtype, prefix = self._destination(frame)
+        sub_id = frame.get("id")
+        if sub_id is None:
+            if self.version == "1.0":
+                sub_id = frame.get("destination")
+            else:
+                raise StompError("SUBSCRIBE needs an id header in STOMP 1.1 and 1.2")
+        if sub_id in self.subscriptions:
+            raise StompError(f"subscription id {sub_id} is already in use on this connection")
+        ack = frame.get("ack", "auto")
+        if ack not in ("auto", "client", "client-individual"):
+            raise StompError(f"ack mode {ack!r} is not auto, client or client-individual")
+        durable_name = (
+            frame.get("durable-subscription-name")
+            or frame.get("durable-subscriber-name")
+            or frame.get("activemq.subscriptionName")
+        )
+        if durable_name and rtype is None:
+            rtype = RoutingType.MULTICAST
+        credit_messages = None
+        credit_bytes = None
+        prefetch = frame.get("activemq.prefetchSize")
+        if prefetch is not None:
+            n = _int_header("activemq.prefetchSize", prefetch, -1, None)
+            if n > 0:
+                credit_messages = n
+        window = frame.get("consumer-window-size") or frame.get("consumerWindowSize")
+        if window is not None:
+            n = _int_header("consumer-window-size", window, -1, None)
+            if n == 0:
+                credit_messages = 1 if credit_messages is None else min(credit_messages, 1)
+            elif n > 0:
+                credit_bytes = n
+        sub = _Subscription(sub_id, frame.get("destination"), ack, prefix, durable_name)
+        self.subscriptions[sub_id] = sub
+        try:
+            sub.consumer = self.session.create_consumer(
+                address,
+                self._deliver_callback(sub),
+                routing_type=rtype,
+                selector=frame.get("selector"),
+                subscription_name=durable_name,
+                auto_ack=(ack == "auto"),
+                credit_messages=credit_messages,
+                credit_bytes=credit_bytes,
+            )
+        except BaseException:
+            del self.subscriptions[sub_id]
+            raise
+        self._receipt(frame)
+
+    def _on_unsubscribe(self, frame: Frame) -> None:
+        sub_id = frame.get("id")
+        if sub_id is None and self.version == "1.0":
+            sub_id = frame.get("destination")
+        if sub_id is None:
+            raise StompError("UNSUBSCRIBE needs an id header")
+        sub = self.subscriptions.pop(sub_id, None)
+        durable_name = frame.get("durable-subscription-name") or frame.get("durable-subscriber-name") or frame.get(
+            "activemq.subscriptionName"
+        )
+        if sub is None and not durable_name:
+            raise StompError(f"no subscription with id {sub_id} on this connection")
+        if sub is not None:
+            for tag in list(sub.pending):
+                self._by_tag.pop(tag, None)
+            sub.pending.clear()
+            sub.consumer.close()
+        if durable_name:
+            self.session.unsubscribe_durable(durable_name)
+        self._receipt(frame)
+
+    def _deliver_callback(self, sub: _Subscription):
+        def deliver(server_consumer, ref):
+            tag = str(next(self._tags))
+            if sub.ack != "auto":
+                sub.pending[tag] = ref
+                self._by_tag[tag] = (sub, ref)
+            self._write(self._message_frame(sub, ref, tag))
+
+        return deliver
+
+    def _message_frame(self, sub: _Subscription, ref, tag: str) -> Frame:
+        message = ref.message
+        destination = sub.destination
+        if destination is None or "#" in destination or "*" in destination:
+            destination = sub.prefix + message.address
+        headers = [
+            ("subscription", sub.id),
+            ("message-id", tag),
+            ("destination", destination),
+        ]
+        if self.version == "1.2" and sub.ack != "auto":
+            headers.append(("ack", tag))
+        headers.append(("persistent", "true" if message.durable else "false"))
+        headers.append(("priority", str(message.priority)))
+        headers.append(("timestamp", str(message.timestamp)))
+        headers.append(("expires", str(message.expiration)))
+        if ref.delivery_count > 1:
+            headers.append(("redelivered", "true"))
+        if message.correlation_id is not None:
+            headers.append(("correlation-id", message.correlation_id))
+        if message.reply_to is not None:
+            headers.append(("reply-to", message.reply_to))
+        for key, value in message.properties.items():
+            if key == "JMSType":
+                headers.append(("type", _header_value(value)))
+            elif key != "content-length":
+                headers.append((key, _header_value(value)))
+        return Frame("MESSAGE", tuple(headers), message.body)
+
+    # -- ACK / NACK -----------------------------------------------------------------------------------
+    def _ack_target(self, frame: Frame):
+        if self.version == "1.2":
+            tag = frame.get("id")
+            if tag is None:
+                raise StompError(f"{frame.command} needs an id header (the MESSAGE's ack header) in STOMP 1.2")
+        else:
+            tag = frame.get("message-id")
+            if tag is None:
+                raise StompError(f"{frame.command} needs a message-id header")
+        found = self._by_tag.get(tag)
+        if found is None:
+            raise StompError(f"{frame.command}: no unacknowledged message with id {tag} on this connection")
+        sub, ref = found
+        sub_header = frame.get("subscription")
+        if self.version == "1.1" and sub_header is not None and sub_header != sub.id:
+            raise StompError(f"{frame.command}: message {tag} was not delivered to subscription {sub_header}")
+        if sub.ack == "client":
+            tags = []
+            for pending_tag in sub.pending:
+                tags.append(pending_tag)
+                if pending_tag == tag:
+                    break
+        else:
+            tags = [tag]
+        refs = []
+        for t in tags:
+            r = sub.pending.pop(t, None)
+            self._by_tag.pop(t, None)
+            if r is not None:
+                refs.append(r)
+        return refs
+
+    def _on_ack(self, frame: Frame) -> None:
+        refs = self._ack_target(frame)
+        txid = frame.get("transaction")
+        tx = self._transaction(txid) if txid is not None else None
+        for ref in refs:
+            self.session.acknowledge(ref, tx)
+        self._receipt(frame)
+
+    def _on_nack(self, frame: Frame) -> None:
+        if self.version == "1.0":
+            raise StompError("NACK is not part of STOMP 1.0")
+        refs = self._ack_target(frame)
+        for ref in refs:
+            self.session.cancel(ref)
+        self._receipt(frame)
+
+    # -- transactions ----------------------------------------------------------------------------------
+    def _transaction(self, txid: str):
+        tx = self.transactions.get(txid)
+        if tx is None:
+            raise StompError(f"transaction {txid} is not active on this connection")
+        return tx
+
+    def _on_begin(self, frame: Frame) -> None:
+        txid = frame.get("transaction")
+        if not txid:
+            raise StompError("BEGIN needs a transaction header")
+        if txid in self.transactions:
+            raise StompError(f"transaction {txid} is already active")
+        self.transactions[txid] = self.session.begin()
+        self._receipt(frame)
+
+    def _on_commit(self, frame: Frame) -> None:
+        txid = frame.get("transaction")
+        if not txid:
+            raise StompError("COMMIT needs a transaction header")
+        tx = self._transaction(txid)
+        del self.transactions[txid]
+        d = self.session.commit(tx)
+        self._confirm_after(d, frame.get("receipt"), what=f"COMMIT of {txid}")
+
+    def _on_abort(self, frame: Frame) -> None:
+        txid = frame.get("transaction")
+        if not txid:
+            raise StompError("ABORT needs a transaction header")
+        tx = self._transaction(txid)
+        del self.transactions[txid]
+        self.session.rollback(tx)
+        self._receipt(frame)
+
+    # -- DISCONNECT --------------------------------------------------------------------------------------
+    def _on_disconnect(self, frame: Frame) -> None:
+        receipt = frame.get("receipt")
+        frame_out = Frame("RECEIPT", (("receipt-id", receipt),)) if receipt is not None else None
+        self._enqueue(_Pending(frame_out, done=True, close_after=True))
+
+    def _on_connect_again(self, frame: Frame) -> None:
+        raise StompError("already connected: CONNECT may only be sent once")
+
+    _handlers = {
+        "SEND": _on_send,
+        "SUBSCRIBE": _on_subscribe,
+        "UNSUBSCRIBE": _on_unsubscribe,
+        "ACK": _on_ack,
+        "NACK": _on_nack,
+        "BEGIN": _on_begin,
+        "COMMIT": _on_commit,
+        "ABORT": _on_abort,
+        "DISCONNECT": _on_disconnect,
+        "CONNECT": _on_connect_again,
+        "STOMP": _on_connect_again,
+    }
+
+
+class StompFactory(Factory):
+    """Builds a :class:`StompProtocol` per connection on one acceptor."""
+
+    def __init__(self, server, *, acceptor=None, limits=None, reactor=None):
+        self.server = server
+        self.acceptor = acceptor
+        self.limits = limits
+        self.reactor = reactor
+        self.connections: set = set()
+
+    def buildProtocol(self, addr):
+        proto = StompProtocol(self.server, acceptor=self.acceptor, limits=self.limits, reactor=self.reactor)
+        proto.factory = self
+        return proto
+
+
+def _prefixes(value: str | None) -> tuple:
+    if not value:
+        return ()
+    return tuple(p for p in (s.strip() for s in value.split(",")) if p)
+
+
+def _heart_beat(value: str | None) -> tuple[int, int]:
+    if not value:
+        return 0, 0
+    try:
+        cx, cy = (int(part.strip()) for part in value.split(","))
+    except ValueError:
+        raise StompError(f"heart-beat header must be two integers 'cx,cy', not {value!r}") from None
+    if cx < 0 or cy < 0:
+        raise StompError(f"heart-beat values must not be negative: {value!r}")
+    return cx, cy
+
+
+def _int_header(name: str, value: str, low: int | None, high: int | None) -> int:
+    try:
+        n = int(value.strip())
+    except ValueError:
+        raise StompError(f"header {name} must be an integer, not {value!r}") from None
+    if (low is not None and n < low) or (high is not None and n > high):
+        raise StompError(f"header {name} value {n} is out of range")
+    return n
+
+
+def _header_value(value) -> str:
+    value = plain(value) if isinstance(value, Typed) else value
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if value is None:
+        return ""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)

@@ -1,0 +1,328 @@
+"""How the broker's state maps onto journal records.
+
+The broker core never writes bytes itself: it asks :class:`JournalStorage` to
+record that an address or queue exists, that a durable message was routed to
+some durable queues, that a queue acknowledged it, or that a duplicate id was
+seen.  The mapping follows Artemis's journal layout:
+
+* a MESSAGE record per durable message (id = message id), with an ADD_REF
+  update per durable queue it was routed to and an ACK_REF update as each
+  queue acknowledges; the record is deleted when the last queue acks;
+* a QUEUE record per durable queue and an ADDRESS record per address created
+  at runtime (bindings);
+* a DUPLICATE_ID record per remembered duplicate id;
+* DELIVERY_COUNT updates, so ``max-delivery-attempts`` survives a restart.
+
+:class:`NullStorage` is used when ``persistence-enabled`` is false.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass, field
+
+from twisted.internet import defer
+
+from junction.brokercore.message import RoutingType, decode_message, encode_message
+
+__all__ = ["RecordType", "JournalStorage", "NullStorage", "Recovered", "RecoveredMessage"]
+
+
+class RecordType:
+    """``user_type`` values of the broker's journal records (stable on disk)."""
+
+    ADDRESS = 1
+    QUEUE = 2
+    MESSAGE = 10
+    ADD_REF = 11
+    ACK_REF = 12
+    DELIVERY_COUNT = 13
+    DUPLICATE_ID = 20
+
+
+_U64 = struct.Struct(">Q")
+_REF_COUNT = struct.Struct(">QI")
+
+
+@dataclass
+class RecoveredMessage:
+    message: object
+    #: queue id -> delivery count, for every queue that has not acked it
+    refs: dict = field(default_factory=dict)
+
+
+@dataclass
+class Recovered:
+    """Everything the broker needs to rebuild itself after a restart."""
+
+    addresses: dict = field(default_factory=dict)  # record id -> dict
+    queues: dict = field(default_factory=dict)  # queue id -> dict
+    messages: list = field(default_factory=list)  # RecoveredMessage, by id
+    duplicates: list = field(default_factory=list)  # (record id, address, dup id)
+    torn_tail: bool = False
+    notes: list = field(default_factory=list)
+
+
+def _encode_json(obj) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), sort_keys=True).encode("utf-8")
+
+
+def queue_record(defn) -> dict:
+    return {
+        "name": defn.name,
+        "address": defn.address,
+        "routing_type": defn.routing_type.name,
+        "filter": defn.filter,
+        "durable": defn.durable,
+        "max_consumers": defn.max_consumers,
+        "purge_on_no_consumers": defn.purge_on_no_consumers,
+        "exclusive": defn.exclusive,
+        "auto_created": defn.auto_created,
+        "user": defn.user,
+        "subscription": defn.subscription,
+    }
+
+
+class NullStorage:
+    """Storage for ``persistence-enabled=false``: ids only, nothing written."""
+
+    persistent = False
+
+    def __init__(self):
+        self._next = 0
+
+    def load(self) -> Recovered:
+        return Recovered()
+
+    def start(self):
+        return None
+
+    def next_id(self) -> int:
+        self._next += 1
+        return self._next
+
+    def store_address(self, name, routing_types, auto_created) -> int:
+        return self.next_id()
+
+    def delete_address(self, record_id) -> None:
+        pass
+
+    def store_queue(self, queue_id, defn) -> None:
+        pass
+
+    def delete_queue(self, queue_id) -> None:
+        pass
+
+    def store_message(self, message, queue_ids, sync) -> defer.Deferred:
+        return defer.succeed(None)
+
+    def ack(self, message_id, queue_id, remaining, sync=False) -> defer.Deferred:
+        return defer.succeed(None)
+
+    def update_delivery_count(self, message_id, queue_id, count) -> None:
+        pass
+
+    def store_duplicate(self, address, dup_id) -> int:
+        return self.next_id()
+
+    def delete_duplicate(self, record_id) -> None:
+        pass
+
+    def transaction(self):
+        return _NullTx(self)
+
+    @property
+    def failed(self) -> str | None:
+        return None
+
+    def stop(self):
+        return defer.succeed(None)
+
+    def stats(self) -> dict:
+        return {}
+
+
+class _NullTx:
+    def __init__(self, storage):
+        self.storage = storage
+        self.after_commit: list = []
+
+    def store_message(self, message, queue_ids):
+        pass
+
+    def ack(self, message_id, queue_id, remaining):
+        pass
+
+    def commit(self, sync) -> defer.Deferred:
+        for action in self.after_commit:
+            action()
+        return defer.succeed(None)
+
+    def rollback(self):
+        self.after_commit.clear()
+
+
+class JournalStorage:
+    """Broker state on a :class:`junction.brokercore.journal.Journal`."""
+
+    persistent = True
+
+    def __init__(self, journal):
+        self.journal = journal
+        #: records recovery found dead, deleted once the journal is started
+        self._cleanup: list = []
+
+    # -- lifecycle ---------------------------------------------------------------
+    def load(self) -> Recovered:
+        state = self.journal.load()
+        recovered = Recovered(torn_tail=bool(getattr(state, "torn_tail", False)))
+        recovered.notes.extend(getattr(state, "notes", []) or [])
+        for record_id, record in sorted(state.records.items()):
+            user_type, payload, updates = record.user_type, record.payload, record.updates
+            if user_type == RecordType.ADDRESS:
+                recovered.addresses[record_id] = json.loads(payload)
+            elif user_type == RecordType.QUEUE:
+                recovered.queues[record_id] = json.loads(payload)
+            elif user_type == RecordType.MESSAGE:
+                message = decode_message(payload)
+                refs: dict = {}
+                for update_type, update in updates:
+                    if update_type == RecordType.ADD_REF:
+                        refs[_U64.unpack(update)[0]] = 0
+                    elif update_type == RecordType.ACK_REF:
+                        refs.pop(_U64.unpack(update)[0], None)
+                    elif update_type == RecordType.DELIVERY_COUNT:
+                        queue_id, count = _REF_COUNT.unpack(update)
+                        if queue_id in refs:
+                            refs[queue_id] = count
+                if refs:
+                    recovered.messages.append(RecoveredMessage(message, refs))
+                else:
+                    # every queue acked it but the delete never made it: finish it
+                    self._cleanup.append(record_id)
+            elif user_type == RecordType.DUPLICATE_ID:
+                address_len = _U64.unpack(payload[:8])[0]
+                address = payload[8 : 8 + address_len].decode("utf-8")
+                recovered.duplicates.append((record_id, address, payload[8 + address_len :]))
+        return recovered
+
+    def start(self):
+        self.journal.start()
+        for record_id in self._cleanup:
+            self.journal.append_delete(record_id, sync=False)
+        self._cleanup.clear()
+
+    def stop(self):
+        return self.journal.stop()
+
+    @property
+    def failed(self) -> str | None:
+        failure = self.journal.failure
+        return None if failure is None else str(failure)
+
+    def stats(self) -> dict:
+        return self.journal.stats()
+
+    def next_id(self) -> int:
+        return self.journal.next_id()
+
+    # -- bindings ------------------------------------------------------------------
+    def store_address(self, name, routing_types, auto_created) -> int:
+        record_id = self.journal.next_id()
+        payload = _encode_json(
+            {"name": name, "routing_types": sorted(rt.name for rt in routing_types), "auto_created": auto_created}
+        )
+        self.journal.append_add(record_id, RecordType.ADDRESS, payload, sync=True)
+        return record_id
+
+    def delete_address(self, record_id) -> None:
+        self.journal.append_delete(record_id, sync=True)
+
+    def store_queue(self, queue_id, defn) -> None:
+        self.journal.append_add(queue_id, RecordType.QUEUE, _encode_json(queue_record(defn)), sync=True)
+
+    def delete_queue(self, queue_id) -> None:
+        self.journal.append_delete(queue_id, sync=True)
+
+    # -- messages --------------------------------------------------------------------
+    def store_message(self, message, queue_ids, sync) -> defer.Deferred:
+        journal = self.journal
+        mid = message.message_id
+        journal.append_add(mid, RecordType.MESSAGE, encode_message(message), sync=False)
+        last = len(queue_ids) - 1
+        d = None
+        for i, queue_id in enumerate(queue_ids):
+            d = journal.append_update(mid, RecordType.ADD_REF, _U64.pack(queue_id), sync=sync and i == last)
+        return d
+
+    def ack(self, message_id, queue_id, remaining, sync=False) -> defer.Deferred:
+        if remaining <= 0:
+            return self.journal.append_delete(message_id, sync=sync)
+        return self.journal.append_update(message_id, RecordType.ACK_REF, _U64.pack(queue_id), sync=sync)
+
+    def update_delivery_count(self, message_id, queue_id, count) -> None:
+        self.journal.append_update(
+            message_id, RecordType.DELIVERY_COUNT, _REF_COUNT.pack(queue_id, count), sync=False
+        )
+
+    def store_duplicate(self, address, dup_id) -> int:
+        record_id = self.journal.next_id()
+        raw = address.encode("utf-8")
+        self.journal.append_add(
+            record_id, RecordType.DUPLICATE_ID, _U64.pack(len(raw)) + raw + bytes(dup_id), sync=False
+        )
+        return record_id
+
+    def delete_duplicate(self, record_id) -> None:
+        self.journal.append_delete(record_id, sync=False)
+
+    def transaction(self):
+        return _JournalTx(self)
+
+
+class _JournalTx:
+    """Records written as one journal transaction: all or nothing on recovery."""
+
+    def __init__(self, storage: JournalStorage):
+        self.journal = storage.journal
+        self.tx_id = self.journal.next_id()
+        self.used = False
+        #: made visible (refs added to queues) once the commit is durable
+        self.after_commit: list = []
+
+    def store_message(self, message, queue_ids) -> None:
+        self.used = True
+        mid = message.message_id
+        self.journal.append_add_tx(self.tx_id, mid, RecordType.MESSAGE, encode_message(message))
+        for queue_id in queue_ids:
+            self.journal.append_update_tx(self.tx_id, mid, RecordType.ADD_REF, _U64.pack(queue_id))
+
+    def ack(self, message_id, queue_id, remaining) -> None:
+        self.used = True
+        if remaining <= 0:
+            self.journal.append_delete_tx(self.tx_id, message_id)
+        else:
+            self.journal.append_update_tx(self.tx_id, message_id, RecordType.ACK_REF, _U64.pack(queue_id))
+
+    def commit(self, sync) -> defer.Deferred:
+        if not self.used:
+            d = defer.succeed(None)
+        else:
+            d = self.journal.append_commit(self.tx_id, sync=sync)
+
+        def visible(result):
+            for action in self.after_commit:
+                action()
+            return result
+
+        return d.addCallback(visible)
+
+    def rollback(self) -> None:
+        self.after_commit.clear()
+        if self.used:
+            self.journal.append_rollback(self.tx_id)
+
+
+def routing_types_from(names) -> frozenset:
+    return frozenset(RoutingType[name] for name in names)

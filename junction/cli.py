@@ -1,0 +1,181 @@
+"""The ``junction`` command line: run a node, show its status, manage users.
+
+``junction run --config etc/broker.xml`` runs one node in the foreground and
+stops gracefully on SIGTERM or Ctrl-C (in-flight journal syncs finish).
+``junction status`` prints a running node's state as a table.
+``junction user add|list|rm`` edits the users and roles files beside a config.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import logging
+import os
+import sys
+
+DEFAULT_CONFIG = os.path.join("etc", "broker.xml")
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per log line (for log shippers)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "ts": round(record.created, 3),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        if record.exc_info:
+            entry["exc"] = self.formatException(record.exc_info)
+        return json.dumps(entry)
+
+
+def _setup_logging(json_logs: bool, level: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    if json_logs:
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(getattr(logging, level.upper(), logging.INFO))
+
+
+def _load(path: str):
+    from junction.config.loader import ConfigErrors, load_config
+
+    try:
+        return load_config(path)
+    except ConfigErrors as exc:
+        print(f"junction: {path} is not valid:\n{exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    except FileNotFoundError:
+        print(f"junction: no config file at {path}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def _user_store(config):
+    """The users and roles files the config names (none needed with security off)."""
+    from junction.config.loader import ConfigErrors, load_user_store
+
+    if not config.security_enabled and not os.path.exists(config.users_file):
+        return None
+    try:
+        return load_user_store(config)
+    except ConfigErrors as exc:
+        print(f"junction: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def cmd_run(args) -> int:
+    _setup_logging(args.log_json, args.log_level)
+    log = logging.getLogger("junction")
+    config = _load(args.config)
+    from twisted.internet import reactor
+
+    from junction.node import DataDirectoryLocked, Node
+
+    node = Node(config, reactor=reactor, user_store=_user_store(config))
+    try:
+        node.start()
+    except DataDirectoryLocked as exc:
+        log.error("%s", exc)
+        return 3
+    except OSError as exc:
+        log.error("could not start: %s", exc)
+        return 3
+    reactor.addSystemEventTrigger("before", "shutdown", node.stop)
+    reactor.run()
+    return 0
+
+
+def cmd_status(args) -> int:
+    from junction.management.status_table import fetch_status, format_status
+
+    url = args.url.rstrip("/")
+    try:
+        status = fetch_status(url + "/api/status")
+    except OSError as exc:
+        print(f"junction: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(status, indent=2, sort_keys=True))
+    else:
+        print(format_status(status))
+    return 0
+
+
+def _user_files(args):
+    config = _load(args.config)
+    return config.users_file, config.roles_file
+
+
+def cmd_user(args) -> int:
+    from junction.config import properties
+
+    users_path, roles_path = _user_files(args)
+    if args.user_command == "add":
+        password = args.password
+        if password is None:
+            password = getpass.getpass(f"password for {args.name}: ")
+        roles = [r for r in (args.role or "").split(",") if r]
+        properties.add_user(users_path, roles_path, args.name, password, roles)
+        print(f"user {args.name} added to {users_path} with roles {','.join(roles) or '(none)'}")
+    elif args.user_command == "rm":
+        properties.remove_user(users_path, roles_path, args.name)
+        print(f"user {args.name} removed")
+    else:
+        for name, roles in properties.list_users(users_path, roles_path):
+            print(f"{name}\t{','.join(sorted(roles))}")
+    return 0
+
+
+def cmd_version(args) -> int:
+    from junction import __version__
+
+    print(f"junction {__version__}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="junction", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run one node in the foreground")
+    run.add_argument("--config", default=DEFAULT_CONFIG, help="broker.xml to run (default: %(default)s)")
+    run.add_argument("--log-json", action="store_true", help="log one JSON object per line")
+    run.add_argument("--log-level", default="info", help="debug, info, warning or error")
+    run.set_defaults(func=cmd_run)
+
+    status = sub.add_parser("status", help="show a running node's status")
+    status.add_argument("--url", default="http://127.0.0.1:8161", help="the node's management API")
+    status.add_argument("--json", action="store_true", help="print the raw JSON")
+    status.set_defaults(func=cmd_status)
+
+    user = sub.add_parser("user", help="manage users and roles (Artemis properties files)")
+    user.add_argument("--config", default=DEFAULT_CONFIG)
+    user_sub = user.add_subparsers(dest="user_command", required=True)
+    add = user_sub.add_parser("add", help="add or update a user")
+    add.add_argument("name")
+    add.add_argument("--password", help="the password (prompted for when omitted)")
+    add.add_argument("--role", help="comma-separated roles")
+    rm = user_sub.add_parser("rm", help="remove a user")
+    rm.add_argument("name")
+    user_sub.add_parser("list", help="list users and their roles")
+    user.set_defaults(func=cmd_user)
+
+    version = sub.add_parser("version", help="print the version")
+    version.set_defaults(func=cmd_version)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,1798 @@
+"""Load and validate a ``broker.xml`` (Artemis dialect) into :class:`~junction.config.model.BrokerConfig`.
+
+The whole file is checked before anything starts and *every* problem is
+reported at once, each with ``file:line`` (DESIGN.md principle 8; buildbot's
+``ConfigErrors``, crossbar's ``checkconfig``).  :func:`load_config` either
+returns a complete, frozen :class:`BrokerConfig` or raises
+:class:`ConfigErrors`.
+
+What an element means is data, in the tables below, not code:
+
+* :data:`CORE_ELEMENTS` -- every child of ``<core>`` that Artemis's
+  ``artemis-configuration.xsd`` knows, plus Junction's ``<junction>``.  Each
+  entry is one of
+
+  - :class:`Value` -- a text element read into a :class:`BrokerConfig` field;
+  - :class:`Section` -- a container read by a method of the loader
+    (``acceptors``, ``addresses``, ``address-settings`` ...);
+  - :class:`Ignored` -- a tuning knob of the Java broker with no behavioural
+    meaning for Junction (``journal-type``, ``thread-pool-max-size``,
+    ``critical-analyzer`` ...).  Its value is still type-checked, and it is
+    listed in :attr:`BrokerConfig.ignored` so the node logs it once;
+  - :class:`DefaultOnly` -- an Artemis behaviour Junction does not implement
+    yet.  Restating Artemis's default is harmless and accepted (and listed in
+    ``ignored``); any other value is an error, because Junction would behave
+    differently from what the file asks;
+  - :class:`Unsupported` -- an Artemis feature Junction does not have yet
+    (``cluster-connections``, ``ha-policy``, ``diverts`` ...): always an error,
+    "<x> is not supported by Junction yet".  Never silently ignored.
+
+* :data:`ADDRESS_SETTING_ELEMENTS`, :data:`QUEUE_ATTRIBUTES`,
+  :data:`WILDCARD_ELEMENTS`, :data:`JUNCTION_ELEMENTS` -- the same for the
+  inside of ``<address-setting>``, ``<queue>``, ``<wildcard-addresses>`` and
+  ``<junction>``.
+* :data:`ACCEPTOR_PARAMS`, :data:`CONNECTOR_PARAMS`, :data:`PARAM_TYPES`,
+  :data:`PROTOCOLS` -- what an acceptor/connector URL may say.
+
+An element name that is in no table is rejected with a "did you mean"
+suggestion (:mod:`difflib`), as are unknown attributes and URL parameters.
+
+Differences from Artemis, on purpose (Artemis is lax where a typo silently
+changes behaviour):
+
+* ``${VAR}`` with no default and no such environment variable is an error
+  (Artemis substitutes an empty string).  Artemis reads Java system
+  properties first and then the environment; Junction reads the environment.
+* Booleans must be ``true`` or ``false`` (any case).  Artemis's
+  ``Boolean.parseBoolean`` reads every other word, ``1`` and ``yes``
+  included, as false.
+* A second ``<address-setting>``/``<security-setting>`` with the same
+  ``match``, a second acceptor on the same host and port, a URL parameter
+  given twice, or a queue name used twice is an error, not "last one wins".
+* ``artemis-roles.properties`` user lists are trimmed (see
+  :mod:`junction.config.properties`).
+
+Junction's own element, ``<junction>`` inside ``<core>`` (Artemis's xsd does
+not know it, so a file that uses it is Junction-only)::
+
+    <junction>
+       <!-- management HTTP API (default 127.0.0.1:8161, Artemis's console port) -->
+       <management host="127.0.0.1" port="8161"/>
+       <!-- users and roles files, relative to this file; anonymous connections
+            run as anonymous-user and are refused when it is not set -->
+       <security users-file="artemis-users.properties"
+                 roles-file="artemis-roles.properties"
+                 anonymous-user="guest"/>
+       <!-- per-connection protocol limits (sizes take 10MiB/64KiB notation) -->
+       <limits max-frame-size="10MiB" max-header-count="1000"
+               max-header-length="64KiB" max-pending-frames="1000"
+               connect-timeout="10000"/>
+    </junction>
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any, NamedTuple
+from urllib.parse import unquote_plus
+
+from junction.brokercore.message import RoutingType
+from junction.config import model
+from junction.config.xmlsource import (
+    ACCEPTED_NAMESPACES,
+    Element,
+    XMLSourceError,
+    find_core,
+    parse_bytes,
+    parse_file,
+)
+
+__all__ = [
+    "ConfigError",
+    "ConfigErrors",
+    "load_config",
+    "load_user_store",
+    "parse_config",
+    "parse_byte_size",
+    "parse_transport_url",
+    "substitute",
+    "CORE_ELEMENTS",
+    "ADDRESS_SETTING_ELEMENTS",
+    "QUEUE_ATTRIBUTES",
+    "WILDCARD_ELEMENTS",
+    "JUNCTION_ELEMENTS",
+    "ACCEPTOR_PARAMS",
+    "CONNECTOR_PARAMS",
+    "PARAM_TYPES",
+    "PROTOCOLS",
+    "UNSUPPORTED_PROTOCOLS",
+]
+
+
+# --------------------------------------------------------------------------
+# Errors
+
+
+class ConfigError(NamedTuple):
+    """One problem in a configuration file: where, and what."""
+
+    file: str
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: {self.message}"
+
+
+class ConfigErrors(Exception):
+    """Every problem found in a configuration, in document order.
+
+    ``str()`` gives one ``file:line: message`` line per error, ready to print.
+    """
+
+    def __init__(self, errors):
+        self.errors: list[ConfigError] = list(errors)
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        return "\n".join(str(e) for e in self.errors)
+
+    def __len__(self) -> int:
+        return len(self.errors)
+
+    def __iter__(self):
+        return iter(self.errors)
+
+
+# --------------------------------------------------------------------------
+# Value parsers.  Each takes the (stripped) text and returns the value or
+# raises ValueError with a message that does not repeat the element name.
+
+Parser = Callable[[str], Any]
+
+_INT_RE = re.compile(r"[+-]?\d+\Z")
+_JAVA_INT = (-(2**31), 2**31 - 1)
+_JAVA_LONG = (-(2**63), 2**63 - 1)
+
+
+def boolean(text: str) -> bool:
+    """``true``/``false``, any case (see the module docstring for why not more)."""
+    low = text.strip().lower()
+    if low == "true":
+        return True
+    if low == "false":
+        return False
+    raise ValueError(f"expected true or false, got {text!r}")
+
+
+def _check_range(value, text, lo, hi, minus_one):
+    """``value`` if within ``[lo, hi]`` (or -1 with ``minus_one``), else ValueError."""
+    if minus_one and value == -1:
+        return value
+    if lo is not None and value < lo:
+        low = "greater than 0" if lo == 1 else f"at least {lo}"
+        raise ValueError(f"must be {'-1 or ' if minus_one else ''}{low}, got {text.strip()!r}")
+    if hi is not None and value > hi:
+        raise ValueError(f"must be at most {hi}, got {text.strip()!r}")
+    return value
+
+
+def integer(
+    lo: int | None = None, hi: int | None = None, *, minus_one: bool = False, long: bool = False
+) -> Parser:
+    """A whole number (Java ``int``, or ``long`` with ``long=True``) in ``[lo, hi]``.
+
+    ``minus_one`` also allows -1, Artemis's usual "disabled"/"unlimited".
+    """
+    jlo, jhi = _JAVA_LONG if long else _JAVA_INT
+
+    def parse(text: str) -> int:
+        t = text.strip()
+        if not _INT_RE.match(t):
+            raise ValueError(f"expected a whole number, got {text!r}")
+        v = int(t)
+        if not jlo <= v <= jhi:
+            raise ValueError(f"{t} is out of range for a Java {'long' if long else 'int'}")
+        return _check_range(v, t, lo, hi, minus_one)
+
+    return parse
+
+
+_BYTES_RE = re.compile(r"\s*(-?\d+)\s*(?:([kmg])(i?))?(b?)\s*\Z", re.IGNORECASE)
+_BYTE_FACTORS = {None: 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+
+
+def parse_byte_size(text: str) -> int:
+    """Artemis byte notation (``ByteUtil.convertTextBytes``): ``1048576``,
+    ``1024K``, ``10M``, ``10MB``, ``10MiB``, ``1GiB``, ``64kb`` ...
+
+    Case-insensitive; ``K``/``M``/``G`` (with optional ``i`` and ``B``) are
+    powers of 1024 as in Artemis -- ``10MB`` is 10485760 bytes, not 10**7.
+    A plain ``-1`` is allowed here (many sizes use it for "no limit"); callers
+    decide which ranges make sense.
+    """
+    m = _BYTES_RE.match(text)
+    if not m:
+        raise ValueError(
+            f"expected a size in bytes such as 1048576, 512K, 10M or 1GiB, got {text!r}"
+        )
+    number, unit, _i, _b = m.groups()
+    if number.startswith("-") and unit:
+        raise ValueError(f"a negative size takes no unit, got {text!r}")
+    return int(number) * _BYTE_FACTORS[unit.lower() if unit else None]
+
+
+def size(lo: int | None = 0, hi: int | None = _JAVA_LONG[1], *, minus_one: bool = False) -> Parser:
+    """A byte size in Artemis notation within ``[lo, hi]`` (see :func:`parse_byte_size`)."""
+
+    def parse(text: str) -> int:
+        v = parse_byte_size(text)
+        return _check_range(v, text, lo, hi, minus_one)
+
+    return parse
+
+
+def real(lo: float | None = None, hi: float | None = None) -> Parser:
+    """A decimal number (Java ``double``) in ``[lo, hi]``."""
+
+    def parse(text: str) -> float:
+        try:
+            v = float(text.strip())
+        except ValueError:
+            raise ValueError(f"expected a number, got {text!r}") from None
+        if not math.isfinite(v):
+            raise ValueError(f"expected a finite number, got {text!r}")
+        return _check_range(v, text, lo, hi, False)
+
+    return parse
+
+
+def choice(*values: str) -> Parser:
+    """One of ``values``, any case; returns the canonical spelling."""
+    canon = {v.upper(): v for v in values}
+
+    def parse(text: str) -> str:
+        t = text.strip()
+        if t.upper() in canon:
+            return canon[t.upper()]
+        raise ValueError(
+            f"expected one of {', '.join(values)}, got {text!r}{_suggest(t, values, upper=True)}"
+        )
+
+    return parse
+
+
+def routing_type(text: str) -> RoutingType:
+    """``ANYCAST`` or ``MULTICAST`` (any case)."""
+    return RoutingType[choice("ANYCAST", "MULTICAST")(text)]
+
+
+def string(nonempty: bool = True) -> Parser:
+    """Any text, stripped (Artemis trims element text); optionally not empty."""
+
+    def parse(text: str) -> str:
+        t = text.strip()
+        if nonempty and not t:
+            raise ValueError("must not be empty")
+        return t
+
+    return parse
+
+
+def character(text: str) -> str:
+    """Exactly one character (the wildcard-syntax delimiters)."""
+    t = text.strip()
+    if len(t) != 1:
+        raise ValueError(f"must be a single character, got {text!r}")
+    return t
+
+
+def power_of_two(text: str) -> int:
+    v = integer(1)(text)
+    if v & (v - 1):
+        raise ValueError(f"must be a power of two, got {text!r}")
+    return v
+
+
+text_value = string(nonempty=True)
+any_text = string(nonempty=False)
+port_number = integer(0, 65535)
+
+
+def _close(name: str, candidates, *, upper: bool = False) -> list[str]:
+    """The candidates closest to ``name`` (difflib), best first; only those
+    nearly as close as the best, so a clear winner is suggested alone."""
+    pool = list(dict.fromkeys(candidates))
+    key = (lambda c: c.upper()) if upper else (lambda c: c)
+    scored = []
+    for c in pool:
+        ratio = difflib.SequenceMatcher(None, key(name), key(c)).ratio()
+        if ratio >= 0.6:
+            scored.append((ratio, c))
+    scored.sort(key=lambda rc: -rc[0])
+    if not scored:
+        return []
+    best = scored[0][0]
+    return [c for r, c in scored[:3] if r >= best - 0.05]
+
+
+def _suggest(name: str, candidates, *, upper: bool = False) -> str:
+    match = _close(name, candidates, upper=upper)
+    if not match:
+        return ""
+    return "; did you mean " + " or ".join(repr(m) for m in match) + "?"
+
+
+def _suggest_element(name: str, candidates) -> str:
+    pool = list(dict.fromkeys(candidates))
+    match = _close(name, pool)
+    if match:
+        return "; did you mean " + " or ".join(f"<{m}>" for m in match) + "?"
+    if len(pool) <= 3:
+        return "; expected " + " or ".join(f"<{m}>" for m in pool)
+    return ""
+
+
+# --------------------------------------------------------------------------
+# Element specifications (the tables are data; see the module docstring).
+
+
+@dataclass(frozen=True)
+class Value:
+    """A text element read into the field ``attr`` of the model object being built."""
+
+    attr: str
+    parse: Parser
+
+
+@dataclass(frozen=True)
+class Section:
+    """A container element read by the loader method ``method``."""
+
+    method: str
+
+
+@dataclass(frozen=True)
+class Ignored:
+    """A Java-broker tuning knob: type-checked, then listed in ``BrokerConfig.ignored``."""
+
+    parse: Parser
+    why: str = "tuning for the Java broker; no effect in Junction"
+
+
+@dataclass(frozen=True)
+class DefaultOnly:
+    """Artemis behaviour Junction lacks: accepted only at Artemis's default value."""
+
+    parse: Parser
+    default: Any
+
+
+@dataclass(frozen=True)
+class Unsupported:
+    """An Artemis feature Junction does not have yet: always an error."""
+
+    hint: str = ""
+
+
+_JVM = "tuning for the Java broker (threads, JMX, JVM memory); no effect in Junction"
+_JOURNAL = "tuning for Artemis's journal implementation; Junction's journal sizes itself"
+_MONITOR = "monitoring of the Java broker; Junction has its own management API and metrics"
+_PAGING = "paging read-ahead tuning for the Java broker; no effect in Junction"
+_NO_RELOAD = "Junction does not reload broker.xml while running; restart the node to apply changes"
+_MQTT = "MQTT is not supported by Junction, so this MQTT setting has no effect"
+_MIRROR = "AMQP mirroring is not supported by Junction, so this setting has no effect"
+
+#: Every element Artemis's xsd allows in ``<core>`` (plus a few older ones
+#: Artemis still parses), and ``<junction>``.  See the module docstring.
+CORE_ELEMENTS: dict[str, Value | Section | Ignored | DefaultOnly | Unsupported] = {
+    # -- read into BrokerConfig ------------------------------------------------------
+    "name": Value("name", text_value),
+    "persistence-enabled": Value("persistence_enabled", boolean),
+    "journal-directory": Value("journal_directory", text_value),
+    "bindings-directory": Value("bindings_directory", text_value),
+    "paging-directory": Value("paging_directory", text_value),
+    "large-messages-directory": Value("large_messages_directory", text_value),
+    "journal-file-size": Value("journal_file_size", size(1, _JAVA_INT[1])),
+    "journal-sync-transactional": Value("journal_sync_transactional", boolean),
+    "journal-sync-non-transactional": Value("journal_sync_non_transactional", boolean),
+    "journal-buffer-timeout": Value("journal_buffer_timeout", integer(0)),
+    "id-cache-size": Value("id_cache_size", integer(0)),
+    "persist-id-cache": Value("persist_id_cache", boolean),
+    "security-enabled": Value("security_enabled", boolean),
+    "wild-card-routing-enabled": Value("wildcard_routing_enabled", boolean),
+    "acceptors": Section("_acceptors"),
+    "connectors": Section("_connectors"),
+    "addresses": Section("_addresses"),
+    "address-settings": Section("_address_settings"),
+    "security-settings": Section("_security_settings"),
+    "wildcard-addresses": Section("_wildcard_addresses"),
+    "junction": Section("_junction"),
+    # -- tuning knobs: accepted, type-checked, listed in BrokerConfig.ignored --------
+    "journal-type": Ignored(choice("ASYNCIO", "NIO", "MAPPED"), _JOURNAL),
+    "journal-datasync": Ignored(boolean, _JOURNAL),
+    "journal-min-files": Ignored(integer(1), _JOURNAL),
+    "journal-pool-files": Ignored(integer(1, minus_one=True), _JOURNAL),
+    "journal-compact-percentage": Ignored(integer(0, 100), _JOURNAL),
+    "journal-compact-min-files": Ignored(integer(0), _JOURNAL),
+    "journal-max-io": Ignored(integer(1), _JOURNAL),
+    "journal-buffer-size": Ignored(size(1, _JAVA_INT[1]), _JOURNAL),
+    "journal-device-block-size": Ignored(integer(0, minus_one=True), _JOURNAL),
+    "journal-file-open-timeout": Ignored(integer(1), _JOURNAL),
+    "journal-max-attic-files": Ignored(integer(), _JOURNAL),
+    "journal-lock-acquisition-timeout": Ignored(integer(1, minus_one=True, long=True), _JOURNAL),
+    "log-journal-write-rate": Ignored(boolean, _JOURNAL),
+    "large-message-sync": Ignored(boolean, _JOURNAL),
+    "create-journal-dir": Ignored(boolean, "Junction always creates its directories"),
+    "create-bindings-dir": Ignored(boolean, "Junction always creates its directories"),
+    "node-manager-lock-directory": Ignored(
+        any_text, "used by Artemis's shared-store HA, which Junction does not support yet"
+    ),
+    "purge-page-folders": Ignored(boolean, _PAGING),
+    "page-max-concurrent-io": Ignored(integer(1, minus_one=True), _PAGING),
+    "read-whole-page": Ignored(boolean, _PAGING),
+    "page-sync-timeout": Ignored(integer(0), _JOURNAL),
+    "thread-pool-max-size": Ignored(integer(1, minus_one=True), _JVM),
+    "scheduled-thread-pool-max-size": Ignored(integer(1), _JVM),
+    "graceful-shutdown-enabled": Ignored(
+        boolean, "Junction always closes connections cleanly at shutdown"
+    ),
+    "graceful-shutdown-timeout": Ignored(
+        integer(0, minus_one=True, long=True),
+        "Junction always closes connections cleanly at shutdown",
+    ),
+    "async-connection-execution-enabled": Ignored(boolean, _JVM),
+    "jmx-management-enabled": Ignored(boolean, "Junction has no JMX; see its management HTTP API"),
+    "jmx-domain": Ignored(text_value, "Junction has no JMX; see its management HTTP API"),
+    "jmx-use-broker-name": Ignored(boolean, "Junction has no JMX; see its management HTTP API"),
+    "log-delegate-factory-class-name": Ignored(any_text, _JVM),
+    "management-address": Ignored(
+        text_value, "Junction's management is its HTTP API, not a management address"
+    ),
+    "management-notification-address": Ignored(
+        text_value, "Junction's management is its HTTP API, not a notification address"
+    ),
+    "message-counter-enabled": Ignored(boolean, _MONITOR),
+    "message-counter-sample-period": Ignored(integer(1, long=True), _MONITOR),
+    "message-counter-max-day-history": Ignored(integer(1), _MONITOR),
+    "critical-analyzer": Ignored(boolean, _JVM),
+    "critical-analyzer-timeout": Ignored(integer(0, long=True), _JVM),
+    "critical-analyzer-check-period": Ignored(integer(0, long=True), _JVM),
+    "critical-analyzer-policy": Ignored(choice("LOG", "HALT", "SHUTDOWN"), _JVM),
+    "server-dump-interval": Ignored(integer(1, minus_one=True, long=True), _JVM),
+    "memory-warning-threshold": Ignored(integer(0, 100), _JVM),
+    "memory-measure-interval": Ignored(integer(1, minus_one=True, long=True), _JVM),
+    "global-max-size": Ignored(
+        size(1, minus_one=True),
+        "Junction limits memory per address (address-settings max-size-bytes)",
+    ),
+    "global-max-size-percent-of-jvm-max-memory": Ignored(integer(1), _JVM),
+    "global-max-messages": Ignored(
+        integer(1, minus_one=True, long=True),
+        "Junction limits memory per address (address-settings max-size-messages)",
+    ),
+    "max-disk-usage": Ignored(
+        integer(0, 100, minus_one=True), "disk monitoring of the Java broker; no effect in Junction"
+    ),
+    "min-disk-free": Ignored(
+        size(1, minus_one=True), "disk monitoring of the Java broker; no effect in Junction"
+    ),
+    "disk-scan-period": Ignored(
+        integer(1, minus_one=True), "disk monitoring of the Java broker; no effect in Junction"
+    ),
+    "security-invalidation-interval": Ignored(
+        integer(0, long=True), "cache tuning for the Java broker; no effect in Junction"
+    ),
+    "authentication-cache-size": Ignored(
+        integer(0, long=True), "cache tuning for the Java broker; no effect in Junction"
+    ),
+    "authorization-cache-size": Ignored(
+        integer(0, long=True), "cache tuning for the Java broker; no effect in Junction"
+    ),
+    "connection-ttl-check-interval": Ignored(integer(1, long=True), _JVM),
+    "configuration-file-refresh-period": Ignored(integer(1, minus_one=True, long=True), _NO_RELOAD),
+    "transaction-timeout-scan-period": Ignored(integer(1, long=True), _JVM),
+    "message-expiry-scan-period": Ignored(integer(1, minus_one=True, long=True), _JVM),
+    "message-expiry-thread-priority": Ignored(integer(0, 9), _JVM),
+    "address-queue-scan-period": Ignored(integer(1, minus_one=True, long=True), _JVM),
+    "max-redelivery-records": Ignored(integer(0, minus_one=True), _JOURNAL),
+    "populate-validated-user": Ignored(
+        boolean, "Junction does not add _AMQ_VALIDATED_USER to messages yet"
+    ),
+    "reject-empty-validated-user": Ignored(
+        boolean, "Junction does not add _AMQ_VALIDATED_USER to messages yet"
+    ),
+    "internal-naming-prefix": Ignored(any_text, "Junction names its internal queues itself"),
+    "suppress-session-notifications": Ignored(boolean, _MONITOR),
+    "mqtt-session-scan-interval": Ignored(integer(1, long=True), _MQTT),
+    "mqtt-session-state-persistence-timeout": Ignored(integer(1, long=True), _MQTT),
+    "mqtt-subscription-persistence-enabled": Ignored(boolean, _MQTT),
+    "mirror-ack-manager-queue-attempts": Ignored(integer(1), _MIRROR),
+    "mirror-ack-manager-page-attempts": Ignored(integer(1), _MIRROR),
+    "mirror-ack-manager-retry-delay": Ignored(integer(1), _MIRROR),
+    "mirror-ack-manager-warn-unacked": Ignored(boolean, _MIRROR),
+    "mirror-page-transaction": Ignored(boolean, _MIRROR),
+    "network-check-period": Ignored(
+        integer(1, long=True),
+        "only used with network-check-list, which Junction does not support yet",
+    ),
+    "network-check-timeout": Ignored(
+        integer(1), "only used with network-check-list, which Junction does not support yet"
+    ),
+    "network-check-NIC": Ignored(
+        any_text, "only used with network-check-list, which Junction does not support yet"
+    ),
+    "network-check-ping-command": Ignored(
+        any_text, "only used with network-check-list, which Junction does not support yet"
+    ),
+    "network-check-ping6-command": Ignored(
+        any_text, "only used with network-check-list, which Junction does not support yet"
+    ),
+    # -- Artemis behaviour Junction lacks: fine at the default, an error otherwise ----
+    "resolve-protocols": DefaultOnly(boolean, True),
+    "amqp-use-core-subscription-naming": DefaultOnly(boolean, False),
+    "persist-delivery-count-before-delivery": DefaultOnly(boolean, False),
+    "connection-ttl-override": DefaultOnly(integer(1, minus_one=True, long=True), -1),
+    "transaction-timeout": DefaultOnly(integer(1, long=True), 300000),
+    "temporary-queue-namespace": DefaultOnly(any_text, ""),
+    "uuid-namespace": DefaultOnly(any_text, ""),
+    "literal-match-markers": DefaultOnly(any_text, ""),
+    "view-permission-method-match-pattern": DefaultOnly(any_text, ""),
+    "management-message-rbac": DefaultOnly(boolean, False),
+    "management-rbac-prefix": DefaultOnly(text_value, "mops"),
+    "mask-password": DefaultOnly(boolean, False),
+    "password-codec": DefaultOnly(
+        text_value, "org.apache.activemq.artemis.utils.DefaultSensitiveStringCodec"
+    ),
+    "network-check-list": DefaultOnly(any_text, ""),
+    "network-check-URL-list": DefaultOnly(any_text, ""),
+    # -- Artemis features Junction does not have yet ---------------------------------
+    "cluster-connections": Unsupported(),
+    "cluster-user": Unsupported(),
+    "cluster-password": Unsupported(),
+    "broadcast-groups": Unsupported(),
+    "discovery-groups": Unsupported(),
+    "ha-policy": Unsupported(),
+    "connection-routers": Unsupported(),
+    "grouping-handler": Unsupported(),
+    "bridges": Unsupported(),
+    "diverts": Unsupported(),
+    "federations": Unsupported(),
+    "broker-connections": Unsupported(),
+    "queues": Unsupported("(deprecated in Artemis; declare queues under <addresses>)"),
+    "jgroups-file": Unsupported(),
+    "store": Unsupported("(Junction keeps its journal in files; no JDBC store)"),
+    "journal-retention-directory": Unsupported(),
+    "broker-plugins": Unsupported(),
+    "metrics-plugin": Unsupported(),
+    "metrics": Unsupported(),
+    "resource-limit-settings": Unsupported(),
+    "connector-services": Unsupported(),
+    "remoting-interceptors": Unsupported(),
+    "remoting-incoming-interceptors": Unsupported(),
+    "remoting-outgoing-interceptors": Unsupported(),
+    "system-property-prefix": Unsupported("(use ${VAR} references to the environment instead)"),
+}
+
+#: Children of ``<address-setting>``: Artemis element name -> spec.  ``Value``
+#: attrs are :class:`~junction.config.model.AddressSettings` fields.
+ADDRESS_SETTING_ELEMENTS: dict[str, Value | Ignored | DefaultOnly | Unsupported] = {
+    "dead-letter-address": Value("dead_letter_address", text_value),
+    "auto-create-dead-letter-resources": Value("auto_create_dead_letter_resources", boolean),
+    "dead-letter-queue-prefix": Value("dead_letter_queue_prefix", any_text),
+    "dead-letter-queue-suffix": Value("dead_letter_queue_suffix", any_text),
+    "expiry-address": Value("expiry_address", text_value),
+    "auto-create-expiry-resources": Value("auto_create_expiry_resources", boolean),
+    "expiry-queue-prefix": Value("expiry_queue_prefix", any_text),
+    "expiry-queue-suffix": Value("expiry_queue_suffix", any_text),
+    "expiry-delay": Value("expiry_delay", integer(0, minus_one=True, long=True)),
+    "min-expiry-delay": Value("min_expiry_delay", integer(0, minus_one=True, long=True)),
+    "max-expiry-delay": Value("max_expiry_delay", integer(0, minus_one=True, long=True)),
+    "max-delivery-attempts": Value("max_delivery_attempts", integer(0, minus_one=True)),
+    "redelivery-delay": Value("redelivery_delay", integer(0, long=True)),
+    "redelivery-delay-multiplier": Value("redelivery_delay_multiplier", real(0.0)),
+    "redelivery-collision-avoidance-factor": Value(
+        "redelivery_collision_avoidance_factor", real(0.0, 1.0)
+    ),
+    "max-redelivery-delay": Value("max_redelivery_delay", integer(0, long=True)),
+    "max-size-bytes": Value("max_size_bytes", size(0, minus_one=True)),
+    "max-size-messages": Value("max_size_messages", integer(0, minus_one=True, long=True)),
+    "page-size-bytes": Value("page_size_bytes", size(1, _JAVA_INT[1])),
+    "page-max-cache-size": Value("page_max_cache_size", integer(0)),
+    "address-full-policy": Value("address_full_policy", choice(*model.ADDRESS_FULL_POLICIES)),
+    "message-counter-history-day-limit": Value("message_counter_history_day_limit", integer(0)),
+    "last-value-queue": Value("last_value_queue", boolean),  # deprecated spelling
+    "default-last-value-queue": Value("last_value_queue", boolean),
+    "default-last-value-key": Value("default_last_value_key", text_value),
+    "default-non-destructive": Value("default_non_destructive", boolean),
+    "default-exclusive-queue": Value("default_exclusive_queue", boolean),
+    "default-max-consumers": Value("default_max_consumers", integer(0, minus_one=True)),
+    "default-purge-on-no-consumers": Value("default_purge_on_no_consumers", boolean),
+    "default-consumer-window-size": Value(
+        "default_consumer_window_size", integer(0, minus_one=True)
+    ),
+    "redistribution-delay": Value("redistribution_delay", integer(0, minus_one=True, long=True)),
+    "send-to-dla-on-no-route": Value("send_to_dla_on_no_route", boolean),
+    "slow-consumer-threshold": Value(
+        "slow_consumer_threshold", integer(1, minus_one=True, long=True)
+    ),
+    "slow-consumer-policy": Value("slow_consumer_policy", choice("KILL", "NOTIFY")),
+    "slow-consumer-check-period": Value("slow_consumer_check_period", integer(1, long=True)),
+    "auto-create-queues": Value("auto_create_queues", boolean),
+    "auto-delete-queues": Value("auto_delete_queues", boolean),
+    "auto-delete-created-queues": Value("auto_delete_created_queues", boolean),
+    "auto-delete-queues-delay": Value("auto_delete_queues_delay", integer(0, long=True)),
+    "auto-delete-queues-message-count": Value(
+        "auto_delete_queues_message_count", integer(0, minus_one=True, long=True)
+    ),
+    "auto-create-addresses": Value("auto_create_addresses", boolean),
+    "auto-delete-addresses": Value("auto_delete_addresses", boolean),
+    "auto-delete-addresses-delay": Value("auto_delete_addresses_delay", integer(0, long=True)),
+    "default-address-routing-type": Value("default_address_routing_type", routing_type),
+    "default-queue-routing-type": Value("default_queue_routing_type", routing_type),
+    "default-group-rebalance": Value("default_group_rebalance", boolean),
+    "default-group-buckets": Value("default_group_buckets", integer(0, minus_one=True)),
+    "default-group-first-key": Value("default_group_first_key", text_value),
+    "default-ring-size": Value("default_ring_size", integer(0, minus_one=True, long=True)),
+    "enable-metrics": Value("enable_metrics", boolean),
+    "management-browse-page-size": Value("management_browse_page_size", integer(1)),
+    # tuning
+    "max-read-page-messages": Ignored(integer(1, minus_one=True), _PAGING),
+    "max-read-page-bytes": Ignored(size(1, _JAVA_INT[1], minus_one=True), _PAGING),
+    "prefetch-page-messages": Ignored(integer(1, minus_one=True), _PAGING),
+    "prefetch-page-bytes": Ignored(size(1, _JAVA_INT[1], minus_one=True), _PAGING),
+    "initial-queue-buffer-size": Ignored(power_of_two, _JVM),
+    "management-message-attribute-size-limit": Ignored(integer(minus_one=True), _MONITOR),
+    "auto-create-jms-queues": Ignored(boolean, "deprecated in Artemis (use auto-create-queues)"),
+    "auto-delete-jms-queues": Ignored(boolean, "deprecated in Artemis (use auto-delete-queues)"),
+    "auto-create-jms-topics": Ignored(boolean, "deprecated in Artemis (use auto-create-addresses)"),
+    "auto-delete-jms-topics": Ignored(boolean, "deprecated in Artemis (use auto-delete-addresses)"),
+    "page-full-policy": Ignored(
+        choice("DROP", "FAIL"),
+        "only applies with page-limit-bytes/page-limit-messages, which Junction does not support yet",
+    ),
+    # Artemis behaviour Junction lacks
+    "no-expiry": DefaultOnly(boolean, False),
+    "max-size-bytes-reject-threshold": DefaultOnly(size(0, minus_one=True), -1),
+    "page-limit-bytes": DefaultOnly(size(1, minus_one=True), -1),
+    "page-limit-messages": DefaultOnly(integer(1, minus_one=True, long=True), -1),
+    "disk-full-policy": DefaultOnly(choice("DROP", "FAIL", "BLOCK"), "BLOCK"),
+    "default-group-rebalance-pause-dispatch": DefaultOnly(boolean, False),
+    "default-consumers-before-dispatch": DefaultOnly(integer(0), 0),
+    "default-delay-before-dispatch": DefaultOnly(integer(0, minus_one=True, long=True), -1),
+    "slow-consumer-threshold-measurement-unit": DefaultOnly(
+        choice(
+            "MESSAGES_PER_SECOND", "MESSAGES_PER_MINUTE", "MESSAGES_PER_HOUR", "MESSAGES_PER_DAY"
+        ),
+        "MESSAGES_PER_SECOND",
+    ),
+    "auto-delete-queues-skip-usage-check": DefaultOnly(boolean, False),
+    "auto-delete-addresses-skip-usage-check": DefaultOnly(boolean, False),
+    "config-delete-queues": DefaultOnly(choice("OFF", "FORCE"), "OFF"),
+    "config-delete-addresses": DefaultOnly(choice("OFF", "FORCE"), "OFF"),
+    "config-delete-diverts": DefaultOnly(choice("OFF", "FORCE"), "OFF"),
+    "retroactive-message-count": DefaultOnly(integer(0, long=True), 0),
+    "enable-ingress-timestamp": DefaultOnly(boolean, False),
+    "id-cache-size": Unsupported(
+        "(per-address duplicate-ID caches; Junction uses the node's <id-cache-size>)"
+    ),
+}
+
+#: Attributes of ``<queue>`` (inside ``<anycast>``/``<multicast>``).  ``Value``
+#: attrs are :class:`~junction.config.model.QueueConfig` fields.
+QUEUE_ATTRIBUTES: dict[str, Value | DefaultOnly | Unsupported] = {
+    "max-consumers": Value("max_consumers", integer(0, minus_one=True)),
+    "purge-on-no-consumers": Value("purge_on_no_consumers", boolean),
+    "exclusive": Value("exclusive", boolean),
+    "last-value": Value("last_value", boolean),
+    "last-value-key": Value("last_value_key", text_value),
+    "non-destructive": Value("non_destructive", boolean),
+    "group-rebalance": Value("group_rebalance", boolean),
+    "group-buckets": Value("group_buckets", integer(0, minus_one=True)),
+    "group-first-key": Value("group_first_key", text_value),
+    "ring-size": Value("ring_size", integer(0, minus_one=True, long=True)),
+    "group-rebalance-pause-dispatch": DefaultOnly(boolean, False),
+    "consumers-before-dispatch": DefaultOnly(integer(0), 0),
+    "delay-before-dispatch": DefaultOnly(integer(0, minus_one=True, long=True), -1),
+    "enabled": DefaultOnly(boolean, True),
+}
+
+#: Child elements of ``<queue>``.
+QUEUE_ELEMENTS = ("filter", "durable", "user")
+
+#: Children of ``<wildcard-addresses>`` -> :class:`~junction.config.model.WildcardAddresses` fields.
+WILDCARD_ELEMENTS: dict[str, Value] = {
+    "routing-enabled": Value("routing_enabled", boolean),
+    "enabled": Value("routing_enabled", boolean),  # deprecated spelling of routing-enabled
+    "delimiter": Value("delimiter", character),
+    "any-words": Value("any_words", character),
+    "single-word": Value("single_word", character),
+}
+
+#: Children of ``<junction>`` and their attributes: attribute -> (BrokerConfig
+#: or Limits field, parser).  ``limits`` fields go to :class:`~junction.config.model.Limits`.
+JUNCTION_ELEMENTS: dict[str, dict[str, tuple[str, Parser]]] = {
+    "management": {
+        "host": ("management_host", text_value),
+        "port": ("management_port", port_number),
+    },
+    "security": {
+        "users-file": ("users_file", text_value),
+        "roles-file": ("roles_file", text_value),
+        "anonymous-user": ("anonymous_user", text_value),
+    },
+    "limits": {
+        "max-frame-size": ("max_frame_size", size(1, _JAVA_INT[1])),
+        "max-header-count": ("max_header_count", integer(1)),
+        "max-header-length": ("max_header_length", size(1, _JAVA_INT[1])),
+        "max-pending-frames": ("max_pending_frames", integer(1)),
+        "connect-timeout": ("connect_timeout", integer(1)),
+    },
+}
+
+# -- transport URLs ------------------------------------------------------------------
+
+#: Protocols an acceptor may name in ``protocols=`` and Junction serves.
+PROTOCOLS = ("CORE", "AMQP", "STOMP", "OPENWIRE")
+#: Protocols Artemis knows that Junction refuses.
+UNSUPPORTED_PROTOCOLS = ("MQTT", "HORNETQ")
+
+# fmt: off
+_TRANSPORT_COMMON = frozenset(
+    {
+        # Netty TCP (configuring-transports.adoc "Configuring Netty TCP")
+        "tcpNoDelay", "tcpSendBufferSize", "tcpReceiveBufferSize", "writeBufferLowWaterMark",
+        "writeBufferHighWaterMark", "batchDelay", "nioRemotingThreads", "remotingThreads", "useNio",
+        "useEpoll", "useKQueue", "handshake-timeout", "httpUpgradeEnabled",
+        # TLS ("Configuring Netty SSL")
+        "sslEnabled", "keyStorePath", "keyStorePassword", "keyStoreType", "keyStoreProvider",
+        "keyStoreAlias", "trustStorePath", "trustStorePassword", "trustStoreType",
+        "trustStoreProvider", "enabledCipherSuites", "enabledProtocols", "verifyHost", "sslProvider",
+        "sniHost", "crlPath", "trustManagerFactoryPlugin",
+        # password masking switches Artemis allows on every URL
+        "activemq.usemaskedpassword", "activemq.passwordcodec",
+    }
+)
+
+#: Parameters an ``<acceptor>`` URL may carry: Artemis's
+#: ``TransportConstants.ALLOWABLE_ACCEPTOR_KEYS`` plus the protocol managers'
+#: own (AMQP, OpenWire, CORE/STOMP prefixes), and Junction's ``router``.
+ACCEPTOR_PARAMS = _TRANSPORT_COMMON | frozenset(
+    {
+        "protocols", "protocol", "router", "anycastPrefix", "multicastPrefix", "securityDomain",
+        "connectionsAllowed", "autoStart", "backlog", "directDeliver", "clusterConnection",
+        "needClientAuth", "wantClientAuth", "sslAutoReload", "proxyProtocolEnabled", "useInvm",
+        "connectionTtl", "connectionTtlMin", "connectionTtlMax", "heartBeatToConnectionTtlModifier",
+        "quietPeriod", "shutdownTimeout", "httpResponseTime", "httpServerScanPeriod",
+        "webSocketMaxFramePayloadLength", "webSocketEncoderType",
+        # STOMP
+        "stompEnableMessageId", "stomp-enable-message-id", "stompMinLargeMessageSize",
+        "stomp-min-large-message-size", "stompMaxFramePayloadLength", "stompConsumerCredits",
+        "stompConsumerWindowSize", "disableStompServerHeader",
+        # AMQP (ProtonProtocolManager)
+        "amqpCredits", "amqpLowCredits", "amqpMinLargeMessageSize", "amqpDuplicateDetection",
+        "amqpIdleTimeout", "amqpLinkQuiesceTimeout", "amqpTreatRejectAsUnmodifiedDeliveryFailed",
+        "amqpUseModifiedForTransientDeliveryErrors", "amqpDrainOnTransientDeliveryErrors",
+        "maxFrameSize", "initialRemoteMaxFrameSize", "saslMechanisms", "saslLoginConfigScope",
+        "pubSubPrefix", "ackManagerFlushTimeout", "mirrorMaxPendingAcks",
+        # OpenWire (OpenWireProtocolManager)
+        "supportAdvisory", "suppressInternalManagementObjects", "actorThresholdBytes", "brokerName",
+        "maxInactivityDuration", "maxInactivityDurationInitalDelay", "openWireDestinationCacheSize",
+        "openwireMaxPacketChunkSize", "openwireUseDuplicateDetectionOnFailover",
+        "rebalanceClusterClients", "updateClusterClients", "updateClusterClientsOnRemove",
+        "useKeepAlive", "virtualTopicConsumerLruCacheMax", "virtualTopicConsumerWildcards",
+    }
+)
+
+#: Parameters a ``<connector>`` URL may carry (``ALLOWABLE_CONNECTOR_KEYS``).
+CONNECTOR_PARAMS = _TRANSPORT_COMMON | frozenset(
+    {
+        "localAddress", "localPort", "connect-timeout-millis", "activemqServerName", "httpEnabled",
+        "httpClientIdleTime", "httpClientIdleScanPeriod", "httpRequiresSessionId",
+        "httpUpgradeEndpoint", "servletPath", "useServlet", "trustAll", "forceSSLParameters",
+        "useDefaultSslContext", "useGlobalWorkerPool", "useNioGlobalWorkerPool", "socksEnabled",
+        "socksHost", "socksPort", "socksVersion", "socksUsername", "socksPassword", "socksRemoteDNS",
+    }
+)
+
+_B = boolean
+_I = integer(minus_one=True)
+_N = integer(0)  # non-negative
+_P = integer(1)  # positive
+#: Value types of the URL parameters that have one; others are free text.
+#: Values are still kept as the strings given in ``Acceptor.params``.
+PARAM_TYPES: dict[str, Parser] = {
+    **dict.fromkeys(
+        [
+            "sslEnabled", "tcpNoDelay", "useEpoll", "useKQueue", "useNio", "useInvm", "needClientAuth",
+            "wantClientAuth", "verifyHost", "httpUpgradeEnabled", "autoStart", "directDeliver",
+            "proxyProtocolEnabled", "sslAutoReload", "stompEnableMessageId", "stomp-enable-message-id",
+            "disableStompServerHeader", "amqpDuplicateDetection", "supportAdvisory",
+            "suppressInternalManagementObjects", "useKeepAlive", "trustAll", "forceSSLParameters",
+            "useDefaultSslContext", "httpEnabled", "httpRequiresSessionId", "socksEnabled",
+            "socksRemoteDNS", "useServlet", "useGlobalWorkerPool", "useNioGlobalWorkerPool",
+            "amqpTreatRejectAsUnmodifiedDeliveryFailed", "amqpUseModifiedForTransientDeliveryErrors",
+            "amqpDrainOnTransientDeliveryErrors", "rebalanceClusterClients", "updateClusterClients",
+            "updateClusterClientsOnRemove", "openwireUseDuplicateDetectionOnFailover",
+            "activemq.usemaskedpassword",
+        ],
+        _B,
+    ),
+    **dict.fromkeys(
+        [
+            "tcpSendBufferSize", "tcpReceiveBufferSize", "connectionsAllowed", "amqpMinLargeMessageSize",
+            "stompMinLargeMessageSize", "stomp-min-large-message-size", "stompConsumerWindowSize",
+            "maxInactivityDuration", "maxInactivityDurationInitalDelay", "remotingThreads",
+            "nioRemotingThreads", "backlog", "connectionTtl", "connectionTtlMin", "connectionTtlMax",
+            "amqpIdleTimeout",
+        ],
+        _I,
+    ),
+    **dict.fromkeys(
+        [
+            "handshake-timeout", "batchDelay", "writeBufferLowWaterMark", "writeBufferHighWaterMark",
+            "amqpLowCredits", "quietPeriod", "shutdownTimeout", "connect-timeout-millis",
+            "stompConsumerCredits", "openWireDestinationCacheSize", "actorThresholdBytes",
+        ],
+        _N,
+    ),
+    **dict.fromkeys(
+        [
+            "stompMaxFramePayloadLength", "webSocketMaxFramePayloadLength", "amqpCredits", "maxFrameSize",
+            "initialRemoteMaxFrameSize", "openwireMaxPacketChunkSize", "virtualTopicConsumerLruCacheMax",
+        ],
+        _P,
+    ),
+    "heartBeatToConnectionTtlModifier": real(0.0),
+    "localPort": port_number,
+    "socksPort": port_number,
+    "socksVersion": choice("4", "5"),
+}
+
+# fmt: on
+
+#: Port Artemis uses when a URL gives none (``TransportConstants.DEFAULT_PORT``).
+DEFAULT_PORT = 61616
+_WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", "*", "[::]"})
+
+
+class ParsedURL(NamedTuple):
+    scheme: str
+    host: str
+    port: int
+    params: dict[str, str]
+
+
+_URL_RE = re.compile(r"\s*([A-Za-z][A-Za-z0-9+.-]*)://([^?]*)(?:\?(.*))?\Z", re.DOTALL)
+
+
+def parse_transport_url(text: str, kind: str = "acceptor") -> tuple[ParsedURL | None, list[str]]:
+    """Parse an Artemis transport URL, ``tcp://host:port?key=value;key2=value2``.
+
+    Parameters are separated by ``;`` or ``&`` (Artemis's ``URISupport``
+    splits on both) and URL-decoded.  ``kind`` is ``"acceptor"`` or
+    ``"connector"`` and picks the allowed parameter names
+    (:data:`ACCEPTOR_PARAMS`/:data:`CONNECTOR_PARAMS`); typed ones are checked
+    against :data:`PARAM_TYPES`.  A missing port is Artemis's 61616; port 0
+    ("any free port") is allowed for acceptors only.
+
+    Returns ``(url, errors)``: every problem is collected, ``url`` is None
+    only when the URL cannot be read at all.
+    """
+    errors: list[str] = []
+    m = _URL_RE.match(text)
+    if not m:
+        return None, [f"expected a URL such as tcp://127.0.0.1:61616, got {text.strip()!r}"]
+    scheme, authority, query = m.group(1).lower(), m.group(2).strip(), m.group(3)
+    if scheme == "vm":
+        return None, [
+            "in-VM transports (vm://) are not supported by Junction yet; use tcp://host:port"
+        ]
+    if scheme != "tcp":
+        return None, [f"unknown transport {scheme!r} in {text.strip()!r}; Junction speaks tcp://"]
+    host, port = authority, DEFAULT_PORT
+    v6 = re.fullmatch(r"\[([^\]]*)\](?::(.*))?", authority)
+    if v6:
+        host, port_text = v6.group(1), v6.group(2)
+    elif authority.count(":") == 1:
+        host, port_text = authority.split(":")
+    elif ":" in authority:
+        return None, [
+            f"IPv6 addresses must be in brackets, as in tcp://[::1]:61616; got {authority!r}"
+        ]
+    else:
+        port_text = None
+    if "," in host or "(" in host:
+        return None, [f"a {kind} takes one host, not a list: {authority!r}"]
+    host = host or "localhost"
+    if port_text is not None:
+        lo = 0 if kind == "acceptor" else 1
+        try:
+            port = integer(lo, 65535)(port_text)
+        except ValueError as e:
+            errors.append(f"port: {e}")
+            port = 0
+    params: dict[str, str] = {}
+    allowed = ACCEPTOR_PARAMS if kind == "acceptor" else CONNECTOR_PARAMS
+    for raw in re.split(r"[&;]", query or ""):
+        if not raw.strip():
+            continue
+        if "=" not in raw:
+            errors.append(f"parameter {raw.strip()!r} has no value (write {raw.strip()}=value)")
+            continue
+        key, value = raw.split("=", 1)
+        key, value = unquote_plus(key).strip(), unquote_plus(value).strip()
+        if key in ("host", "port"):
+            errors.append(
+                f"give the {key} in the URL (tcp://host:port), not as the parameter {key}="
+            )
+            continue
+        if key not in allowed:
+            errors.append(f"unknown {kind} parameter {key!r}{_suggest(key, allowed)}")
+            continue
+        if key in params:
+            errors.append(f"parameter {key!r} is given twice")
+            continue
+        parser = PARAM_TYPES.get(key)
+        if parser is not None:
+            try:
+                parser(value)
+            except ValueError as e:
+                errors.append(f"parameter {key}: {e}")
+        params[key] = value
+    return ParsedURL(scheme, host, port, params), errors
+
+
+def parse_protocols(text: str) -> tuple[frozenset[str], list[str]]:
+    """``protocols=`` value: a comma list, upper-cased; unknown or unsupported names are errors."""
+    names = [p.strip().upper() for p in text.split(",") if p.strip()]
+    errors = []
+    if not names:
+        errors.append("protocols= is empty; name at least one of " + ", ".join(PROTOCOLS))
+    for name in names:
+        if name in UNSUPPORTED_PROTOCOLS:
+            errors.append(
+                f"protocol {name} is not supported by Junction (it serves {', '.join(PROTOCOLS)})"
+            )
+        elif name not in PROTOCOLS:
+            errors.append(
+                f"unknown protocol {name!r}{_suggest(name, PROTOCOLS + UNSUPPORTED_PROTOCOLS)}"
+            )
+    return frozenset(n for n in names if n in PROTOCOLS), errors
+
+
+# --------------------------------------------------------------------------
+# ${VAR} substitution
+
+_REF_RE = re.compile(r"\$\{([^}]*)\}")
+
+
+def substitute(text: str, env: Mapping[str, str]) -> tuple[str, list[str]]:
+    """Replace ``${VAR}`` and ``${VAR:default}`` in ``text`` from ``env``.
+
+    As Artemis's ``XMLUtil.replaceSystemPropsInString``: the name and the
+    default are trimmed and the default is everything after the first ``:``
+    (so ``${URL:tcp://h:1}`` defaults to ``tcp://h:1``).  Unlike Artemis, a
+    reference with no default to an unset variable is reported (returned in
+    the error list) instead of becoming an empty string, and values are not
+    substituted again.
+    """
+    problems: list[str] = []
+
+    def repl(m: re.Match) -> str:
+        body = m.group(1)
+        name, sep, default = body.partition(":")
+        name = name.strip()
+        if not name:
+            problems.append(f"empty variable reference {m.group(0)!r}")
+            return m.group(0)
+        if name in env:
+            return env[name]
+        if sep:
+            return default.strip()
+        problems.append(
+            f"environment variable {name!r} is not set and ${{{body}}} gives no default"
+        )
+        return m.group(0)
+
+    out = _REF_RE.sub(repl, text)
+    rest = _REF_RE.sub("", text)
+    if "${" in rest:
+        problems.append("unterminated ${...} reference")
+    return out, problems
+
+
+# --------------------------------------------------------------------------
+# The loader
+
+
+def load_config(
+    path: str | os.PathLike, *, env: Mapping[str, str] | None = None
+) -> model.BrokerConfig:
+    """Read, validate and return the configuration in ``path`` (a broker.xml).
+
+    ``env`` is where ``${VAR}`` references are looked up (default
+    :data:`os.environ`).  Relative directories and file names in the config
+    resolve against the folder of ``path``.  Raises :class:`ConfigErrors`
+    listing every problem found.
+    """
+    file = os.fspath(path)
+    try:
+        root = parse_file(file)
+    except XMLSourceError as e:
+        raise ConfigErrors([ConfigError(e.file, e.line, e.message)]) from None
+    base_dir = os.path.dirname(os.path.abspath(file))
+    return _Loader(file, base_dir, os.environ if env is None else env).load(root)
+
+
+def parse_config(
+    text: str | bytes,
+    *,
+    file: str = "<string>",
+    base_dir: str = ".",
+    env: Mapping[str, str] | None = None,
+) -> model.BrokerConfig:
+    """:func:`load_config` for a document in memory (tests, generated configs)."""
+    try:
+        root = parse_bytes(text.encode("utf-8") if isinstance(text, str) else text, file)
+    except XMLSourceError as e:
+        raise ConfigErrors([ConfigError(e.file, e.line, e.message)]) from None
+    return _Loader(file, os.path.abspath(base_dir), os.environ if env is None else env).load(root)
+
+
+def load_user_store(cfg: model.BrokerConfig):
+    """Load the users and roles files a config names, as a :class:`~junction.config.properties.UserStore`.
+
+    Kept apart from :func:`load_config` so a config can be checked (and
+    tested) without its users file; a node with ``security-enabled`` calls
+    this at start-up, before listening.  Problems are :class:`ConfigErrors`
+    with file and line: a missing or unreadable users file, a malformed
+    ``ENC(...)`` hash, or an ``anonymous-user`` that is not in the users file.
+    """
+    from junction.config.properties import PropertiesError, UserStore
+
+    try:
+        store = UserStore.load(cfg.users_file, cfg.roles_file)
+    except PropertiesError as e:
+        raise ConfigErrors([ConfigError(e.file, e.line, e.message)]) from None
+    except OSError as e:
+        raise ConfigErrors(
+            [
+                ConfigError(
+                    e.filename or cfg.users_file,
+                    0,
+                    f"cannot read the users file: {e.strerror or e}",
+                )
+            ]
+        ) from None
+    if cfg.anonymous_user is not None and cfg.anonymous_user not in store.users:
+        raise ConfigErrors(
+            [
+                ConfigError(
+                    cfg.config_path,
+                    0,
+                    f"anonymous-user {cfg.anonymous_user!r} is not a user in {cfg.users_file}",
+                )
+            ]
+        )
+    return store
+
+
+class _Loader:
+    """One load: collects errors and ignored elements while building the model."""
+
+    def __init__(self, file: str, base_dir: str, env: Mapping[str, str]):
+        self.file = file
+        self.base_dir = base_dir
+        self.env = env
+        self.errors: list[ConfigError] = []
+        self.ignored: list[tuple[str, int, str]] = []
+        self.tainted: set[int] = set()  # id() of elements with an unresolved ${VAR}
+        self.values: dict[str, Any] = {}
+        self.limits: dict[str, Any] = {}
+        self.acceptors: list[model.Acceptor] = []
+        self.connectors: list[model.Connector] = []
+        self.addresses: list[model.AddressConfig] = []
+        self.address_settings: list[model.AddressSettings] = []
+        self.security_settings: list[model.SecuritySetting] = []
+        self.wildcard: dict[str, Any] = {}
+        self.junction_lines: dict[str, int] = {}
+
+    # -- reporting -----------------------------------------------------------------
+    def error(self, el: Element | None, message: str, line: int | None = None) -> None:
+        self.errors.append(
+            ConfigError(
+                el.file if el is not None else self.file,
+                line if line is not None else (el.line if el is not None else 0),
+                message,
+            )
+        )
+
+    def parse_value(self, el: Element, parse: Parser, text: str, label: str):
+        """Run ``parse``; on failure report ``label: message`` and return None."""
+        try:
+            return parse(text)
+        except ValueError as e:
+            self.error(el, f"{label}: {e}")
+            return None
+
+    # -- driver --------------------------------------------------------------------
+    def load(self, root: Element) -> model.BrokerConfig:
+        self._substitute(root)
+        core, problems = find_core(root)
+        for el, msg in problems:
+            self.error(el, msg)
+        if core is not None:
+            self._core(core)
+        self._cross_checks()
+        if self.errors:
+            self.errors.sort(key=lambda e: (e.file, e.line))
+            raise ConfigErrors(self.errors)
+        return self._build()
+
+    def _substitute(self, root: Element) -> None:
+        for el in root.iter():
+            if "${" in el.text:
+                el.text, problems = substitute(el.text, self.env)
+                for p in problems:
+                    self.error(el, f"<{el.tag}>: {p}")
+                if problems:
+                    self.tainted.add(id(el))
+            for key, val in list(el.attrib.items()):
+                if "${" in val:
+                    el.attrib[key], problems = substitute(val, self.env)
+                    for p in problems:
+                        self.error(el, f"<{el.tag} {key}=...>: {p}")
+                    if problems:
+                        self.tainted.add(id(el))
+
+    def _ok(self, el: Element) -> bool:
+        return id(el) not in self.tainted
+
+    # -- generic element handling -----------------------------------------------------
+    def _check_namespace(self, el: Element) -> bool:
+        if el.ns not in ACCEPTED_NAMESPACES:
+            self.error(el, f"element <{el.tag}> in namespace {el.ns!r} is not part of a broker.xml")
+            return False
+        return True
+
+    def _leaf(self, el: Element) -> bool:
+        """Check that ``el`` holds only text: no children, no attributes."""
+        ok = True
+        for child in el.children:
+            self.error(child, f"<{el.tag}> takes a value, not a child element <{child.tag}>")
+            ok = False
+        for attr in el.attrib:
+            self.error(el, f"<{el.tag}> has no attribute {attr!r}")
+            ok = False
+        return ok
+
+    def _container(self, el: Element, allowed_attrs=()) -> None:
+        """Check that a container has no text of its own and only ``allowed_attrs``."""
+        if el.text.strip():
+            self.error(el, f"<{el.tag}> takes child elements, not text ({el.text.strip()[:40]!r})")
+        for attr in el.attrib:
+            if attr not in allowed_attrs:
+                hint = _suggest(attr, allowed_attrs)
+                self.error(el, f"<{el.tag}> has no attribute {attr!r}{hint}")
+
+    def _unknown(self, el: Element, parent: str, candidates) -> None:
+        self.error(
+            el, f"unknown element <{el.tag}> in <{parent}>{_suggest_element(el.tag, candidates)}"
+        )
+
+    def _unsupported(self, el: Element, spec: Unsupported) -> None:
+        self.error(
+            el,
+            f"<{el.tag}> is not supported by Junction yet" + (f" {spec.hint}" if spec.hint else ""),
+        )
+
+    def _scalar(self, el: Element, spec, target: dict, context: str = "") -> None:
+        """Handle a leaf element per ``spec`` (Value/Ignored/DefaultOnly/Unsupported)."""
+        if isinstance(spec, Unsupported):
+            self._unsupported(el, spec)
+            return
+        if not self._leaf(el) or not self._ok(el):
+            return
+        label = f"<{el.tag}>"
+        value = self.parse_value(el, spec.parse, el.text, label)
+        if value is None:
+            return
+        where = f" in {context}" if context else ""
+        if isinstance(spec, Value):
+            target[spec.attr] = value
+        elif isinstance(spec, Ignored):
+            self.ignored.append((el.tag, el.line, f"{el.tag}={el.value}{where}: {spec.why}"))
+        elif isinstance(spec, DefaultOnly):
+            if value == spec.default:
+                self.ignored.append(
+                    (
+                        el.tag,
+                        el.line,
+                        f"{el.tag}={el.value}{where}: the Artemis default, which is how Junction behaves",
+                    )
+                )
+            else:
+                self.error(
+                    el,
+                    f"<{el.tag}> is not supported by Junction yet (only its Artemis default"
+                    f" {_show(spec.default)} is accepted, got {el.value!r})",
+                )
+
+    def _children(
+        self, el: Element, table: Mapping, target: dict, context: str, *, extra=()
+    ) -> list[Element]:
+        """Dispatch the children of ``el`` through ``table``; return those named in ``extra``.
+
+        Each table element may appear once; a repeat is an error naming the
+        first occurrence.
+        """
+        seen: dict[str, Element] = {}
+        rest = []
+        for child in el.children:
+            if not self._check_namespace(child):
+                continue
+            if child.tag in extra:
+                rest.append(child)
+                continue
+            spec = table.get(child.tag)
+            if spec is None:
+                self._unknown(child, el.tag, list(table) + list(extra))
+                continue
+            if child.tag in seen:
+                self.error(
+                    child,
+                    f"<{child.tag}> is given twice in <{el.tag}> (first at line {seen[child.tag].line})",
+                )
+                continue
+            seen[child.tag] = child
+            if isinstance(spec, Section):
+                getattr(self, spec.method)(child)
+            else:
+                self._scalar(child, spec, target, context)
+        return rest
+
+    # -- <core> ----------------------------------------------------------------------
+    def _core(self, core: Element) -> None:
+        self._container(core)
+        self._children(core, CORE_ELEMENTS, self.values, "")
+
+    # -- acceptors / connectors -----------------------------------------------------
+    def _named_list(self, el: Element, child_tag: str) -> list[tuple[Element, str]]:
+        self._container(el)
+        out = []
+        for child in el.children:
+            if not self._check_namespace(child):
+                continue
+            if child.tag != child_tag:
+                self._unknown(child, el.tag, [child_tag])
+                continue
+            for ch in child.children:
+                self.error(ch, f"<{child_tag}> takes a URL, not a child element <{ch.tag}>")
+            for attr in child.attrib:
+                if attr != "name":
+                    self.error(
+                        child, f"<{child_tag}> has no attribute {attr!r}{_suggest(attr, ['name'])}"
+                    )
+            name = child.attrib.get("name", "").strip()
+            if not name:
+                self.error(child, f"<{child_tag}> needs a name attribute")
+                continue
+            if not child.value:
+                self.error(child, f"{child_tag} {name!r} has no URL")
+                continue
+            out.append((child, name))
+        return out
+
+    def _acceptors(self, el: Element) -> None:
+        for child, name in self._named_list(el, "acceptor"):
+            if not self._ok(child):
+                continue
+            url, problems = parse_transport_url(child.value, "acceptor")
+            for p in problems:
+                self.error(child, f"acceptor {name!r}: {p}")
+            if url is None:
+                continue
+            protocols: frozenset[str] = frozenset()
+            ptext = url.params.get("protocols", url.params.get("protocol"))
+            if ptext is not None:
+                protocols, perrs = parse_protocols(ptext)
+                for p in perrs:
+                    self.error(child, f"acceptor {name!r}: {p}")
+            router = url.params.get("router")
+            if router is not None and not router:
+                self.error(child, f"acceptor {name!r}: router= is empty")
+                router = None
+            self.acceptors.append(
+                model.Acceptor(
+                    name=name,
+                    scheme=url.scheme,
+                    host=url.host,
+                    port=url.port,
+                    protocols=protocols,
+                    params=dict(url.params),
+                    anycast_prefix=url.params.get("anycastPrefix"),
+                    multicast_prefix=url.params.get("multicastPrefix"),
+                    router=router,
+                    source=child.source,
+                )
+            )
+
+    def _connectors(self, el: Element) -> None:
+        for child, name in self._named_list(el, "connector"):
+            if not self._ok(child):
+                continue
+            url, problems = parse_transport_url(child.value, "connector")
+            for p in problems:
+                self.error(child, f"connector {name!r}: {p}")
+            if url is None:
+                continue
+            self.connectors.append(
+                model.Connector(
+                    name, url.scheme, url.host, url.port, dict(url.params), source=child.source
+                )
+            )
+
+    # -- addresses ----------------------------------------------------------------------
+    def _addresses(self, el: Element) -> None:
+        self._container(el)
+        for child in el.children:
+            if not self._check_namespace(child):
+                continue
+            if child.tag != "address":
+                self._unknown(child, "addresses", ["address"])
+                continue
+            self._address(child)
+
+    def _address(self, el: Element) -> None:
+        self._container(el, ("name",))
+        name = el.attrib.get("name", "").strip()
+        if not name:
+            self.error(el, "<address> needs a name attribute")
+            return
+        routing: set[RoutingType] = set()
+        queues: list[model.QueueConfig] = []
+        seen: dict[str, Element] = {}
+        for child in el.children:
+            if not self._check_namespace(child):
+                continue
+            if child.tag not in ("anycast", "multicast"):
+                self._unknown(child, "address", ["anycast", "multicast"])
+                continue
+            if child.tag in seen:
+                self.error(
+                    child,
+                    f"<{child.tag}> is given twice in address {name!r} (first at line {seen[child.tag].line})",
+                )
+                continue
+            seen[child.tag] = child
+            rt = RoutingType[child.tag.upper()]
+            routing.add(rt)
+            self._container(child)
+            for q in child.children:
+                if not self._check_namespace(q):
+                    continue
+                if q.tag != "queue":
+                    self._unknown(q, child.tag, ["queue"])
+                    continue
+                qc = self._queue(q, rt)
+                if qc is not None:
+                    queues.append(qc)
+        if not routing:
+            self.error(
+                el, f"address {name!r} has no routing type: give it <anycast> and/or <multicast>"
+            )
+        self.addresses.append(
+            model.AddressConfig(name, frozenset(routing), tuple(queues), source=el.source)
+        )
+
+    def _queue(self, el: Element, rt: RoutingType) -> model.QueueConfig | None:
+        name = el.attrib.get("name", "").strip()
+        if not name:
+            self.error(el, "<queue> needs a name attribute")
+            return None
+        fields: dict[str, Any] = {}
+        given = []
+        ok = self._ok(el)
+        for attr, text in el.attrib.items():
+            if attr == "name":
+                continue
+            spec = QUEUE_ATTRIBUTES.get(attr)
+            if spec is None:
+                self.error(
+                    el,
+                    f"<queue> has no attribute {attr!r}{_suggest(attr, list(QUEUE_ATTRIBUTES) + ['name'])}",
+                )
+                continue
+            if isinstance(spec, Unsupported):
+                self.error(el, f"queue attribute {attr!r} is not supported by Junction yet")
+                continue
+            if not ok:
+                continue
+            value = self.parse_value(el, spec.parse, text, f"queue {name!r} attribute {attr}")
+            if value is None:
+                continue
+            if isinstance(spec, Value):
+                fields[spec.attr] = value
+                given.append(attr)
+            elif value == spec.default:
+                self.ignored.append(
+                    (
+                        f"queue@{attr}",
+                        el.line,
+                        f"{attr}={text.strip()} on queue {name!r}: the Artemis default, which is how Junction behaves",
+                    )
+                )
+            else:
+                self.error(
+                    el,
+                    f"queue attribute {attr!r} is not supported by Junction yet (only its Artemis default {_show(spec.default)} is accepted, got {text.strip()!r})",
+                )
+        seen: dict[str, Element] = {}
+        for child in el.children:
+            if not self._check_namespace(child):
+                continue
+            if child.tag not in QUEUE_ELEMENTS:
+                self._unknown(child, "queue", QUEUE_ELEMENTS)
+                continue
+            if child.tag in seen:
+                self.error(
+                    child,
+                    f"<{child.tag}> is given twice in queue {name!r} (first at line {seen[child.tag].line})",
+                )
+                continue
+            seen[child.tag] = child
+            if not self._ok(child):
+                continue
+            if child.tag == "filter":
+                for ch in child.children:
+                    self.error(
+                        ch, f"<filter> takes a string attribute, not a child element <{ch.tag}>"
+                    )
+                for attr in child.attrib:
+                    if attr != "string":
+                        self.error(
+                            child, f"<filter> has no attribute {attr!r}{_suggest(attr, ['string'])}"
+                        )
+                if child.text.strip():
+                    self.error(
+                        child, 'write the filter as <filter string="..."/>, not as element text'
+                    )
+                if "string" not in child.attrib:
+                    self.error(
+                        child,
+                        "<filter> needs a string attribute: <filter string=\"color = 'red'\"/>",
+                    )
+                else:
+                    fields["filter"] = child.attrib["string"]
+            elif child.tag == "durable":
+                if self._leaf(child):
+                    v = self.parse_value(child, boolean, child.text, "<durable>")
+                    if v is not None:
+                        fields["durable"] = v
+            elif child.tag == "user":
+                if self._leaf(child):
+                    v = self.parse_value(child, text_value, child.text, "<user>")
+                    if v is not None:
+                        fields["user"] = v
+        return model.QueueConfig(
+            name=name, routing_type=rt, source=el.source, given=frozenset(given), **fields
+        )
+
+    # -- address-settings ---------------------------------------------------------------
+    def _address_settings(self, el: Element) -> None:
+        self._container(el)
+        seen: dict[str, Element] = {}
+        for child in el.children:
+            if not self._check_namespace(child):
+                continue
+            if child.tag != "address-setting":
+                self._unknown(child, "address-settings", ["address-setting"])
+                continue
+            self._container(child, ("match",))
+            match = child.attrib.get("match")
+            if match is None or not match.strip():
+                self.error(
+                    child,
+                    "<address-setting> needs a match attribute (an address or wildcard such as #)",
+                )
+                continue
+            match = match.strip()
+            if match in seen:
+                self.error(
+                    child,
+                    f"a second <address-setting match={match!r}> (the first is at line {seen[match].line}); merge them",
+                )
+                continue
+            seen[match] = child
+            values: dict[str, Any] = {}
+            self._children(
+                child, ADDRESS_SETTING_ELEMENTS, values, f"<address-setting match={match!r}>"
+            )
+            self.address_settings.append(
+                model.AddressSettings(match=match, source=child.source, **values)
+            )
+
+    # -- security-settings --------------------------------------------------------------
+    _PERMISSION_ALIASES = {
+        "createTempQueue": "createNonDurableQueue",
+        "deleteTempQueue": "deleteNonDurableQueue",
+    }
+
+    def _security_settings(self, el: Element) -> None:
+        self._container(el)
+        seen: dict[str, Element] = {}
+        for child in el.children:
+            if not self._check_namespace(child):
+                continue
+            if child.tag in ("security-setting-plugin", "role-mapping"):
+                self._unsupported(child, Unsupported())
+                continue
+            if child.tag != "security-setting":
+                self._unknown(
+                    child,
+                    "security-settings",
+                    ["security-setting", "security-setting-plugin", "role-mapping"],
+                )
+                continue
+            self._container(child, ("match",))
+            match = (child.attrib.get("match") or "").strip()
+            if not match:
+                self.error(
+                    child,
+                    "<security-setting> needs a match attribute (an address or wildcard such as #)",
+                )
+                continue
+            if match in seen:
+                self.error(
+                    child,
+                    f"a second <security-setting match={match!r}> (the first is at line {seen[match].line}); merge them",
+                )
+                continue
+            seen[match] = child
+            perms: dict[str, set[str]] = {}
+            for p in child.children:
+                if not self._check_namespace(p):
+                    continue
+                if p.tag != "permission":
+                    self._unknown(p, "security-setting", ["permission"])
+                    continue
+                for ch in p.children:
+                    self.error(ch, f"<permission> takes attributes, not a child element <{ch.tag}>")
+                for attr in p.attrib:
+                    if attr not in ("type", "roles"):
+                        self.error(
+                            p,
+                            f"<permission> has no attribute {attr!r}{_suggest(attr, ['type', 'roles'])}",
+                        )
+                ptype = (p.attrib.get("type") or "").strip()
+                roles_text = p.attrib.get("roles")
+                if not ptype:
+                    self.error(
+                        p,
+                        "<permission> needs a type attribute: one of "
+                        + ", ".join(model.PERMISSION_TYPES),
+                    )
+                    continue
+                ptype = self._PERMISSION_ALIASES.get(ptype, ptype)
+                if ptype not in model.PERMISSION_TYPES:
+                    self.error(
+                        p,
+                        f"unknown permission type {ptype!r}{_suggest(ptype, model.PERMISSION_TYPES)}"
+                        + (
+                            ""
+                            if _suggest(ptype, model.PERMISSION_TYPES)
+                            else "; expected one of " + ", ".join(model.PERMISSION_TYPES)
+                        ),
+                    )
+                    continue
+                if roles_text is None:
+                    self.error(
+                        p,
+                        f"<permission type={ptype!r}> needs a roles attribute (comma-separated role names)",
+                    )
+                    continue
+                roles = {r.strip() for r in roles_text.split(",") if r.strip()}
+                if not roles:
+                    self.error(p, f"<permission type={ptype!r}> names no roles")
+                    continue
+                perms.setdefault(ptype, set()).update(roles)
+            self.security_settings.append(
+                model.SecuritySetting(
+                    match, {k: frozenset(v) for k, v in perms.items()}, source=child.source
+                )
+            )
+
+    # -- wildcard-addresses -------------------------------------------------------------
+    def _wildcard_addresses(self, el: Element) -> None:
+        self._container(el)
+        self._children(el, WILDCARD_ELEMENTS, self.wildcard, "<wildcard-addresses>")
+        chars = {
+            k: self.wildcard[k]
+            for k in ("delimiter", "any_words", "single_word")
+            if k in self.wildcard
+        }
+        merged = {"delimiter": ".", "any_words": "#", "single_word": "*", **chars}
+        if len(set(merged.values())) != 3:
+            self.error(
+                el,
+                "<wildcard-addresses>: delimiter, any-words and single-word must be three different characters, got "
+                + ", ".join(f"{k.replace('_', '-')}={v!r}" for k, v in merged.items()),
+            )
+
+    # -- <junction> ---------------------------------------------------------------------
+    def _junction(self, el: Element) -> None:
+        self._container(el)
+        seen: dict[str, Element] = {}
+        for child in el.children:
+            if not self._check_namespace(child):
+                continue
+            attrs = JUNCTION_ELEMENTS.get(child.tag)
+            if attrs is None:
+                self._unknown(child, "junction", JUNCTION_ELEMENTS)
+                continue
+            if child.tag in seen:
+                self.error(
+                    child,
+                    f"<{child.tag}> is given twice in <junction> (first at line {seen[child.tag].line})",
+                )
+                continue
+            seen[child.tag] = child
+            self.junction_lines[child.tag] = child.line
+            if child.text.strip() or child.children:
+                self.error(
+                    child,
+                    f'<{child.tag}> takes attributes only, e.g. <{child.tag} {next(iter(attrs))}="..."/>',
+                )
+            if not self._ok(child):
+                continue
+            target = self.limits if child.tag == "limits" else self.values
+            for attr, text in child.attrib.items():
+                spec = attrs.get(attr)
+                if spec is None:
+                    self.error(
+                        child, f"<{child.tag}> has no attribute {attr!r}{_suggest(attr, attrs)}"
+                    )
+                    continue
+                field, parse = spec
+                v = self.parse_value(child, parse, text, f"<{child.tag} {attr}>")
+                if v is not None:
+                    target[field] = v
+
+    # -- whole-config checks -------------------------------------------------------------
+    def _cross_checks(self) -> None:
+        names: dict[str, model.Acceptor] = {}
+        for a in self.acceptors:
+            if a.name in names:
+                self.error(
+                    None,
+                    f"a second acceptor named {a.name!r} (the first is at line {names[a.name].source[1]})",
+                    a.source[1],
+                )
+            else:
+                names[a.name] = a
+        bound: list[tuple[str, int, str, int]] = []  # host, port, what, line
+        mport = self.values.get("management_port", model.BrokerConfig.management_port)
+        if mport:
+            mhost = self.values.get("management_host", model.BrokerConfig.management_host)
+            what = (
+                "the management API"
+                if "management" in self.junction_lines
+                else (
+                    "the management API (by default; move it with <junction><management port=...>)"
+                )
+            )
+            bound.append((_norm_host(mhost), mport, what, self.junction_lines.get("management", 0)))
+        for a in self.acceptors:
+            if a.port:
+                bound.append((_norm_host(a.host), a.port, f"acceptor {a.name!r}", a.source[1]))
+        for i, (host, port, what, line) in enumerate(bound):
+            for h2, p2, w2, l2 in bound[:i]:
+                if port == p2 and (host == h2 or host in _WILDCARD_HOSTS or h2 in _WILDCARD_HOSTS):
+                    at = f" (line {l2})" if l2 else ""
+                    self.error(
+                        None, f"{what} listens on {host}:{port}, which {w2}{at} already uses", line
+                    )
+                    break
+        cnames: dict[str, model.Connector] = {}
+        for c in self.connectors:
+            if c.name in cnames:
+                self.error(
+                    None,
+                    f"a second connector named {c.name!r} (the first is at line {cnames[c.name].source[1]})",
+                    c.source[1],
+                )
+            else:
+                cnames[c.name] = c
+        routers: set[str] = set()  # <connection-routers> is not supported yet, so none exist
+        for a in self.acceptors:
+            if a.router is not None and a.router not in routers:
+                self.error(
+                    None,
+                    f"acceptor {a.name!r} names router {a.router!r}, but no <connection-routers> defines it",
+                    a.source[1],
+                )
+        addr_seen: dict[str, model.AddressConfig] = {}
+        queue_seen: dict[str, model.QueueConfig] = {}
+        for ad in self.addresses:
+            if ad.name in addr_seen:
+                self.error(
+                    None,
+                    f"a second address named {ad.name!r} (the first is at line {addr_seen[ad.name].source[1]})",
+                    ad.source[1],
+                )
+            else:
+                addr_seen[ad.name] = ad
+            for q in ad.queues:
+                if q.name in queue_seen:
+                    self.error(
+                        None,
+                        f"a second queue named {q.name!r} (the first is at line {queue_seen[q.name].source[1]}); queue names are unique across addresses",
+                        q.source[1],
+                    )
+                else:
+                    queue_seen[q.name] = q
+        anon = self.values.get("anonymous_user")
+        if anon is not None and not self.values.get("security_enabled", True):
+            self.ignored.append(
+                (
+                    "anonymous-user",
+                    self.junction_lines.get("security", 0),
+                    "security-enabled is false, so every connection is allowed anyway",
+                )
+            )
+
+    # -- building the model ----------------------------------------------------------------
+    def _path(self, p: str) -> str:
+        return os.path.normpath(p if os.path.isabs(p) else os.path.join(self.base_dir, p))
+
+    def _build(self) -> model.BrokerConfig:
+        v = dict(self.values)
+        defaults = model.BrokerConfig()
+        for key in (
+            "journal_directory",
+            "bindings_directory",
+            "paging_directory",
+            "large_messages_directory",
+            "users_file",
+            "roles_file",
+        ):
+            v[key] = self._path(v.get(key, getattr(defaults, key)))
+        wild = dict(self.wildcard)
+        if "wildcard_routing_enabled" in v:
+            top = v.pop("wildcard_routing_enabled")
+            wild.setdefault("routing_enabled", top)
+        if "routing_enabled" in wild:
+            wild["enabled"] = wild["routing_enabled"]
+        return replace(
+            defaults,
+            **v,
+            acceptors=tuple(self.acceptors),
+            connectors=tuple(self.connectors),
+            addresses=tuple(self.addresses),
+            address_settings=tuple(self.address_settings),
+            security_settings=tuple(self.security_settings),
+            wildcard_addresses=model.WildcardAddresses(**wild),
+            limits=model.Limits(**self.limits),
+            config_path=os.path.abspath(self.file) if not self.file.startswith("<") else self.file,
+            base_dir=self.base_dir,
+            ignored=tuple(self.ignored),
+        )
+
+
+def _norm_host(host: str) -> str:
+    h = host.strip().lower()
+    return "127.0.0.1" if h == "localhost" else h
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value == "":
+        return "(empty)"
+    return str(value)

@@ -1,0 +1,502 @@
+"""The node's management HTTP API and Prometheus endpoint.
+
+:func:`build_site` returns a :class:`twisted.web.server.Site` the node listens
+with on its management port (``management_host:management_port``, 8161 by
+default, like the Artemis console).  It serves
+
+``GET /api/health``
+    200 ``{"status": "ok", ...}`` or 503 ``{"status": "failing", "problems": [...]}``
+    from ``node.healthy()``, so load balancers and orchestrators can probe it.
+``GET /api/status``
+    ``node.status()`` as JSON: the broker core's figures plus acceptors,
+    connections, config path and data directories.
+``GET /metrics``
+    Prometheus text exposition (format 0.0.4), computed from ``node.status()``
+    at scrape time by :class:`NodeCollector` in a registry private to the node,
+    so several nodes in one process (tests, the gateway) never share series.
+
+Everything else is a JSON 404; other methods than GET/HEAD are a JSON 405.
+The handlers run on the reactor thread and are synchronous: ``status()``
+only reads in-memory counters.  Failures inside the node are caught, logged
+and answered with a JSON 500 (or, for ``/metrics``, ``junction_up 0``), so a
+bug in a status figure never takes the broker down with it.
+
+The *node* is duck-typed: it needs ``healthy() -> (ok, problems)`` and
+``status() -> dict``, and should expose ``name`` and ``node_id`` attributes
+(read for ``/api/health``; when missing they are taken from ``status()``).
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import logging
+import math
+import re
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from twisted.web.resource import Resource
+from twisted.web.server import Site
+
+__all__ = [
+    "build_site",
+    "build_registry",
+    "NodeCollector",
+    "ManagementRoot",
+    "HealthResource",
+    "StatusResource",
+    "MetricsResource",
+    "NotFoundResource",
+    "JSON_CONTENT_TYPE",
+    "METRICS_CONTENT_TYPE",
+]
+
+log = logging.getLogger("junction.management")
+
+JSON_CONTENT_TYPE = b"application/json"
+#: The classic Prometheus text format, which every Prometheus version scrapes.
+#: (``prometheus_client.CONTENT_TYPE_LATEST`` may announce a newer format than
+#: :func:`generate_latest` writes, depending on the library version.)
+METRICS_CONTENT_TYPE = b"text/plain; version=0.0.4; charset=utf-8"
+
+#: The endpoints, listed in 404 answers to help someone who mistyped a path.
+ENDPOINTS = ("/api/health", "/api/status", "/metrics")
+
+_READ_METHODS = (b"GET", b"HEAD")
+
+
+def build_site(node, reactor=None) -> Site:
+    """The management :class:`Site` for *node* (see the module docstring).
+
+    *reactor* is handed to the Site for its connection timeouts and log
+    timestamps; ``None`` means the global reactor, imported only then, so
+    tests can pass a :class:`twisted.internet.task.Clock`.
+    """
+    root = ManagementRoot(node)
+    kwargs = {} if reactor is None else {"reactor": reactor}
+    site = Site(root, **kwargs)
+    # Never send Python tracebacks to HTTP clients; ours go to the log.
+    site.displayTracebacks = False
+    # No "Starting factory" log lines each time the port opens.
+    site.noisy = False
+    return site
+
+
+def build_registry(node) -> CollectorRegistry:
+    """A fresh registry holding only a :class:`NodeCollector` for *node*.
+
+    One registry per node rather than the process-global ``REGISTRY``: the
+    collector's series are the node's, and two nodes in one process (tests,
+    gateway plus broker) must not collide or leak into each other's scrapes.
+    """
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(NodeCollector(node))
+    return registry
+
+
+# -- JSON helpers ---------------------------------------------------------------------
+def _json_default(value):
+    """Make the odd non-JSON value in a status dict serialisable instead of failing."""
+    if isinstance(value, (set, frozenset)):
+        # Enum members by name here too: json writes an IntEnum as its number.
+        return sorted((v.name if isinstance(v, enum.Enum) else v for v in value), key=str)
+    if isinstance(value, enum.Enum):
+        return value.name
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("utf-8", "replace")
+    return str(value)
+
+
+def _encode_json(payload) -> bytes:
+    return json.dumps(payload, default=_json_default, indent=2, sort_keys=False).encode("utf-8") + b"\n"
+
+
+def _request_path(request) -> str:
+    """The path the client asked for, as text, for error messages."""
+    segments = list(getattr(request, "prepath", [])) + list(getattr(request, "postpath", []))
+    return "/" + b"/".join(segments).decode("utf-8", "replace")
+
+
+def _respond(request, code: int, payload) -> bytes:
+    """Set status and JSON headers on *request* and return the encoded body."""
+    request.setResponseCode(code)
+    request.setHeader(b"Content-Type", JSON_CONTENT_TYPE)
+    request.setHeader(b"Cache-Control", b"no-store")
+    return _encode_json(payload)
+
+
+def _error_text(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+# -- resources ------------------------------------------------------------------------
+class NotFoundResource(Resource):
+    """A JSON 404 for any path and method (Twisted's own page is HTML)."""
+
+    isLeaf = True
+
+    def render(self, request):
+        return _respond(
+            request,
+            404,
+            {"error": f"no such resource: {_request_path(request)}", "endpoints": list(ENDPOINTS)},
+        )
+
+
+class _Endpoint(Resource):
+    """A read-only JSON endpoint: GET and HEAD only, trailing slash tolerated.
+
+    Subclasses implement :meth:`get`.  Any exception it lets escape becomes a
+    logged JSON 500, so a failure in the node never shows up as a Twisted
+    HTML error page or, worse, as an unhandled error in the reactor.
+    """
+
+    def __init__(self, node):
+        super().__init__()
+        self.node = node
+
+    def getChild(self, path, request):
+        # "/api/status/" is the same resource as "/api/status"; deeper is a 404.
+        if path == b"" and not request.postpath:
+            return self
+        return NotFoundResource()
+
+    def render(self, request):
+        if request.method not in _READ_METHODS:
+            request.setHeader(b"Allow", b", ".join(_READ_METHODS))
+            method = request.method.decode("ascii", "replace")
+            return _respond(
+                request,
+                405,
+                {"error": f"method {method} not allowed on {_request_path(request)}; use GET"},
+            )
+        try:
+            return self.get(request)
+        except Exception as exc:
+            log.exception("management API: %s failed", _request_path(request))
+            return _respond(request, 500, {"error": _error_text(exc)})
+
+    def get(self, request) -> bytes:
+        raise NotImplementedError
+
+
+class HealthResource(_Endpoint):
+    """``/api/health``: 200 when ``node.healthy()`` says so, else 503 with the problems."""
+
+    def get(self, request) -> bytes:
+        try:
+            result = self.node.healthy()
+        except Exception as exc:
+            # A health check that cannot run is a failing node, not a server
+            # error: probes must see 503 and the reason.
+            log.exception("management API: node.healthy() failed")
+            return _respond(
+                request,
+                503,
+                {"status": "failing", "problems": [f"health check raised {_error_text(exc)}"]},
+            )
+        if isinstance(result, tuple):
+            ok, problems = result
+        else:  # tolerate a plain bool
+            ok, problems = result, []
+        if ok:
+            name, node_id = _node_identity(self.node)
+            return _respond(request, 200, {"status": "ok", "node": name, "node_id": node_id})
+        return _respond(
+            request,
+            503,
+            {"status": "failing", "problems": [str(p) for p in problems or ["unhealthy"]]},
+        )
+
+
+class StatusResource(_Endpoint):
+    """``/api/status``: ``node.status()`` as JSON; a failure in it is a JSON 500."""
+
+    def get(self, request) -> bytes:
+        status = self.node.status()
+        body = _encode_json(status)
+        request.setResponseCode(200)
+        request.setHeader(b"Content-Type", JSON_CONTENT_TYPE)
+        request.setHeader(b"Cache-Control", b"no-store")
+        return body
+
+
+class MetricsResource(_Endpoint):
+    """``/metrics``: the node's registry in Prometheus text format."""
+
+    def __init__(self, node, registry: CollectorRegistry):
+        super().__init__(node)
+        self.registry = registry
+
+    def get(self, request) -> bytes:
+        body = generate_latest(self.registry)
+        request.setResponseCode(200)
+        request.setHeader(b"Content-Type", METRICS_CONTENT_TYPE)
+        request.setHeader(b"Cache-Control", b"no-store")
+        return body
+
+
+class _ApiResource(Resource):
+    """``/api``: parent of the JSON endpoints; anything unknown under it is a 404."""
+
+    def getChild(self, path, request):
+        return NotFoundResource()
+
+    def render(self, request):
+        return NotFoundResource().render(request)
+
+
+class ManagementRoot(Resource):
+    """The root of the management site; ``registry`` is the node's metrics registry."""
+
+    def __init__(self, node, registry: CollectorRegistry | None = None):
+        super().__init__()
+        self.node = node
+        self.registry = registry if registry is not None else build_registry(node)
+        api = _ApiResource()
+        api.putChild(b"health", HealthResource(node))
+        api.putChild(b"status", StatusResource(node))
+        self.putChild(b"api", api)
+        self.putChild(b"metrics", MetricsResource(node, self.registry))
+
+    def getChild(self, path, request):
+        return NotFoundResource()
+
+    def render(self, request):
+        return NotFoundResource().render(request)
+
+
+def _node_identity(node) -> tuple[str | None, str | None]:
+    """``(name, node_id)`` from the node's attributes, else from its status()."""
+    name = getattr(node, "name", None)
+    node_id = getattr(node, "node_id", None)
+    if callable(name):
+        name = None
+    if callable(node_id):
+        node_id = None
+    if name is None or node_id is None:
+        try:
+            status = node.status()
+        except Exception:
+            log.exception("management API: node.status() failed while answering /api/health")
+            status = {}
+        if name is None:
+            name = status.get("name")
+        if node_id is None:
+            node_id = status.get("node_id")
+    return name, node_id
+
+
+# -- metrics --------------------------------------------------------------------------
+def _number(value) -> float | None:
+    """A sample value, or None for anything that is not a finite-or-inf number."""
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)):
+        value = float(value)
+        return None if math.isnan(value) else value
+    return None
+
+
+_METRIC_NAME_BAD = re.compile(r"[^a-zA-Z0-9_]")
+
+#: Journal statistics that only ever grow (``Journal.stats()``); exported as
+#: counters with the ``_total`` suffix Prometheus expects.  Other numeric
+#: keys are gauges unless their name already ends in ``_total``.
+JOURNAL_COUNTERS = frozenset(
+    {"records", "records_synced", "syncs", "batches", "bytes_written", "compactions", "compaction_errors", "files_removed"}
+)
+
+
+def _metric_suffix(key: str) -> str:
+    """A journal stats key as a metric-name fragment (``fsync.ms`` -> ``fsync_ms``)."""
+    return _METRIC_NAME_BAD.sub("_", str(key)).strip("_").lower()
+
+
+class NodeCollector:
+    """A prometheus_client collector that reads ``node.status()`` at scrape time.
+
+    Nothing is kept between scrapes: every sample is recomputed from the
+    status dict, so queues that disappear stop being exported and no counter
+    is ever double-kept next to the broker's own.  When ``status()`` raises,
+    the error is logged and the scrape carries ``junction_up 0`` only, which
+    is what alerting should key on.
+
+    Every series and label is listed in ``docs/management.md``.
+    """
+
+    def __init__(self, node):
+        self.node = node
+
+    def collect(self):
+        try:
+            status = self.node.status()
+            families = self._families(status)
+        except Exception:
+            log.exception("metrics: reading node.status() failed")
+            yield GaugeMetricFamily("junction_up", "1 when the node answered its status, 0 when reading it failed.", value=0)
+            return
+        yield from families
+
+    # The families are built in full before anything is yielded, so a
+    # malformed status dict fails the whole scrape cleanly (junction_up 0)
+    # instead of producing half an exposition.
+    def _families(self, status: dict) -> list:
+        families = [
+            GaugeMetricFamily("junction_up", "1 when the node answered its status, 0 when reading it failed.", value=1)
+        ]
+        families.extend(self._node_families(status))
+        families.extend(self._queue_families(status.get("queues") or []))
+        families.extend(self._address_families(status.get("addresses") or []))
+        families.extend(self._connection_families(status))
+        families.extend(self._journal_families(status))
+        return families
+
+    def _node_families(self, status: dict) -> list:
+        out = []
+        info = GaugeMetricFamily(
+            "junction_info", "Constant 1, labelled with the node's identity.", labels=["node", "node_id", "version"]
+        )
+        info.add_metric(
+            [str(status.get("name") or ""), str(status.get("node_id") or ""), str(status.get("version") or "")], 1
+        )
+        out.append(info)
+        healthy = self._healthy()
+        if healthy is not None:
+            out.append(GaugeMetricFamily("junction_healthy", "1 when /api/health answers ok, else 0.", value=healthy))
+        gauges = (
+            ("junction_uptime_seconds", "Seconds since the broker core started.", "uptime_s"),
+            ("junction_sessions", "Open protocol sessions on the broker core.", "sessions"),
+            ("junction_duplicate_ids", "Entries in the duplicate-detection id cache.", "duplicate_ids"),
+            ("junction_persistence_enabled", "1 when the node persists messages to its journal.", "persistence_enabled"),
+        )
+        for name, help_text, key in gauges:
+            value = _number(status.get(key))
+            if value is not None:
+                out.append(GaugeMetricFamily(name, help_text, value=value))
+        out.append(
+            GaugeMetricFamily(
+                "junction_journal_failed",
+                "1 when the journal has failed and durable sends are refused.",
+                value=1 if status.get("journal_failed") else 0,
+            )
+        )
+        counters = (
+            ("junction_messages_routed", "Messages the node stored to one or more queues since it started.", "messages_routed"),
+            ("junction_messages_duplicate", "Sends ignored by duplicate detection since the node started.", "messages_duplicate"),
+            ("junction_messages_dead_lettered", "Message references dead-lettered (or dropped for lack of a dead-letter address) since the node started.", "messages_dead_lettered"),
+            ("junction_messages_dropped", "Messages dropped: DROP address-full policy, or no queue to route to and no dead-letter route.", "messages_dropped"),
+            ("junction_messages_expired", "Message references expired on any queue of the node since it started.", "messages_expired"),
+        )
+        for name, help_text, key in counters:
+            value = _number(status.get(key))
+            if value is not None:
+                out.append(CounterMetricFamily(name, help_text, value=value))
+        return out
+
+    def _healthy(self) -> float | None:
+        healthy = getattr(self.node, "healthy", None)
+        if healthy is None:
+            return None
+        try:
+            result = healthy()
+        except Exception:
+            log.exception("metrics: node.healthy() failed")
+            return 0.0
+        ok = result[0] if isinstance(result, tuple) else result
+        return 1.0 if ok else 0.0
+
+    @staticmethod
+    def _queue_families(queues: list) -> list:
+        labels = ["queue", "address"]
+        specs = (
+            (GaugeMetricFamily, "junction_queue_messages", "Messages on the queue (waiting, delivering and scheduled).", "message_count"),
+            (GaugeMetricFamily, "junction_queue_consumers", "Consumers attached to the queue.", "consumer_count"),
+            (GaugeMetricFamily, "junction_queue_delivering", "Messages delivered to consumers and not yet acknowledged.", "delivering_count"),
+            (CounterMetricFamily, "junction_queue_messages_added", "Messages added to the queue since the node started.", "messages_added"),
+            (CounterMetricFamily, "junction_queue_messages_acknowledged", "Messages acknowledged on the queue since the node started.", "messages_acknowledged"),
+            (CounterMetricFamily, "junction_queue_messages_expired", "Messages expired on the queue since the node started.", "messages_expired"),
+            (CounterMetricFamily, "junction_queue_messages_killed", "Messages dead-lettered from the queue since the node started.", "messages_killed"),
+        )
+        out = []
+        for kind, name, help_text, key in specs:
+            family = kind(name, help_text, labels=labels)
+            for queue in queues:
+                value = _number(queue.get(key))
+                if value is not None:
+                    family.add_metric([str(queue.get("name", "")), str(queue.get("address", ""))], value)
+            out.append(family)
+        return out
+
+    @staticmethod
+    def _address_families(addresses: list) -> list:
+        labels = ["address"]
+        specs = (
+            (GaugeMetricFamily, "junction_address_size_bytes", "Bytes of unacknowledged messages routed to the address (what max-size-bytes limits).", "size_bytes"),
+            (GaugeMetricFamily, "junction_address_messages", "Unacknowledged message references on the address's queues.", "message_count"),
+            (GaugeMetricFamily, "junction_address_blocked_producers", "Sends waiting for space under the BLOCK address-full policy.", "blocked_producers"),
+            (CounterMetricFamily, "junction_address_routed", "Message references routed to the address's queues since the node started.", "routed_total"),
+        )
+        out = []
+        for kind, name, help_text, key in specs:
+            family = kind(name, help_text, labels=labels)
+            for address in addresses:
+                value = _number(address.get(key))
+                if value is not None:
+                    family.add_metric([str(address.get("name", ""))], value)
+            out.append(family)
+        return out
+
+    @staticmethod
+    def _connection_families(status: dict) -> list:
+        acceptors = status.get("acceptors") or []
+        connections = status.get("connections") or []
+        by_acceptor = GaugeMetricFamily(
+            "junction_acceptor_connections", "Open connections on the acceptor, as the acceptor counts them.", labels=["acceptor"]
+        )
+        counts: dict[tuple[str, str], int] = {}
+        for acceptor in acceptors:
+            name = str(acceptor.get("name", ""))
+            # Seed every protocol an acceptor serves with 0 so the series
+            # exist (and graph as 0) before the first client connects.
+            for protocol in acceptor.get("protocols") or []:
+                counts.setdefault((name, str(protocol)), 0)
+            value = _number(acceptor.get("connections"))
+            if value is not None:
+                by_acceptor.add_metric([name], value)
+        for conn in connections:
+            key = (str(conn.get("acceptor") or "unknown"), str(conn.get("protocol") or "unknown"))
+            counts[key] = counts.get(key, 0) + 1
+        by_protocol = GaugeMetricFamily(
+            "junction_connections", "Open client connections by acceptor and protocol.", labels=["acceptor", "protocol"]
+        )
+        for (acceptor, protocol), count in sorted(counts.items()):
+            by_protocol.add_metric([acceptor, protocol], count)
+        return [by_protocol, by_acceptor]
+
+    @staticmethod
+    def _journal_families(status: dict) -> list:
+        journal = status.get("journal")
+        if not isinstance(journal, dict):
+            return []
+        # Names this collector already uses; a journal key must not shadow them.
+        seen = {"junction_journal_failed"}
+        out = []
+        for key in sorted(journal, key=str):
+            value = _number(journal[key])
+            suffix = _metric_suffix(key)
+            if value is None or not suffix:
+                continue
+            counter = suffix.endswith("_total") or suffix in JOURNAL_COUNTERS
+            family_name = f"junction_journal_{suffix.removesuffix('_total')}" if counter else f"junction_journal_{suffix}"
+            if family_name in seen:
+                continue
+            seen.add(family_name)
+            help_text = f"Journal statistic {key!s} (from status()['journal'])."
+            if counter:
+                out.append(CounterMetricFamily(family_name, help_text, value=value))
+            else:
+                out.append(GaugeMetricFamily(family_name, help_text, value=value))
+        return out

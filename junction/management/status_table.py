@@ -1,0 +1,334 @@
+"""``junction status``: fetch a node's ``/api/status`` and print it as tables.
+
+Two pieces the CLI wires together: :func:`fetch_status` (stdlib ``urllib``,
+so the command needs no reactor) and :func:`format_status`, which turns the
+status dict into aligned plain text for a terminal or a support ticket.
+Both tolerate keys missing from the dict, so the command works against
+older or newer nodes whose status has fewer or more fields.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+
+__all__ = ["DEFAULT_URL", "StatusFetchError", "fetch_status", "format_status", "status_url"]
+
+#: Where a node's management API listens unless broker.xml says otherwise.
+DEFAULT_URL = "http://127.0.0.1:8161"
+#: Widest a name column gets before names are cut short with an ellipsis.
+MAX_NAME_WIDTH = 40
+ELLIPSIS = "\N{HORIZONTAL ELLIPSIS}"
+
+
+class StatusFetchError(OSError):
+    """The node's status could not be read; ``str()`` is a one-line reason for the user.
+
+    An :class:`OSError` so callers that already handle network errors (the
+    CLI catches ``OSError``) also handle an error answer or a non-JSON body.
+    """
+
+
+# -- fetching -------------------------------------------------------------------------
+def status_url(url: str) -> str:
+    """The ``/api/status`` URL for a management base URL.
+
+    ``http://host:8161``, ``http://host:8161/`` and ``host:8161`` all become
+    ``http://host:8161/api/status``; a URL that already ends in
+    ``/api/status`` is kept; any other path is taken as a prefix (a node behind
+    a reverse proxy at ``https://ops.example/junction``).
+    """
+    url = url.strip()
+    if "://" not in url:
+        url = "http://" + url
+    parts = urllib.parse.urlsplit(url)
+    path = parts.path
+    if not path.rstrip("/").endswith("/api/status"):
+        path = path.rstrip("/") + "/api/status"
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
+
+
+def _is_loopback(host: str | None) -> bool:
+    if not host:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def fetch_status(url: str = DEFAULT_URL, timeout: float = 5) -> dict:
+    """GET the node's status from the management API at *url* and return the dict.
+
+    Raises :class:`StatusFetchError` with a readable reason when the node is
+    unreachable, answers with an error (the API's JSON ``error`` text is
+    included), or answers with something that is not a JSON object.  Proxy
+    settings from the environment are ignored for loopback addresses: a
+    corporate ``http_proxy`` must not turn ``junction status`` on the node's
+    own host into a proxy error.
+    """
+    target = status_url(url)
+    request = urllib.request.Request(target, headers={"Accept": "application/json"})
+    handlers = []
+    if _is_loopback(urllib.parse.urlsplit(target).hostname):
+        handlers.append(urllib.request.ProxyHandler({}))
+    opener = urllib.request.build_opener(*handlers)
+    try:
+        with opener.open(request, timeout=timeout) as response:
+            body = response.read()
+    except urllib.error.HTTPError as exc:
+        detail = _error_detail(exc.read() if exc.fp is not None else b"") or exc.reason
+        raise StatusFetchError(f"{target}: HTTP {exc.code}: {detail}") from exc
+    except urllib.error.URLError as exc:
+        raise StatusFetchError(f"cannot reach {target}: {exc.reason}") from exc
+    except OSError as exc:  # timeouts while reading, resets
+        raise StatusFetchError(f"cannot read {target}: {exc}") from exc
+    try:
+        status = json.loads(body)
+    except ValueError as exc:
+        raise StatusFetchError(f"{target} did not answer JSON: {exc}") from exc
+    if not isinstance(status, dict):
+        raise StatusFetchError(f"{target} answered {type(status).__name__}, not a status object")
+    return status
+
+
+def _error_detail(body: bytes) -> str:
+    """The ``error`` text of a JSON error body, else the body's first line."""
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        text = body.decode("utf-8", "replace").strip()
+        return text.splitlines()[0][:200] if text else ""
+    if isinstance(payload, dict):
+        if payload.get("error"):
+            return str(payload["error"])
+        if payload.get("problems"):
+            return "; ".join(str(p) for p in payload["problems"])
+    return str(payload)[:200]
+
+
+# -- formatting -----------------------------------------------------------------------
+def truncate(text, width: int = MAX_NAME_WIDTH) -> str:
+    """*text* cut to *width* characters, the last one an ellipsis when cut."""
+    text = "" if text is None else str(text)
+    if width < 1 or len(text) <= width:
+        return text
+    return text[: width - 1] + ELLIPSIS
+
+
+def format_duration(seconds) -> str:
+    """``93784.2`` -> ``1d 02:03:04``; under a day ``02:03:04``."""
+    try:
+        total = int(float(seconds))
+    except (TypeError, ValueError):
+        return "-"
+    total = max(total, 0)
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    clock = f"{hours:02d}:{minutes:02d}:{secs:02d}"
+    return f"{days}d {clock}" if days else clock
+
+
+def format_bytes(value) -> str:
+    """Bytes with a binary unit: ``512 B``, ``1.5 KiB``, ``10.0 MiB``."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return "-" if value is None else str(value)
+    size = float(value)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(size) < 1024 or unit == "TiB":
+            return f"{int(size)} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return str(value)  # unreachable
+
+
+def _cell(value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def format_table(headers: list[str], rows: list[list], numeric: set[int] = frozenset()) -> list[str]:
+    """Aligned lines for a table: text columns left-aligned, *numeric* ones right.
+
+    Column widths fit the widest cell; the last column is not padded on the
+    right so lines carry no trailing blanks.
+    """
+    cells = [[_cell(v) for v in row] for row in rows]
+    widths = [len(h) for h in headers]
+    for row in cells:
+        for i, text in enumerate(row):
+            widths[i] = max(widths[i], len(text))
+
+    def line(values):
+        out = []
+        for i, text in enumerate(values):
+            out.append(text.rjust(widths[i]) if i in numeric else text.ljust(widths[i]))
+        return "  ".join(out).rstrip()
+
+    return [line(headers)] + [line(row) for row in cells]
+
+
+def _section(title: str, headers, rows, numeric) -> list[str]:
+    lines = ["", f"{title} ({len(rows)})"]
+    if rows:
+        lines.extend("  " + text for text in format_table(headers, rows, numeric))
+    else:
+        lines.append("  (none)")
+    return lines
+
+
+#: Width the journal figures wrap at (they are a dozen or more key/value pairs).
+JOURNAL_WRAP = 90
+
+
+def _journal_lines(status: dict) -> list[str]:
+    """Persistence on/off, then the journal's figures wrapped over a few lines."""
+    if not status.get("persistence_enabled"):
+        return ["disabled (persistence-enabled=false)"]
+    journal = status.get("journal")
+    if not isinstance(journal, dict) or not journal:
+        return ["enabled"]
+    figures = []
+    for key in sorted(journal, key=str):
+        value = journal[key]
+        if isinstance(value, (dict, list)) or value is None:
+            continue
+        if isinstance(value, float) and not value.is_integer():
+            value = round(value, 2)
+        shown = format_bytes(value) if "bytes" in str(key) or str(key).endswith("size") else _cell(value)
+        figures.append(f"{key} {shown}")
+    lines = []
+    current = "enabled; journal:"
+    for figure in figures:
+        if len(current) + len(figure) + 2 > JOURNAL_WRAP and current:
+            lines.append(current.rstrip(","))
+            current = "  " + figure + ","
+        else:
+            current += " " + figure + ","
+    lines.append(current.rstrip(","))
+    return lines
+
+
+def format_status(status: dict) -> str:
+    """The status dict from ``/api/status`` as readable, aligned plain text.
+
+    Header lines (node, uptime, persistence and journal, message totals),
+    then tables of acceptors, addresses and queues.  Names longer than
+    :data:`MAX_NAME_WIDTH` end in an ellipsis so a long temporary-queue name
+    cannot push every other column off the screen.  Missing keys show as
+    ``-`` rather than failing.
+    """
+    name = status.get("name") or "-"
+    node_id = status.get("node_id") or "-"
+    header = [("Node", f"{name} ({node_id})")]
+    extras = []
+    if status.get("version"):
+        extras.append(f"version {status['version']}")
+    if status.get("pid") is not None:
+        extras.append(f"pid {status['pid']}")
+    if extras:
+        header.append(("", ", ".join(extras)))
+    header.append(("Uptime", format_duration(status.get("uptime_s"))))
+    if status.get("config"):
+        header.append(("Config", str(status["config"])))
+    persistence = _journal_lines(status)
+    header.append(("Persistence", persistence[0]))
+    header.extend(("", line) for line in persistence[1:])
+    if status.get("journal_failed"):
+        header.append(("JOURNAL FAILED", f"{status['journal_failed']} (durable sends are refused)"))
+    data_dirs = status.get("data_dirs")
+    if isinstance(data_dirs, dict) and data_dirs:
+        header.append(("Data dirs", ", ".join(f"{k} {v}" for k, v in sorted(data_dirs.items()))))
+    connections = status.get("connections")
+    header.append(
+        (
+            "Clients",
+            f"{len(connections) if isinstance(connections, list) else '-'} connections, "
+            f"{_cell(status.get('sessions'))} sessions",
+        )
+    )
+    header.append(
+        (
+            "Messages",
+            "routed {}, duplicate {}, dead-lettered {}, expired {}, dropped {}".format(
+                *(
+                    _cell(status.get(k))
+                    for k in (
+                        "messages_routed",
+                        "messages_duplicate",
+                        "messages_dead_lettered",
+                        "messages_expired",
+                        "messages_dropped",
+                    )
+                )
+            ),
+        )
+    )
+    label_width = max(len(label) for label, _ in header)
+    lines = [f"{label.ljust(label_width)}  {value}".rstrip() for label, value in header]
+
+    acceptors = status.get("acceptors") or []
+    rows = []
+    for acc in acceptors:
+        host = acc.get("host") or "*"
+        listen = f"[{host}]:{acc.get('port')}" if ":" in str(host) else f"{host}:{acc.get('port')}"
+        if acc.get("listening") is False:
+            listen += " (not listening)"
+        protocols = acc.get("protocols")
+        protocols = ",".join(str(p) for p in protocols) if protocols else "all"
+        rows.append([truncate(acc.get("name")), protocols, listen, acc.get("connections")])
+    lines += _section("Acceptors", ["NAME", "PROTOCOLS", "LISTEN", "CONNECTIONS"], rows, {3})
+
+    rows = []
+    for addr in status.get("addresses") or []:
+        routing = ",".join(str(r) for r in addr.get("routing_types") or []) or "-"
+        queues = addr.get("queues")
+        rows.append(
+            [
+                truncate(addr.get("name")),
+                routing,
+                len(queues) if isinstance(queues, list) else queues,
+                addr.get("message_count"),
+                format_bytes(addr.get("size_bytes")),
+                addr.get("blocked_producers"),
+                addr.get("routed_total"),
+            ]
+        )
+    lines += _section(
+        "Addresses",
+        ["NAME", "ROUTING", "QUEUES", "MESSAGES", "SIZE", "BLOCKED", "ROUTED"],
+        rows,
+        {2, 3, 4, 5, 6},
+    )
+
+    rows = []
+    for queue in status.get("queues") or []:
+        rows.append(
+            [
+                truncate(queue.get("name")),
+                truncate(queue.get("address")),
+                queue.get("routing_type"),
+                queue.get("message_count"),
+                queue.get("consumer_count"),
+                queue.get("delivering_count"),
+                queue.get("messages_added"),
+                queue.get("messages_acknowledged"),
+            ]
+        )
+    lines += _section(
+        "Queues",
+        ["NAME", "ADDRESS", "TYPE", "MESSAGES", "CONSUMERS", "DELIVERING", "ADDED", "ACKED"],
+        rows,
+        {3, 4, 5, 6, 7},
+    )
+    return "\n".join(lines)

@@ -1,0 +1,265 @@
+"""One Junction node: the broker core, its acceptors and its management API.
+
+:class:`Node` turns a validated :class:`junction.config.model.BrokerConfig`
+into running services: it locks and identifies the data directory, opens the
+journal, recovers the broker core, listens on every acceptor the node serves
+itself, and starts the management HTTP API.  ``junction run`` is a thin shell
+around it; tests build one on any reactor.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import uuid
+
+from twisted.internet import defer
+
+from junction.brokercore.security import SecurityManager
+from junction.brokercore.server import BrokerServer
+from junction.brokercore.stomp_server import StompFactory
+from junction.brokercore.wildcard import WildcardSyntax
+
+log = logging.getLogger("junction.node")
+
+#: Protocols the broker core serves today; the rest arrive with their issues.
+SERVED_PROTOCOLS = frozenset({"STOMP"})
+NODE_ID_FILE = "node.id"
+LOCK_FILE = "junction.lock"
+
+
+class DataDirectoryLocked(RuntimeError):
+    """Another process already uses this node's journal directory."""
+
+
+class Node:
+    def __init__(self, config, *, reactor=None, user_store=None):
+        if reactor is None:
+            from twisted.internet import reactor as default_reactor
+
+            reactor = default_reactor
+        self.reactor = reactor
+        self.config = config
+        self.user_store = user_store
+        self.server: BrokerServer | None = None
+        self.listeners: dict = {}
+        self.factories: dict = {}
+        self.management_port = None
+        self._lock_fd = None
+        self.journal = None
+        self.node_id = None
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    # -- paths ------------------------------------------------------------------------
+    def _path(self, directory: str) -> str:
+        if os.path.isabs(directory):
+            return directory
+        return os.path.normpath(os.path.join(self.config.base_dir or ".", directory))
+
+    @property
+    def data_dirs(self) -> dict:
+        c = self.config
+        return {
+            "journal": self._path(c.journal_directory),
+            "bindings": self._path(c.bindings_directory),
+            "paging": self._path(c.paging_directory),
+            "large_messages": self._path(c.large_messages_directory),
+        }
+
+    # -- lifecycle ----------------------------------------------------------------------
+    def start(self) -> None:
+        """Start everything; raises (with a clear message) if anything cannot start."""
+        config = self.config
+        journal_dir = self.data_dirs["journal"]
+        os.makedirs(journal_dir, exist_ok=True)
+        self._lock(journal_dir)
+        self.node_id = self._node_id(journal_dir)
+        if config.persistence_enabled:
+            from junction.brokercore.journal import Journal
+
+            self.journal = Journal(
+                journal_dir,
+                file_size=config.journal_file_size,
+                buffer_timeout_ns=config.journal_buffer_timeout,
+                sync=config.journal_sync_non_transactional or config.journal_sync_transactional,
+                reactor=self.reactor,
+            )
+        syntax = WildcardSyntax(
+            delimiter=config.wildcard_addresses.delimiter,
+            any_words=config.wildcard_addresses.any_words,
+            single_word=config.wildcard_addresses.single_word,
+        )
+        security = SecurityManager(
+            self.user_store,
+            config.security_settings,
+            syntax,
+            enabled=config.security_enabled,
+            anonymous_user=config.anonymous_user,
+        )
+        self.server = BrokerServer(
+            config, reactor=self.reactor, security=security, journal=self.journal, node_id=self.node_id
+        )
+        self.server.start()
+        for name, where, what in getattr(config, "ignored", ()) or ():
+            log.info("%s:%s: <%s> has no effect in Junction and is ignored", where, what, name)
+        for acceptor in config.acceptors:
+            self._listen(acceptor)
+        self._start_management()
+        log.info(
+            "node %s (%s) started: config %s, journal %s, persistence %s",
+            config.name,
+            self.node_id,
+            config.config_path,
+            journal_dir,
+            "on" if config.persistence_enabled else "off",
+        )
+
+    def _listen(self, acceptor) -> None:
+        protocols = acceptor.protocols or SERVED_PROTOCOLS
+        if acceptor.router:
+            log.warning("acceptor %s: router=%s needs the gateway, which is not in this build yet", acceptor.name, acceptor.router)
+        served = protocols & SERVED_PROTOCOLS
+        unserved = protocols - SERVED_PROTOCOLS
+        if unserved:
+            log.warning(
+                "acceptor %s: protocols %s are not served by this build yet", acceptor.name, ",".join(sorted(unserved))
+            )
+        if not served:
+            return
+        factory = StompFactory(self.server, acceptor=acceptor, limits=self.config.limits, reactor=self.reactor)
+        port = self.reactor.listenTCP(acceptor.port, factory, interface=acceptor.host or "0.0.0.0")
+        self.listeners[acceptor.name] = port
+        self.factories[acceptor.name] = factory
+        actual = port.getHost().port
+        log.info("acceptor %s listening on %s:%d for %s", acceptor.name, acceptor.host, actual, ",".join(sorted(served)))
+
+    def _start_management(self) -> None:
+        if self.config.management_port is None or self.config.management_port < 0:
+            return
+        from junction.management.api import build_site
+
+        site = build_site(self, reactor=self.reactor)
+        self.management_port = self.reactor.listenTCP(
+            self.config.management_port, site, interface=self.config.management_host
+        )
+        log.info(
+            "management API on http://%s:%d/api/status",
+            self.config.management_host,
+            self.management_port.getHost().port,
+        )
+
+    @defer.inlineCallbacks
+    def stop(self):
+        """Stop listening, close connections, flush the journal (syncs finish)."""
+        log.info("node %s stopping", self.config.name)
+        for port in list(self.listeners.values()):
+            yield defer.maybeDeferred(port.stopListening)
+        self.listeners.clear()
+        if self.management_port is not None:
+            yield defer.maybeDeferred(self.management_port.stopListening)
+            self.management_port = None
+        if self.server is not None:
+            yield self.server.stop()
+        self._unlock()
+        log.info("node %s stopped", self.config.name)
+
+    # -- identity and locking -------------------------------------------------------------
+    def _lock(self, directory: str) -> None:
+        path = os.path.join(directory, LOCK_FILE)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise DataDirectoryLocked(
+                f"the journal directory {directory} is in use by another Junction process"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._lock_fd = fd
+
+    def _unlock(self) -> None:
+        if self._lock_fd is not None:
+            try:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            finally:
+                os.close(self._lock_fd)
+                self._lock_fd = None
+
+    @staticmethod
+    def _node_id(directory: str) -> str:
+        path = os.path.join(directory, NODE_ID_FILE)
+        try:
+            with open(path) as fh:
+                value = fh.read().strip()
+            if value:
+                return value
+        except FileNotFoundError:
+            pass
+        value = str(uuid.uuid4())
+        tmp = path + ".tmp"
+        with open(tmp, "w") as fh:
+            fh.write(value + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        return value
+
+    # -- management --------------------------------------------------------------------------
+    def healthy(self):
+        problems = []
+        if self.server is None or not self.server.started:
+            problems.append("broker core not started")
+        elif self.server.storage.failed:
+            problems.append(f"journal failed: {self.server.storage.failed}")
+        for acceptor in self.config.acceptors:
+            if (acceptor.protocols or SERVED_PROTOCOLS) & SERVED_PROTOCOLS and acceptor.name not in self.listeners:
+                problems.append(f"acceptor {acceptor.name} is not listening")
+        return (not problems, problems)
+
+    def status(self) -> dict:
+        status = self.server.status() if self.server is not None else {}
+        acceptors = []
+        connections = []
+        for acceptor in self.config.acceptors:
+            port = self.listeners.get(acceptor.name)
+            count = sum(
+                1 for s in (self.server.sessions if self.server else ()) if s.connection.acceptor == acceptor.name
+            )
+            acceptors.append(
+                {
+                    "name": acceptor.name,
+                    "protocols": sorted(acceptor.protocols or SERVED_PROTOCOLS),
+                    "host": acceptor.host,
+                    "port": port.getHost().port if port is not None else acceptor.port,
+                    "listening": port is not None,
+                    "connections": count,
+                }
+            )
+        for session in self.server.sessions if self.server else ():
+            info = session.connection
+            connections.append(
+                {
+                    "id": info.id,
+                    "protocol": info.protocol,
+                    "remote": info.remote,
+                    "client_id": info.client_id,
+                    "user": session.user,
+                    "acceptor": info.acceptor,
+                    "consumers": len(session.consumers),
+                }
+            )
+        status["acceptors"] = acceptors
+        status["connections"] = connections
+        status["config"] = self.config.config_path
+        status["data_dirs"] = self.data_dirs
+        if self.management_port is not None:
+            status["management"] = {
+                "host": self.config.management_host,
+                "port": self.management_port.getHost().port,
+            }
+        return status

@@ -1,0 +1,654 @@
+"""Sans-IO STOMP 1.0/1.1/1.2 codec: bytes in, events out; events in, bytes out.
+
+No sockets, no clock, no Twisted (DESIGN.md principle 1).  A Twisted protocol
+feeds whatever arrived to :meth:`StompCodec.receive_data`, dispatches the
+returned :class:`Frame` / :class:`HeartBeat` events to the session, and writes
+what :meth:`StompCodec.send` returns.
+
+Wire syntax accepted (all versions)::
+
+    frame     = command EOL *( header EOL ) EOL body NUL *EOL
+    command   = ALPHA *( ALPHA / DIGIT / "_" / "-" )
+    header    = name ":" value        ; name non-empty, split at the first colon
+    EOL       = LF / CR LF            ; CR LF is 1.2 syntax, accepted in every version
+
+Every EOL received where a frame could start is reported as a
+:class:`HeartBeat`.  The body is exactly ``content-length`` octets followed by
+a NUL when that header is present (first occurrence wins), otherwise
+everything up to the first NUL.  Header text must be UTF-8; values are not
+trimmed (STOMP 1.1+ forbids it, and a 1.0 peer that pads with spaces meant
+them).  A raw colon inside a value is tolerated, as most brokers do.
+
+Escaping: the codec starts in *pre-CONNECT* mode (no escaping); the session
+calls :meth:`StompCodec.set_version` once the version is negotiated, and the
+per-version rules of :mod:`.frames` apply to every later frame except CONNECT,
+STOMP and CONNECTED.
+
+Limits (:class:`StompLimits`, DESIGN.md principle 5) are checked while bytes
+arrive, not after a frame is complete: the buffered bytes of an incomplete
+frame never exceed ``max_frame_size``, a
+``content-length`` above the limit is refused as soon as the header is read,
+and an over-long command or header line is refused as soon as it is longer
+than its limit.  The peer's mistake becomes a :class:`RemoteProtocolError`;
+after one, the codec is dead and re-raises the same error on any further
+input, while :meth:`StompCodec.send` keeps working so the session can still
+send its ERROR frame.
+
+Performance: parsing works on a ``bytearray`` buffer with ``find``/``split``
+(no per-byte Python loops), decodes a frame's whole header block in one call,
+and remembers how far an incomplete frame has been scanned, so a frame fed one
+byte at a time costs linear, not quadratic, time.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from junction.protocols.errors import LocalProtocolError, RemoteProtocolError
+from junction.protocols.stomp.frames import (
+    CLIENT_COMMANDS,
+    HEARTBEAT,
+    SERVER_COMMANDS,
+    STOMP_VERSIONS,
+    UNESCAPED_COMMANDS,
+    Event,
+    Frame,
+    _frame,
+    escape_header,
+    unescape_header,
+)
+
+__all__ = ["StompCodec", "StompLimits"]
+
+_MiB = 1024 * 1024
+_KiB = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class StompLimits:
+    """Named limits on what a peer may send (all sizes in octets).
+
+    ``max_frame_size``
+        Largest frame, counted from the first octet of the command line up to,
+        not including, the terminating NUL (so: command, headers and body).
+        Default 10 MiB, a little above Artemis's default 100 KiB large-message
+        threshold times the 100 that clients commonly stream as one frame.
+        Also bounds the bytes buffered for one incomplete frame.
+    ``max_header_count``
+        Most header lines in one frame.  Default 1000.
+    ``max_header_length``
+        Longest single header line (``name:value``, escaped as on the wire,
+        without its EOL).  Default 64 KiB.
+    ``max_command_length``
+        Longest command line, without its EOL.  Default 64 (the longest real
+        command, UNSUBSCRIBE, has 11 characters).
+    """
+
+    max_frame_size: int = 10 * _MiB
+    max_header_count: int = 1000
+    max_header_length: int = 64 * _KiB
+    max_command_length: int = 64
+
+    def __post_init__(self) -> None:
+        for name in ("max_frame_size", "max_header_count", "max_header_length",
+                     "max_command_length"):
+            value = getattr(self, name)
+            if type(value) is not int or value < 1:
+                raise ValueError(f"StompLimits.{name} must be a positive int, not {value!r}")
+
+
+_COMMAND = re.compile(r"[A-Za-z][A-Za-z0-9_\-]*")
+_COMMAND_BYTES = re.compile(rb"[A-Za-z][A-Za-z0-9_\-]*")
+# One header line, name:value, split at the first colon (findall on the block).
+_HEADER = re.compile(r"([^:\n]+):([^\n]*)")
+# Octets a command may start with.
+_LETTERS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+_KNOWN_COMMANDS = CLIENT_COMMANDS | SERVER_COMMANDS
+
+# Versions whose headers are escaped (frames.py has the tables).
+_ESCAPING_VERSIONS = frozenset({"1.1", "1.2"})
+
+
+def _bad_header_line(command: str, text: str) -> str:
+    for line in text.split("\n")[1:]:
+        name, sep, _ = line.partition(":")
+        if not sep:
+            return f"frame {command} header line {_clip(line)} has no colon"
+        if not name:
+            return f"frame {command} header line {_clip(line)} has an empty name"
+    return f"frame {command} has a malformed header line"  # not reached
+
+
+def _command_too_long(length: int, limit: int) -> str:
+    return f"frame command of {length} bytes exceeds max-command-length {limit}"
+
+
+def _no_nul_message(command: str, max_frame: int) -> str:
+    return (
+        f"frame {command} has no NUL terminator within max-frame-size {max_frame} bytes"
+    )
+
+
+def _check_line_lengths(
+    buf: bytes, pos: int, hend: int, command: str, max_line: int
+) -> None:
+    for raw in buf[pos:hend].split(b"\n")[1:]:
+        length = len(raw) - 1 if raw.endswith(b"\r") else len(raw)
+        if length > max_line:
+            raise RemoteProtocolError(
+                f"frame {command} header line of {length} bytes exceeds "
+                f"max-header-length {max_line}"
+            )
+
+
+def _clip(raw: bytes | bytearray | str, limit: int = 60) -> str:
+    if len(raw) > limit:
+        return repr(raw[:limit]) + "..."
+    return repr(raw)
+
+
+class StompCodec:
+    """One STOMP connection's framing, as a sans-IO state machine.
+
+    ``limits`` bounds what the peer may send (default :class:`StompLimits()`).
+    ``server`` says which side we are: a server serialises every MESSAGE with a
+    non-empty body with a ``content-length`` header, as Artemis does, so that
+    clients never have to guess where a binary body ends.
+    """
+
+    __slots__ = (
+        "_limits",
+        "_server",
+        "_version",
+        "_escape",
+        "_buf",
+        "_error",
+        "_pending",
+        "_hscan",
+        "_hlast",
+        "_hlines",
+        "_crlf",
+    )
+
+    def __init__(self, limits: StompLimits | None = None, server: bool = True):
+        self._limits = limits if limits is not None else StompLimits()
+        self._server = bool(server)
+        self._version: str | None = None
+        self._escape = False
+        self._buf = bytearray()
+        self._error: RemoteProtocolError | None = None
+        # A frame whose header block is parsed but whose body is incomplete:
+        # (command, headers, body offset, content-length or None, NUL-scan offset),
+        # offsets relative to the start of the buffer (= start of that frame).
+        self._pending: tuple | None = None
+        # Incomplete header block: how far it has been scanned, where its last
+        # LF is (-1: none yet) and how many LFs it holds.  Relative offsets.
+        self._hscan = 0
+        self._hlast = -1
+        self._hlines = 0
+        # Whether the last header block ended with CR LF: search for that
+        # style first (see _parse).
+        self._crlf = False
+
+    # -- state ------------------------------------------------------------
+
+    @property
+    def limits(self) -> StompLimits:
+        """The limits this codec enforces."""
+        return self._limits
+
+    @property
+    def server(self) -> bool:
+        """True when this codec is the server side of the connection."""
+        return self._server
+
+    @property
+    def version(self) -> str | None:
+        """The negotiated version, or None before :meth:`set_version` (pre-CONNECT mode)."""
+        return self._version
+
+    @property
+    def buffered(self) -> int:
+        """Octets held for an incomplete frame (never more than ``max_frame_size``)."""
+        return len(self._buf)
+
+    @property
+    def error(self) -> RemoteProtocolError | None:
+        """The error that killed the codec, if any."""
+        return self._error
+
+    def set_version(self, version: str) -> None:
+        """Switch header escaping to the negotiated ``version`` ("1.0", "1.1" or "1.2").
+
+        Applies to every frame parsed or serialised afterwards.
+        """
+        if version not in STOMP_VERSIONS:
+            raise LocalProtocolError(f"unknown STOMP version {version!r}")
+        self._version = version
+        self._escape = version in _ESCAPING_VERSIONS
+
+    # -- receiving -----------------------------------------------------------
+
+    def receive_data(self, data: bytes) -> list[Event]:
+        """Feed bytes from the peer; return the events they complete, in order.
+
+        ``data`` may be any slice of the stream, down to one byte.  Raises
+        :class:`RemoteProtocolError` when the peer broke the protocol or a
+        limit; from then on every call raises that same error.
+        """
+        if self._error is not None:
+            raise self._error
+        held = self._buf
+        try:
+            if held:
+                # An incomplete frame is held: append, and parse only once the
+                # new bytes can complete it, so that a large frame arriving in
+                # small pieces is neither re-parsed nor copied per piece.
+                held += data
+                if not self._may_complete(held):
+                    return []
+                buf = bytes(held)
+                held.clear()
+            else:
+                buf = data if type(data) is bytes else bytes(data)
+            events, pos = self._parse(buf)
+        except RemoteProtocolError as exc:
+            self._error = exc
+            self._buf = bytearray()
+            self._pending = None
+            raise
+        if pos < len(buf):
+            held += memoryview(buf)[pos:]
+        return events
+
+    def _may_complete(self, held: bytearray) -> bool:
+        """Whether the held bytes may now complete an event (False: keep waiting).
+
+        While the answer is no, enforce the limits on what is held, scanning
+        only the bytes that arrived since the last call.
+        """
+        n = len(held)
+        pending = self._pending
+        if pending is not None:
+            command, headers, body_start, clen, bscan = pending
+            if clen is not None:
+                return n > body_start + clen
+            if held.find(b"\0", bscan if bscan > body_start else body_start) >= 0:
+                return True
+            max_frame = self._limits.max_frame_size
+            if n > max_frame:
+                raise RemoteProtocolError(_no_nul_message(command, max_frame))
+            self._pending = (command, headers, body_start, None, n)
+            return False
+        first = held[0]
+        if first == 10 or first == 13:
+            return True  # heart-beats, or a CR that _parse will judge
+        hscan = self._hscan
+        start = hscan - 2 if hscan > 2 else 0
+        if held.find(b"\n\n", start) >= 0 or held.find(b"\n\r\n", start) >= 0:
+            return True
+        self._check_partial_head(held, 0, n, hscan)
+        return False
+
+    def _parse(self, buf: bytes) -> tuple[list[Event], int]:
+        """Parse as many events as ``buf`` completes; return them and the bytes consumed.
+
+        ``buf`` starts at a frame boundary (or at the frame described by
+        ``self._pending`` / the partial-head scan state).  What is left after
+        the returned offset is an incomplete frame whose state has been saved.
+        """
+        limits = self._limits
+        max_frame = limits.max_frame_size
+        max_count = limits.max_header_count
+        max_line = limits.max_header_length
+        max_command = limits.max_command_length
+        version = self._version
+        escaping = self._escape
+        known = _KNOWN_COMMANDS
+        unescaped = UNESCAPED_COMMANDS
+        letters = _LETTERS
+        header_re = _HEADER
+        events: list[Event] = []
+        append = events.append
+        n = len(buf)
+        pos = 0
+        pending = self._pending
+        self._pending = None
+        hscan = self._hscan
+        crlf = self._crlf
+        partial = False
+        try:
+            while pos < n:
+                if pending is not None:
+                    command, headers, body_start, clen, bscan = pending
+                    pending = None
+                else:
+                    first = buf[pos]
+                    if first not in letters:
+                        if first == 10:  # an EOL between frames: a heart-beat
+                            append(HEARTBEAT)
+                            pos += 1
+                            hscan = 0
+                            continue
+                        if first == 13:
+                            if pos + 1 == n:
+                                break  # wait for the LF
+                            if buf[pos + 1] == 10:
+                                append(HEARTBEAT)
+                                pos += 2
+                                hscan = 0
+                                continue
+                        raise RemoteProtocolError(
+                            f"expected a frame command, got {_clip(buf[pos:pos + 40])}"
+                        )
+
+                    # The header block ends at the first blank line: LF LF or
+                    # LF CR LF.  Look first for the style the peer used last;
+                    # the other one can only come earlier if the block holds a
+                    # CR (or, for LF LF, ends in LF), so that second search is
+                    # rare and bounded, and neither search runs past this frame
+                    # while the peer is consistent.
+                    start = pos + hscan - 2 if hscan > 2 else pos
+                    if crlf:
+                        hend = buf.find(b"\n\r\n", start)
+                        i = buf.find(b"\n\n", start, hend + 2 if hend >= 0 else n)
+                        if i >= 0:
+                            hend = i
+                            body_start = i + 2
+                            crlf = False
+                        elif hend >= 0:
+                            body_start = hend + 3
+                        else:
+                            partial = True
+                            self._check_partial_head(buf, pos, n, hscan)
+                            break
+                        text = buf[pos:hend].decode()
+                    else:
+                        hend = buf.find(b"\n\n", start)
+                        if hend >= 0:
+                            text = buf[pos:hend].decode()
+                            body_start = hend + 2
+                            if "\r" in text:
+                                i = buf.find(b"\n\r\n", start, hend + 2)
+                                if i >= 0:
+                                    hend = i
+                                    body_start = i + 3
+                                    crlf = True
+                                    text = buf[pos:hend].decode()
+                        else:
+                            hend = buf.find(b"\n\r\n", start)
+                            if hend < 0:
+                                partial = True
+                                self._check_partial_head(buf, pos, n, hscan)
+                                break
+                            body_start = hend + 3
+                            crlf = True
+                            text = buf[pos:hend].decode()
+                    hscan = 0
+
+                    if hend - pos > max_frame:
+                        raise RemoteProtocolError(
+                            f"frame header block of {hend - pos} bytes exceeds "
+                            f"max-frame-size {max_frame}"
+                        )
+                    if "\0" in text:
+                        raise RemoteProtocolError(
+                            "NUL octet inside a frame's command or header lines"
+                        )
+                    if "\r" in text:  # CR LF line ends: drop the CR of each
+                        text = text.replace("\r\n", "\n")
+                        if text[-1] == "\r":
+                            text = text[:-1]
+                    nl = text.find("\n")
+                    command = text if nl < 0 else text[:nl]
+                    if len(command) > max_command:
+                        raise RemoteProtocolError(_command_too_long(len(command), max_command))
+                    if command not in known and not _COMMAND.fullmatch(command):
+                        raise RemoteProtocolError(f"invalid frame command {_clip(command)}")
+                    clen = None
+                    if nl < 0:
+                        headers = ()
+                    else:
+                        count = text.count("\n")
+                        if count > max_count:
+                            raise RemoteProtocolError(
+                                f"frame {command} has {count} headers, more than "
+                                f"max-header-count {max_count}"
+                            )
+                        if hend - pos > max_line:
+                            _check_line_lengths(buf, pos, hend, command, max_line)
+                        pairs = header_re.findall(text, nl + 1)
+                        # Each match is one whole line unless a line has no
+                        # colon (no match) or starts with one (empty name).
+                        if len(pairs) != count or "\n:" in text:
+                            raise RemoteProtocolError(_bad_header_line(command, text))
+                        if escaping and "\\" in text and command not in unescaped:
+                            pairs = [
+                                (unescape_header(name, version), unescape_header(value, version))
+                                for name, value in pairs
+                            ]
+                        headers = tuple(pairs)
+                        # First occurrence wins.  No escape sequence spells any
+                        # character of this name, so the raw text says where it is.
+                        k = text.find("\ncontent-length:")
+                        if k >= 0:
+                            k += 16
+                            e = text.find("\n", k)
+                            value = text[k:] if e < 0 else text[k:e]
+                            if not (value.isdigit() and value.isascii()):
+                                raise RemoteProtocolError(
+                                    f"frame {command} has an invalid content-length "
+                                    f"{_clip(value)}"
+                                )
+                            clen = int(value)
+                    bscan = 0
+
+                # The body.
+                if clen is not None:
+                    end = body_start + clen
+                    if end - pos > max_frame:
+                        if clen > max_frame:
+                            raise RemoteProtocolError(
+                                f"frame body of {clen} bytes exceeds max-frame-size {max_frame}"
+                            )
+                        raise RemoteProtocolError(
+                            f"frame of {end - pos} bytes (headers and a body of {clen}) "
+                            f"exceeds max-frame-size {max_frame}"
+                        )
+                    if end >= n:
+                        pending = (command, headers, body_start, clen, pos)
+                        break
+                    if buf[end]:
+                        raise RemoteProtocolError(
+                            f"frame {command} body is not followed by NUL after "
+                            f"content-length {clen} bytes"
+                        )
+                else:
+                    end = buf.find(b"\0", pos + bscan if pos + bscan > body_start else body_start)
+                    if end < 0:
+                        if n - pos > max_frame:
+                            raise RemoteProtocolError(_no_nul_message(command, max_frame))
+                        pending = (command, headers, body_start, None, n)
+                        break
+                    if end - pos > max_frame:
+                        raise RemoteProtocolError(
+                            f"frame of {end - pos} bytes exceeds max-frame-size {max_frame}"
+                        )
+                append(_frame(command, headers, buf[body_start:end]))
+                pos = end + 1
+        except UnicodeDecodeError as exc:
+            raise RemoteProtocolError(
+                f"frame command or headers are not valid UTF-8 ({exc.reason} at byte "
+                f"{exc.start} of the header block)"
+            ) from None
+
+        self._crlf = crlf
+        if not partial:
+            self._hscan = 0
+        if pending is not None:
+            command, headers, body_start, clen, bscan = pending
+            self._pending = (command, headers, body_start - pos, clen, bscan - pos)
+        return events, pos
+
+    def _check_partial_head(self, buf: bytes | bytearray, pos: int, n: int, hscan: int) -> None:
+        """Limit checks on a frame (at ``pos``) whose header block has not ended yet.
+
+        ``hscan`` is how much of it earlier calls have checked; only the rest
+        is scanned.  Raises as soon as the frame, its command line or its
+        current header line is over its limit, as soon as it holds a NUL or
+        too many header lines, and as soon as its command line is complete but
+        not a valid command.
+        """
+        limits = self._limits
+        scan = pos + hscan
+        if n - pos > limits.max_frame_size:
+            raise RemoteProtocolError(
+                f"frame header block of more than {limits.max_frame_size} bytes exceeds "
+                f"max-frame-size {limits.max_frame_size}"
+            )
+        if buf.find(b"\0", scan, n) >= 0:
+            raise RemoteProtocolError("NUL octet inside a frame's command or header lines")
+        if hscan == 0:
+            self._hlast = -1
+            self._hlines = 0
+        last = buf.rfind(b"\n", scan, n)
+        if last >= 0:
+            if self._hlast < 0:
+                # The command line just ended: judge it now, not at the blank line.
+                first_nl = buf.find(b"\n", scan, n)
+                line = buf[pos:first_nl]
+                if line.endswith(b"\r"):
+                    line = line[:-1]
+                if len(line) > limits.max_command_length:
+                    raise RemoteProtocolError(
+                        _command_too_long(len(line), limits.max_command_length)
+                    )
+                if not _COMMAND_BYTES.fullmatch(line):
+                    raise RemoteProtocolError(f"invalid frame command {_clip(bytes(line))}")
+            self._hlines += buf.count(b"\n", scan, last + 1)
+            self._hlast = last - pos
+        if self._hlast < 0:
+            if n - pos > limits.max_command_length + 1:  # +1: the CR of a CR LF
+                raise RemoteProtocolError(
+                    f"frame command line of more than {limits.max_command_length} bytes "
+                    f"exceeds max-command-length {limits.max_command_length}: "
+                    f"{_clip(bytes(buf[pos:pos + 40]))}"
+                )
+        else:
+            if n - (pos + self._hlast + 1) > limits.max_header_length + 1:
+                raise RemoteProtocolError(
+                    f"frame header line of more than {limits.max_header_length} bytes "
+                    f"exceeds max-header-length {limits.max_header_length}"
+                )
+            if self._hlines - 1 > limits.max_header_count:
+                raise RemoteProtocolError(
+                    f"frame has more than max-header-count {limits.max_header_count} headers"
+                )
+        self._hscan = n - pos
+
+    # -- sending -------------------------------------------------------------
+
+    def send(self, frame: Frame, *, content_length: bool = False) -> bytes:
+        """Serialise ``frame`` for the wire under the current version.
+
+        Headers are escaped per the negotiated version (never for CONNECT,
+        STOMP or CONNECTED).  A ``content-length`` header is written when the
+        body contains a NUL, when ``content_length`` is true, when the frame
+        already has one, and (server side) on every MESSAGE with a non-empty
+        body.  The codec owns framing: an existing ``content-length`` keeps its
+        position but gets the body's real length, and repeats are dropped.
+
+        Raises :class:`LocalProtocolError` for what the wire cannot carry: an
+        invalid command, an empty header name, a NUL in a header, or (where the
+        version does not escape them) a LF, a colon in a name, or a value
+        ending in CR (a reader would take it for a CR LF).
+        """
+        command = frame.command
+        if command not in _KNOWN_COMMANDS and not (
+            type(command) is str and _COMMAND.fullmatch(command)
+        ):
+            raise LocalProtocolError(f"invalid STOMP command {command!r}")
+        headers = frame.headers
+        body = frame.body
+        want_length = (
+            content_length
+            or (self._server and body and command == "MESSAGE")
+            or b"\0" in body
+        )
+        parts = [command]
+        has_length = False
+        for name, value in headers:
+            if name == "content-length":
+                if has_length:
+                    continue
+                has_length = True
+                value = str(len(body))
+            parts.append(name + ":" + value)
+        if want_length and not has_length:
+            parts.append("content-length:" + str(len(body)))
+        text = "\n".join(parts)
+        count = len(parts) - 1
+        # Fast path: nothing in any name or value needs escaping or is
+        # unrepresentable; true when the only colons and LFs are our own.
+        if not (
+            text.count(":") == count
+            and text.count("\n") == count
+            and "\\" not in text
+            and "\r" not in text
+            and "\0" not in text
+            and "\n:" not in text
+        ):
+            text = self._slow_header_text(command, headers, body, want_length)
+        return b"".join(((text + "\n\n").encode(), body, b"\0"))
+
+    def _slow_header_text(
+        self, command: str, headers: tuple[tuple[str, str], ...], body: bytes, want_length: object
+    ) -> str:
+        version = self._version if self._escape and command not in UNESCAPED_COMMANDS else None
+        parts = [command]
+        has_length = False
+        for name, value in headers:
+            if name == "content-length":
+                if has_length:
+                    continue
+                has_length = True
+                value = str(len(body))
+            if not name:
+                raise LocalProtocolError(f"{command} frame has a header with an empty name")
+            if "\0" in name or "\0" in value:
+                raise LocalProtocolError(
+                    f"{command} frame header {name!r} contains a NUL, which STOMP cannot carry"
+                )
+            if version is None:
+                if ":" in name or "\n" in name:
+                    raise LocalProtocolError(
+                        f"{command} frame header name {name!r} contains a colon or LF, which "
+                        f"{self._mode(command)} cannot escape"
+                    )
+                if "\n" in value:
+                    raise LocalProtocolError(
+                        f"{command} frame header {name!r} value contains a LF, which "
+                        f"{self._mode(command)} cannot escape"
+                    )
+            else:
+                name = escape_header(name, version)
+                value = escape_header(value, version)
+            if value[-1:] == "\r":
+                raise LocalProtocolError(
+                    f"{command} frame header {name!r} value ends with a CR, which "
+                    f"{self._mode(command)} cannot carry"
+                )
+            parts.append(name + ":" + value)
+        if want_length and not has_length:
+            parts.append("content-length:" + str(len(body)))
+        return "\n".join(parts)
+
+    def _mode(self, command: str) -> str:
+        if command in UNESCAPED_COMMANDS:
+            return f"an (always unescaped) {command} frame"
+        return f"STOMP {self._version}" if self._version else "pre-CONNECT STOMP"
+
+    def heartbeat(self) -> bytes:
+        """The bytes of one heart-beat (a single LF)."""
+        return b"\n"

@@ -1,0 +1,74 @@
+"""Shared pytest fixtures: real broker processes (see ``tests/harness.py``).
+
+``broker``
+    A started :class:`~tests.harness.BrokerProcess` named ``broker`` in the
+    test's ``tmp_path`` (security off, persistence on, free ports), stopped
+    at teardown.
+
+``broker_factory``
+    ``broker_factory(name="b1", **BrokerProcess_kwargs)`` returns a
+    constructed, *not yet started* BrokerProcess in ``tmp_path`` (call
+    ``.start()``; chaining works).  Every broker it made is stopped at
+    teardown, whatever state the test left it in.
+
+When a test fails (in setup or in the test body), the log tail of every
+broker it used is attached to the failure report as a section named
+``broker NAME log``; the full logs stay in the broker's directory under
+``tmp_path``.  Cleanup is layered: fixture finalizers stop the brokers, the
+harness's ``atexit`` hook catches anything a crashed session left, and the
+child's parent-death signal covers a test process killed outright.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from tests.harness import BrokerProcess
+
+_BROKERS_ATTR = "_junction_brokers"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    """On a failed setup or call, attach each broker's log tail to the report."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.when in ("setup", "call") and report.failed:
+        for b in getattr(item, _BROKERS_ATTR, ()):
+            try:
+                tail = b.log_tail(60)
+            except OSError as e:
+                tail = f"(could not read logs: {e})"
+            report.sections.append((f"broker {b.name} log ({b.dir})", tail))
+
+
+@pytest.fixture
+def broker_factory(
+    request: pytest.FixtureRequest, tmp_path
+) -> Iterator[Callable[..., BrokerProcess]]:
+    made: list[BrokerProcess] = []
+    setattr(request.node, _BROKERS_ATTR, made)
+
+    def make(name: str = "broker", **kwargs) -> BrokerProcess:
+        if any(b.name == name for b in made):
+            raise ValueError(f"broker_factory: a broker named {name!r} already exists")
+        b = BrokerProcess(tmp_path, name=name, **kwargs)
+        made.append(b)
+        return b
+
+    yield make
+    errors = []
+    for b in reversed(made):
+        try:
+            b.stop()
+        except Exception as e:  # keep stopping the others
+            errors.append(f"{b.name}: {e!r}")
+    if errors:
+        pytest.fail("could not stop broker(s): " + "; ".join(errors), pytrace=False)
+
+
+@pytest.fixture
+def broker(broker_factory: Callable[..., BrokerProcess]) -> BrokerProcess:
+    return broker_factory("broker").start()

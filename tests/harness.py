@@ -1,0 +1,614 @@
+"""Process-level test support: run a real ``python -m junction run`` and wait on it.
+
+Modelled on qpid-dispatch's ``system_test.py``: every test that needs a broker
+gets its own directory holding a generated Artemis-style ``broker.xml``, the
+users/roles properties files, the broker's data directories and its
+stdout/stderr logs, so a failing test leaves everything needed to understand
+it in one place.
+
+Rules this module exists to enforce:
+
+* **No sleeping as synchronisation.**  Anything that waits for something to
+  become true goes through :func:`wait_for`, which polls with a deadline and
+  raises a :class:`TimeoutError` naming what it waited for.  The only sleep is
+  the poll interval inside :func:`wait_for`.
+* **No orphan processes.**  Every :class:`BrokerProcess` that is started is
+  registered and stopped by an ``atexit`` hook (and by the pytest fixture
+  finalizers in ``tests/conftest.py``); on Linux the child also gets
+  ``PR_SET_PDEATHSIG`` so it receives SIGTERM if the test process dies hard
+  (SIGKILL, OOM killer) and ``atexit`` never runs.
+
+Limits:
+
+* :func:`free_port` binds port 0 and closes the socket: another process can
+  take the port between that and the broker binding it.  It never hands the
+  same port out twice in one process, which removes the common case (two
+  ports asked for in a row coming back equal after a quick rebind).
+* ``PR_SET_PDEATHSIG`` fires when the *thread* that started the child exits,
+  not the process; start brokers from the main thread or a thread that lives
+  as long as the broker should (pass ``die_with_parent=False`` otherwise).
+* Only the stdlib is used, so the module imports fine in unit tests and in
+  ``bench/``; HTTP is plain ``urllib`` against the management API.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import ctypes.util
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+from xml.sax.saxutils import escape, quoteattr
+
+#: The repository root (the folder holding the ``junction`` package); put on
+#: the child's PYTHONPATH so the broker runs from this checkout, installed or not.
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+LOOPBACK = "127.0.0.1"
+
+#: urllib opener that ignores http_proxy & co.: the management API is on loopback.
+_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+T = TypeVar("T")
+
+# --------------------------------------------------------------------------- ports
+
+_handed_out: set[int] = set()
+_ports_lock = threading.Lock()
+
+
+def free_port(host: str = LOOPBACK) -> int:
+    """Return a TCP port on ``host`` that was free a moment ago.
+
+    Binds ``(host, 0)`` so the kernel picks an unused ephemeral port, then
+    closes the socket.  Ports already returned by this process are skipped,
+    so consecutive calls give distinct ports.  Racy by nature (see the module
+    docstring): a test that must be immune binds the port itself.
+    """
+    with _ports_lock:
+        for _ in range(100):
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.bind((host, 0))
+                port = s.getsockname()[1]
+            if port not in _handed_out:
+                _handed_out.add(port)
+                return port
+    raise RuntimeError(f"free_port: no new free port on {host} after 100 tries")
+
+
+def port_open(port: int, host: str = LOOPBACK, timeout: float = 0.5) -> bool:
+    """True if a TCP connect to ``host:port`` succeeds (the port is listening)."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+# --------------------------------------------------------------------------- waiting
+
+
+def wait_for(
+    predicate: Callable[[], T],
+    timeout: float,
+    interval: float = 0.02,
+    what: str = "condition",
+) -> T:
+    """Poll ``predicate()`` until it returns something truthy; return that value.
+
+    Polls every ``interval`` seconds until ``timeout`` seconds (monotonic
+    clock) have passed; the predicate is always called at least once and
+    once more at the deadline, so a slow interval cannot make it miss the
+    last chance.  On expiry raises :class:`TimeoutError` with ``what`` and the
+    last value the predicate returned, e.g. ``timed out after 5.0 s waiting
+    for broker b1 health``.  Exceptions raised by the predicate propagate
+    unchanged: a predicate that should tolerate errors (a port not yet
+    listening) catches them itself.
+    """
+    if timeout < 0:
+        raise ValueError("timeout must be >= 0")
+    if interval <= 0:
+        raise ValueError("interval must be > 0")
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError(
+                f"timed out after {timeout:g} s waiting for {what} (last value: {value!r})"
+            )
+        time.sleep(min(interval, remaining))
+
+
+# --------------------------------------------------------------------------- process registry
+
+_live: set[BrokerProcess] = set()
+_live_lock = threading.Lock()
+
+
+def _stop_all_at_exit() -> None:
+    """atexit hook: stop every broker still running, newest first."""
+    with _live_lock:
+        brokers = list(_live)
+    for b in brokers:
+        try:
+            b.stop(timeout=5.0)
+        except Exception as e:  # best effort at interpreter exit
+            print(f"harness: could not stop broker {b.name}: {e}", file=sys.stderr)
+
+
+atexit.register(_stop_all_at_exit)
+
+
+def _pdeathsig_preexec() -> Callable[[], None] | None:
+    """A ``preexec_fn`` asking Linux to SIGTERM the child when its parent dies."""
+    if not sys.platform.startswith("linux"):
+        return None
+    libc_name = ctypes.util.find_library("c")
+    if not libc_name:
+        return None
+    try:
+        libc = ctypes.CDLL(libc_name, use_errno=True)
+    except OSError:
+        return None
+    PR_SET_PDEATHSIG = 1
+
+    def preexec() -> None:
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+    return preexec
+
+
+# --------------------------------------------------------------------------- broker
+
+
+class BrokerExited(RuntimeError):
+    """The broker process exited while the harness was waiting for it."""
+
+
+#: Artemis permission types, granted to every role of ``users`` when security
+#: is on and the caller supplied no ``<security-settings>`` of its own.
+_ALL_PERMISSIONS = (
+    "send",
+    "consume",
+    "createAddress",
+    "deleteAddress",
+    "createDurableQueue",
+    "deleteDurableQueue",
+    "createNonDurableQueue",
+    "deleteNonDurableQueue",
+    "manage",
+    "browse",
+)
+
+
+class BrokerProcess:
+    """One Junction broker run as a child process, in its own directory.
+
+    ``tmp_dir/name`` holds ``broker.xml`` (written at construction, see
+    :meth:`broker_xml`), ``artemis-users.properties`` /
+    ``artemis-roles.properties`` (empty when no ``users``), ``data/`` (the
+    journal, bindings, paging and large-message directories, relative to the
+    config file as the broker resolves them) and ``stdout.log`` /
+    ``stderr.log``, which are appended to across restarts.
+
+    Ports are chosen once (``free_port()`` when not given) and kept across
+    :meth:`restart`, so clients can reconnect to the same address.
+
+    ``users`` maps user name to ``(password, roles)``; passwords are written in
+    plain text, which Artemis's properties login module accepts.  With
+    ``security=True`` and no ``<security-settings>`` in ``extra_core_xml``,
+    every role named in ``users`` is granted every permission on ``#``.
+
+    ``address_settings_xml`` is either the inner ``<address-setting>``
+    elements or a complete ``<address-settings>`` element.
+    ``extra_acceptors_xml`` and ``extra_junction_xml`` are inserted verbatim
+    inside ``<acceptors>`` and ``<junction>``; ``extra_core_xml`` verbatim
+    inside ``<core>``.
+
+    ``env`` entries are added to (not substituted for) the inherited
+    environment; a value of ``None`` removes that variable.
+    """
+
+    def __init__(
+        self,
+        tmp_dir: str | os.PathLike[str],
+        *,
+        name: str,
+        stomp_port: int | None = None,
+        mgmt_port: int | None = None,
+        security: bool = False,
+        users: Mapping[str, tuple[str, str | list[str] | tuple[str, ...]]] | None = None,
+        extra_core_xml: str = "",
+        address_settings_xml: str = "",
+        env: Mapping[str, str | None] | None = None,
+        anonymous_user: str | None = "guest",
+        persistence: bool = True,
+        extra_acceptors_xml: str = "",
+        extra_junction_xml: str = "",
+        startup_timeout: float = 30.0,
+        stop_timeout: float = 10.0,
+        die_with_parent: bool = True,
+    ) -> None:
+        self.name = name
+        self.host = LOOPBACK
+        self.dir = Path(tmp_dir) / name
+        self.stomp_port = stomp_port if stomp_port is not None else free_port()
+        self.mgmt_port = mgmt_port if mgmt_port is not None else free_port()
+        self.security = security
+        self.users = dict(users or {})
+        self.extra_core_xml = extra_core_xml
+        self.address_settings_xml = address_settings_xml
+        self.env = dict(env or {})
+        self.anonymous_user = anonymous_user
+        self.persistence = persistence
+        self.extra_acceptors_xml = extra_acceptors_xml
+        self.extra_junction_xml = extra_junction_xml
+        self.startup_timeout = startup_timeout
+        self.stop_timeout = stop_timeout
+        self.die_with_parent = die_with_parent
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+        self._out = None
+        self._err = None
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.write_config()
+
+    # ----------------------------------------------------------------- files
+
+    @property
+    def config_path(self) -> Path:
+        return self.dir / "broker.xml"
+
+    @property
+    def stdout_path(self) -> Path:
+        return self.dir / "stdout.log"
+
+    @property
+    def stderr_path(self) -> Path:
+        return self.dir / "stderr.log"
+
+    @property
+    def users_path(self) -> Path:
+        return self.dir / "artemis-users.properties"
+
+    @property
+    def roles_path(self) -> Path:
+        return self.dir / "artemis-roles.properties"
+
+    def _roles(self) -> dict[str, list[str]]:
+        """role -> users, in first-seen order (Artemis's roles file layout)."""
+        roles: dict[str, list[str]] = {}
+        for user, (_password, user_roles) in self.users.items():
+            if isinstance(user_roles, str):
+                user_roles = [r.strip() for r in user_roles.split(",") if r.strip()]
+            for role in user_roles:
+                roles.setdefault(role, []).append(user)
+        return roles
+
+    def users_properties(self) -> str:
+        """``artemis-users.properties``: ``user = password`` (plain text)."""
+        lines = ["# generated by tests/harness.py"]
+        lines += [f"{_prop_key(u)} = {pw}" for u, (pw, _r) in self.users.items()]
+        return "\n".join(lines) + "\n"
+
+    def roles_properties(self) -> str:
+        """``artemis-roles.properties``: ``role = user1,user2``."""
+        lines = ["# generated by tests/harness.py"]
+        lines += [f"{_prop_key(r)} = {','.join(us)}" for r, us in self._roles().items()]
+        return "\n".join(lines) + "\n"
+
+    def broker_xml(self) -> str:
+        """The ``broker.xml`` text for this broker's settings."""
+        b = "true" if self.persistence else "false"
+        s = "true" if self.security else "false"
+        anon = (
+            f" anonymous-user={quoteattr(self.anonymous_user)}"
+            if self.anonymous_user is not None
+            else ""
+        )
+        asx = self.address_settings_xml.strip()
+        if not asx.startswith("<address-settings"):
+            asx = f"<address-settings>{asx}</address-settings>"
+        security_settings = ""
+        if self.security and "<security-settings" not in self.extra_core_xml:
+            roles = ",".join(self._roles())
+            if roles:
+                perms = "".join(
+                    f'\n        <permission type="{p}" roles={quoteattr(roles)}/>'
+                    for p in _ALL_PERMISSIONS
+                )
+                security_settings = (
+                    f'\n    <security-settings>\n      <security-setting match="#">{perms}'
+                    "\n      </security-setting>\n    </security-settings>"
+                )
+        return f"""<?xml version="1.0" encoding="UTF-8"?>
+<configuration xmlns="urn:activemq">
+  <core xmlns="urn:activemq:core">
+    <name>{escape(self.name)}</name>
+    <persistence-enabled>{b}</persistence-enabled>
+    <journal-directory>data/journal</journal-directory>
+    <bindings-directory>data/bindings</bindings-directory>
+    <paging-directory>data/paging</paging-directory>
+    <large-messages-directory>data/large</large-messages-directory>
+    <security-enabled>{s}</security-enabled>
+    <acceptors>
+      <acceptor name="stomp">tcp://{self.host}:{self.stomp_port}?protocols=STOMP</acceptor>
+      {self.extra_acceptors_xml}
+    </acceptors>
+    <junction>
+      <management host="{self.host}" port="{self.mgmt_port}"/>
+      <security users-file="{self.users_path.name}" roles-file="{self.roles_path.name}"{anon}/>
+      {self.extra_junction_xml}
+    </junction>{security_settings}
+    {asx}
+    {self.extra_core_xml}
+  </core>
+</configuration>
+"""
+
+    def write_config(self) -> None:
+        """(Re)write broker.xml and the users/roles properties files.
+
+        Called by the constructor; call it again after changing attributes
+        (then :meth:`restart`) to run the broker with a new configuration.
+        """
+        self.config_path.write_text(self.broker_xml(), encoding="utf-8")
+        # always written (empty without users): broker.xml names them, and the
+        # broker, like Artemis's properties login module, expects them to exist
+        self.users_path.write_text(self.users_properties(), encoding="utf-8")
+        self.roles_path.write_text(self.roles_properties(), encoding="utf-8")
+
+    # ----------------------------------------------------------------- lifecycle
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    @property
+    def stomp_address(self) -> tuple[str, int]:
+        """``(host, port)`` of the STOMP acceptor, as stomp.py wants it."""
+        return (self.host, self.stomp_port)
+
+    @property
+    def mgmt_url(self) -> str:
+        return f"http://{self.host}:{self.mgmt_port}"
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "junction", "run", "--config", str(self.config_path)]
+
+    def _child_env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        pp = env.get("PYTHONPATH")
+        env["PYTHONPATH"] = str(REPO_ROOT) + (os.pathsep + pp if pp else "")
+        env["PYTHONUNBUFFERED"] = "1"
+        for k, v in self.env.items():
+            if v is None:
+                env.pop(k, None)
+            else:
+                env[k] = v
+        return env
+
+    def start(self, timeout: float | None = None) -> BrokerProcess:
+        """Launch the broker and wait until ``/api/health`` says ``ok``.
+
+        Fails fast with :class:`BrokerExited` (log tail in the message) if the
+        process exits while starting; on a readiness timeout the process is
+        stopped and :class:`TimeoutError` raised, also with the log tail.
+        Returns ``self`` so ``BrokerProcess(...).start()`` chains.
+        """
+        if self.running:
+            raise RuntimeError(f"broker {self.name} is already running (pid {self.pid})")
+        self._close_logs()
+        self.starts += 1
+        banner = f"\n===== harness: start #{self.starts} at {time.strftime('%H:%M:%S')} =====\n"
+        self._out = open(self.stdout_path, "ab")  # closed by _forget()
+        self._err = open(self.stderr_path, "ab")
+        for f in (self._out, self._err):
+            f.write(banner.encode())
+            f.flush()
+        preexec = _pdeathsig_preexec() if self.die_with_parent else None
+        self.proc = subprocess.Popen(
+            self.command(),
+            cwd=self.dir,
+            env=self._child_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=self._out,
+            stderr=self._err,
+            preexec_fn=preexec,
+            start_new_session=True,  # a terminal's Ctrl-C reaches pytest, which stops us
+        )
+        with _live_lock:
+            _live.add(self)
+        try:
+            self.wait_ready(timeout if timeout is not None else self.startup_timeout)
+        except TimeoutError as e:
+            tail = self.log_tail()
+            self.stop()
+            raise TimeoutError(f"{e}\n--- {self.name} log tail ---\n{tail}") from None
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _ready(self) -> bool:
+        """One readiness probe; raises :class:`BrokerExited` if the child is gone."""
+        if self.proc is None:
+            raise BrokerExited(f"broker {self.name} was never started")
+        rc = self.proc.poll()
+        if rc is not None:
+            raise BrokerExited(
+                f"broker {self.name} exited with status {rc} while starting"
+                f"\n--- {self.name} log tail ---\n{self.log_tail()}"
+            )
+        try:
+            return self.health(timeout=1.0).get("status") == "ok"
+        except (OSError, ValueError):  # refused, HTTP error, not JSON yet
+            return False
+
+    def wait_ready(self, timeout: float | None = None) -> None:
+        """Wait until health is ``ok``; see :meth:`start`."""
+        wait_for(
+            self._ready,
+            timeout if timeout is not None else self.startup_timeout,
+            interval=0.05,
+            what=f"broker {self.name} health at {self.mgmt_url}/api/health",
+        )
+
+    def stop(self, timeout: float | None = None) -> int | None:
+        """SIGTERM, wait up to ``timeout`` (default ``stop_timeout``), then SIGKILL.
+
+        Returns the exit status (``None`` if never started); idempotent.
+        """
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            try:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(timeout if timeout is not None else self.stop_timeout)
+            except subprocess.TimeoutExpired:
+                print(
+                    f"harness: broker {self.name} ignored SIGTERM; killing it",
+                    file=sys.stderr,
+                )
+                self._kill_group()
+                proc.wait(10)
+            except ProcessLookupError:
+                pass
+        if proc is not None:
+            self._reap_group()
+        self._forget()
+        return proc.returncode if proc is not None else None
+
+    def kill9(self) -> int | None:
+        """SIGKILL the broker (and anything in its session): a crash, no shutdown."""
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            self._kill_group()
+            proc.wait(10)
+        self._forget()
+        return proc.returncode if proc is not None else None
+
+    def restart(self, *, kill: bool = False, timeout: float | None = None) -> BrokerProcess:
+        """Stop (gracefully, or with SIGKILL when ``kill``) and start again, same ports."""
+        if kill:
+            self.kill9()
+        else:
+            self.stop()
+        return self.start(timeout)
+
+    def _kill_group(self) -> None:
+        assert self.proc is not None
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            try:
+                self.proc.kill()
+            except ProcessLookupError:
+                pass
+
+    def _reap_group(self) -> None:
+        """SIGKILL anything the broker left in its session (it leads the group)."""
+        assert self.proc is not None
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass  # the usual case: nothing left
+
+    def _forget(self) -> None:
+        with _live_lock:
+            _live.discard(self)
+        self._close_logs()
+
+    def _close_logs(self) -> None:
+        for f in (self._out, self._err):
+            if f is not None:
+                f.close()
+        self._out = self._err = None
+
+    def __enter__(self) -> BrokerProcess:
+        if not self.running:
+            self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        state = f"pid {self.pid}" if self.running else "stopped"
+        return f"<BrokerProcess {self.name} stomp={self.stomp_port} mgmt={self.mgmt_port} {state}>"
+
+    # ----------------------------------------------------------------- logs
+
+    def log_text(self) -> str:
+        """stdout.log then stderr.log, whole (both appended across restarts)."""
+        parts = []
+        for p in (self.stdout_path, self.stderr_path):
+            text = p.read_text(encoding="utf-8", errors="replace") if p.exists() else ""
+            parts.append(f"--- {p.name} ---\n{text}")
+        return "\n".join(parts)
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The last ``lines`` lines of each log file, for failure messages."""
+        parts = []
+        for p in (self.stdout_path, self.stderr_path):
+            text = p.read_text(encoding="utf-8", errors="replace") if p.exists() else ""
+            tail = "\n".join(text.splitlines()[-lines:])
+            parts.append(f"--- {p.name} (last {lines} lines) ---\n{tail}")
+        return "\n".join(parts)
+
+    # ----------------------------------------------------------------- management API
+
+    def get_json(self, path: str, timeout: float = 5.0) -> Any:
+        """GET ``path`` from the management API and decode the JSON body.
+
+        Raises ``urllib.error.HTTPError`` on a non-2xx status, ``OSError`` if
+        the API is not reachable, ``ValueError`` if the body is not JSON.
+        """
+        with _NO_PROXY.open(self.mgmt_url + path, timeout=timeout) as resp:
+            return json.loads(resp.read().decode("utf-8"))
+
+    def health(self, timeout: float = 5.0) -> dict:
+        """``GET /api/health`` as a dict (``{"status": "ok", ...}`` when ready)."""
+        return self.get_json("/api/health", timeout)
+
+    def status(self, timeout: float = 5.0) -> dict:
+        """``GET /api/status`` as a dict."""
+        return self.get_json("/api/status", timeout)
+
+
+def _prop_key(key: str) -> str:
+    """Escape a java.util.Properties key (``=``, ``:``, whitespace, ``#``/``!``)."""
+    out = []
+    for i, ch in enumerate(key):
+        if ch in "=: \\" or (i == 0 and ch in "#!"):
+            out.append("\\" + ch)
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+__all__ = [
+    "LOOPBACK",
+    "REPO_ROOT",
+    "BrokerExited",
+    "BrokerProcess",
+    "free_port",
+    "port_open",
+    "wait_for",
+]

@@ -1,0 +1,1018 @@
+"""Tests for junction.config: broker.xml loading/validation and the users/roles files."""
+
+from __future__ import annotations
+
+import os
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from junction.brokercore.message import RoutingType
+from junction.config import model
+from junction.config.loader import (
+    ADDRESS_SETTING_ELEMENTS,
+    CORE_ELEMENTS,
+    ConfigError,
+    ConfigErrors,
+    Value,
+    load_config,
+    parse_byte_size,
+    parse_config,
+    parse_transport_url,
+    substitute,
+)
+from junction.config.properties import (
+    PropertiesError,
+    UserStore,
+    add_user,
+    hash_password,
+    list_users,
+    parse_properties,
+    remove_user,
+    set_password,
+    verify_password,
+)
+from junction.config.xmlsource import XMLSourceError, parse_string
+
+ETC = Path(__file__).resolve().parents[2] / "etc"
+ENC_RE = re.compile(r"ENC\(1024:[0-9A-F]{64}:[0-9A-F]{128}\)\Z")
+
+
+def write(tmp_path: Path, text: str, name: str = "broker.xml") -> Path:
+    p = tmp_path / name
+    p.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    return p
+
+
+def core(body: str) -> str:
+    """A minimal Artemis-layout document around ``body`` (body starts on line 3)."""
+    return (
+        '<configuration xmlns="urn:activemq">\n'
+        '<core xmlns="urn:activemq:core">\n'
+        + textwrap.dedent(body).strip("\n")
+        + "\n</core>\n</configuration>\n"
+    )
+
+
+def errors_of(text: str, env=None, tmp_path: Path | None = None) -> list[ConfigError]:
+    with pytest.raises(ConfigErrors) as info:
+        parse_config(text, file="b.xml", env=env or {})
+    return info.value.errors
+
+
+def messages(errs) -> list[str]:
+    return [e.message for e in errs]
+
+
+# ---------------------------------------------------------------------------
+# The shipped default configuration
+
+
+def test_default_broker_xml_loads():
+    cfg = load_config(ETC / "broker.xml", env={})
+    assert cfg.name == "junction"
+    assert cfg.persistence_enabled and cfg.security_enabled
+    assert cfg.journal_directory == str(ETC / "data" / "journal")
+    assert cfg.bindings_directory == str(ETC / "data" / "bindings")
+    assert cfg.paging_directory == str(ETC / "data" / "paging")
+    assert cfg.large_messages_directory == str(ETC / "data" / "large-messages")
+    assert cfg.base_dir == str(ETC)
+    (stomp,) = cfg.acceptors
+    assert (stomp.name, stomp.host, stomp.port, stomp.protocols) == (
+        "stomp",
+        "127.0.0.1",
+        61613,
+        {"STOMP"},
+    )
+    assert (cfg.management_host, cfg.management_port) == ("127.0.0.1", 8161)
+    assert cfg.anonymous_user is None
+    assert cfg.users_file == str(ETC / "artemis-users.properties")
+    assert {a.name for a in cfg.addresses} == {"DLQ", "ExpiryQueue"}
+    (catch_all,) = cfg.address_settings
+    assert (catch_all.match, catch_all.dead_letter_address, catch_all.expiry_address) == (
+        "#",
+        "DLQ",
+        "ExpiryQueue",
+    )
+    (sec,) = cfg.security_settings
+    assert sec.match == "#"
+    assert set(sec.permissions) == set(model.PERMISSION_TYPES)
+    assert all(roles == {"amq"} for roles in sec.permissions.values())
+    assert cfg.limits == model.Limits()
+
+
+def test_default_users_and_roles():
+    store = UserStore.load(ETC / "artemis-users.properties", ETC / "artemis-roles.properties")
+    assert store.authenticate("admin", "admin")
+    assert not store.authenticate("admin", "Admin")
+    assert not store.authenticate("nobody", "admin")
+    assert store.roles_of("admin") == {"amq"}
+    text = (ETC / "artemis-users.properties").read_text()
+    (stored,) = [v for k, v, _ in parse_properties(text) if k == "admin"]
+    assert ENC_RE.match(stored), "the default admin password must be stored hashed"
+
+
+# ---------------------------------------------------------------------------
+# Layouts and namespaces
+
+ARTEMIS_STYLE = """\
+<?xml version='1.0'?>
+<!-- as "artemis create" writes it, minus MQTT/HORNETQ which Junction refuses -->
+<configuration xmlns="urn:activemq"
+               xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"
+               xmlns:xi="http://www.w3.org/2001/XInclude"
+               xsi:schemaLocation="urn:activemq /schema/artemis-configuration.xsd">
+   <core xmlns="urn:activemq:core" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"
+         xsi:schemaLocation="urn:activemq:core ">
+      <name>0.0.0.0</name>
+      <persistence-enabled>true</persistence-enabled>
+      <max-redelivery-records>1</max-redelivery-records>
+      <journal-type>ASYNCIO</journal-type>
+      <paging-directory>${data.dir:data}/paging</paging-directory>
+      <bindings-directory>${data.dir:data}/bindings</bindings-directory>
+      <journal-directory>${data.dir:data}/journal</journal-directory>
+      <large-messages-directory>${data.dir:data}/large-messages</large-messages-directory>
+      <journal-datasync>true</journal-datasync>
+      <journal-min-files>2</journal-min-files>
+      <journal-pool-files>10</journal-pool-files>
+      <journal-device-block-size>4096</journal-device-block-size>
+      <journal-file-size>10M</journal-file-size>
+      <journal-buffer-timeout>16000</journal-buffer-timeout>
+      <journal-max-io>4096</journal-max-io>
+      <disk-scan-period>5000</disk-scan-period>
+      <max-disk-usage>90</max-disk-usage>
+      <critical-analyzer>true</critical-analyzer>
+      <critical-analyzer-timeout>120000</critical-analyzer-timeout>
+      <critical-analyzer-check-period>60000</critical-analyzer-check-period>
+      <critical-analyzer-policy>HALT</critical-analyzer-policy>
+      <page-sync-timeout>1628000</page-sync-timeout>
+      <global-max-size>100Mb</global-max-size>
+      <acceptors>
+         <acceptor name="artemis">tcp://0.0.0.0:61616?tcpSendBufferSize=1048576;tcpReceiveBufferSize=1048576;amqpMinLargeMessageSize=102400;protocols=CORE,AMQP,STOMP,OPENWIRE;useEpoll=true;amqpCredits=1000;amqpLowCredits=300;amqpDuplicateDetection=true;supportAdvisory=false;suppressInternalManagementObjects=false</acceptor>
+         <acceptor name="amqp">tcp://0.0.0.0:5672?tcpSendBufferSize=1048576;tcpReceiveBufferSize=1048576;protocols=AMQP;useEpoll=true;amqpCredits=1000;amqpLowCredits=300;amqpMinLargeMessageSize=102400;amqpDuplicateDetection=true</acceptor>
+         <acceptor name="stomp">tcp://0.0.0.0:61613?tcpSendBufferSize=1048576;tcpReceiveBufferSize=1048576;protocols=STOMP;useEpoll=true</acceptor>
+      </acceptors>
+      <security-settings>
+         <security-setting match="#">
+            <permission type="createNonDurableQueue" roles="amq"/>
+            <permission type="deleteNonDurableQueue" roles="amq"/>
+            <permission type="createDurableQueue" roles="amq"/>
+            <permission type="deleteDurableQueue" roles="amq"/>
+            <permission type="createAddress" roles="amq"/>
+            <permission type="deleteAddress" roles="amq"/>
+            <permission type="consume" roles="amq"/>
+            <permission type="browse" roles="amq"/>
+            <permission type="send" roles="amq"/>
+            <permission type="manage" roles="amq"/>
+         </security-setting>
+      </security-settings>
+      <address-settings>
+         <address-setting match="activemq.management.#">
+            <dead-letter-address>DLQ</dead-letter-address>
+            <expiry-address>ExpiryQueue</expiry-address>
+            <redelivery-delay>0</redelivery-delay>
+            <max-size-bytes>-1</max-size-bytes>
+            <message-counter-history-day-limit>10</message-counter-history-day-limit>
+            <address-full-policy>PAGE</address-full-policy>
+            <auto-create-queues>true</auto-create-queues>
+            <auto-create-addresses>true</auto-create-addresses>
+         </address-setting>
+         <address-setting match="#">
+            <dead-letter-address>DLQ</dead-letter-address>
+            <expiry-address>ExpiryQueue</expiry-address>
+            <redelivery-delay>0</redelivery-delay>
+            <message-counter-history-day-limit>10</message-counter-history-day-limit>
+            <address-full-policy>PAGE</address-full-policy>
+            <auto-create-queues>true</auto-create-queues>
+            <auto-create-addresses>true</auto-create-addresses>
+            <auto-delete-queues>false</auto-delete-queues>
+            <auto-delete-addresses>false</auto-delete-addresses>
+            <page-size-bytes>10M</page-size-bytes>
+            <max-size-bytes>-1</max-size-bytes>
+            <max-size-messages>-1</max-size-messages>
+            <max-read-page-messages>-1</max-read-page-messages>
+            <max-read-page-bytes>20M</max-read-page-bytes>
+            <page-limit-bytes>-1</page-limit-bytes>
+            <page-limit-messages>-1</page-limit-messages>
+          </address-setting>
+      </address-settings>
+      <addresses>
+         <address name="DLQ">
+            <anycast>
+               <queue name="DLQ" />
+            </anycast>
+         </address>
+         <address name="ExpiryQueue">
+            <anycast>
+               <queue name="ExpiryQueue" />
+            </anycast>
+         </address>
+         <address name="orders">
+            <anycast>
+               <queue name="orders.eu" max-consumers="2" exclusive="true" purge-on-no-consumers="false">
+                  <filter string="region = 'EU'"/>
+                  <durable>false</durable>
+                  <user>alice</user>
+               </queue>
+            </anycast>
+            <multicast/>
+         </address>
+      </addresses>
+   </core>
+</configuration>
+"""
+
+
+def test_artemis_style_broker_xml_loads(tmp_path):
+    cfg = load_config(write(tmp_path, ARTEMIS_STYLE), env={})
+    assert cfg.name == "0.0.0.0"
+    assert cfg.journal_directory == str(tmp_path / "data" / "journal")
+    assert cfg.journal_buffer_timeout == 16000
+    assert [a.name for a in cfg.acceptors] == ["artemis", "amqp", "stomp"]
+    artemis = cfg.acceptors[0]
+    assert artemis.protocols == {"CORE", "AMQP", "STOMP", "OPENWIRE"}
+    assert artemis.params["amqpCredits"] == "1000"
+    assert artemis.source == (str(tmp_path / "broker.xml"), 33)
+    mgmt, catch_all = cfg.address_settings
+    assert mgmt.match == "activemq.management.#" and catch_all.auto_delete_queues is False
+    orders = [a for a in cfg.addresses if a.name == "orders"][0]
+    assert orders.routing_types == {RoutingType.ANYCAST, RoutingType.MULTICAST}
+    (q,) = orders.queues
+    assert (q.name, q.routing_type, q.filter, q.durable, q.user) == (
+        "orders.eu",
+        RoutingType.ANYCAST,
+        "region = 'EU'",
+        False,
+        "alice",
+    )
+    assert (q.max_consumers, q.exclusive, q.purge_on_no_consumers) == (2, True, False)
+    assert q.given == {"max-consumers", "exclusive", "purge-on-no-consumers"}
+    ignored = {name for name, _line, _why in cfg.ignored}
+    assert {
+        "journal-type",
+        "journal-max-io",
+        "critical-analyzer-policy",
+        "global-max-size",
+        "max-read-page-bytes",
+    } <= ignored
+    assert "page-limit-bytes" in ignored  # accepted because it restates Artemis's default
+    line = {name: ln for name, ln, _ in cfg.ignored}
+    assert line["journal-type"] == 12
+
+
+def test_bare_core_root_and_no_namespace():
+    for root in ('<core xmlns="urn:activemq:core">', "<core>"):
+        cfg = parse_config(
+            f"{root}<name>n</name><security-enabled>false</security-enabled></core>", env={}
+        )
+        assert cfg.name == "n" and cfg.security_enabled is False
+    cfg = parse_config("<configuration><core><name>plain</name></core></configuration>", env={})
+    assert cfg.name == "plain"
+
+
+def test_wrong_root_and_foreign_namespace():
+    errs = errors_of("<broker><name>x</name></broker>")
+    assert "root element must be <configuration>" in errs[0].message
+    errs = errors_of('<core xmlns="urn:other"/>')
+    assert "namespace" in errs[0].message
+    errs = errors_of(core('<x:name xmlns:x="urn:other">a</x:name>'))
+    assert (errs[0].line, "namespace 'urn:other'" in errs[0].message) == (3, True)
+
+
+def test_empty_core_gives_artemis_defaults():
+    cfg = parse_config("<core/>", env={}, base_dir="/srv/node")
+    d = model.BrokerConfig()
+    assert cfg.name == "localhost"
+    for f in (
+        "persistence_enabled",
+        "journal_file_size",
+        "journal_sync_transactional",
+        "journal_sync_non_transactional",
+        "journal_buffer_timeout",
+        "id_cache_size",
+        "persist_id_cache",
+        "security_enabled",
+        "wildcard_addresses",
+        "limits",
+        "management_port",
+        "anonymous_user",
+    ):
+        assert getattr(cfg, f) == getattr(d, f), f
+    # artemis-configuration.xsd defaults, resolved against the config folder
+    assert cfg.journal_directory == "/srv/node/data/journal"
+    assert cfg.bindings_directory == "/srv/node/data/bindings"
+    assert cfg.paging_directory == "/srv/node/data/paging"
+    assert cfg.large_messages_directory == "/srv/node/data/largemessages"
+    assert (cfg.journal_file_size, cfg.journal_buffer_timeout, cfg.id_cache_size) == (
+        10485760,
+        500000,
+        20000,
+    )
+    assert cfg.acceptors == cfg.addresses == cfg.ignored == ()
+
+
+def test_absolute_directory_kept(tmp_path):
+    cfg = parse_config(
+        core("<journal-directory>/var/lib/j</journal-directory>"), env={}, base_dir=str(tmp_path)
+    )
+    assert cfg.journal_directory == "/var/lib/j"
+
+
+def test_doctype_and_entities_refused(tmp_path):
+    xxe = '<?xml version="1.0"?>\n<!DOCTYPE core [<!ENTITY x SYSTEM "file:///etc/passwd">]>\n<core><name>&x;</name></core>'
+    with pytest.raises(ConfigErrors) as info:
+        load_config(write(tmp_path, xxe), env={})
+    (err,) = info.value.errors
+    assert err.line == 2 and "DOCTYPE" in err.message
+    with pytest.raises(XMLSourceError):
+        parse_string('<!DOCTYPE a [<!ENTITY lol "lol">]><a>&lol;</a>')
+
+
+def test_malformed_xml_reports_line(tmp_path):
+    with pytest.raises(ConfigErrors) as info:
+        load_config(write(tmp_path, "<core>\n<name>x</name>\n<acceptors>\n</core>\n"), env={})
+    (err,) = info.value.errors
+    assert err.line == 4 and "not well-formed" in err.message
+
+
+def test_missing_file():
+    with pytest.raises(ConfigErrors) as info:
+        load_config("/nonexistent/broker.xml")
+    assert "cannot read" in str(info.value)
+
+
+# ---------------------------------------------------------------------------
+# Every error at once, with lines
+
+
+def test_multiple_errors_reported_together_with_lines(tmp_path):
+    path = write(
+        tmp_path,
+        core(
+            """
+            <persistence-enabled>yes</persistence-enabled>
+            <journal-dir>data/j</journal-dir>
+            <id-cache-size>many</id-cache-size>
+            <cluster-connections/>
+            <acceptors>
+               <acceptor name="a">tcp://127.0.0.1:61616?protocol=CORE;tcpNoDelai=true</acceptor>
+            </acceptors>
+            <address-settings>
+               <address-setting match="#">
+                  <address-full-policy>SPILL</address-full-policy>
+               </address-setting>
+            </address-settings>
+            """
+        ),
+    )
+    with pytest.raises(ConfigErrors) as info:
+        load_config(path, env={})
+    errs = info.value.errors
+    got = [(e.line, e.message.split(":")[0]) for e in errs]
+    assert [line for line, _ in got] == [3, 4, 5, 6, 8, 12]
+    assert all(e.file == str(path) for e in errs)
+    text = str(info.value)
+    lines = text.splitlines()
+    assert len(lines) == 6
+    assert lines[0] == f"{path}:3: <persistence-enabled>: expected true or false, got 'yes'"
+    assert "did you mean <journal-directory>" in lines[1]
+    assert lines[2].endswith("<id-cache-size>: expected a whole number, got 'many'")
+    assert lines[3].endswith("<cluster-connections> is not supported by Junction yet")
+    assert "unknown acceptor parameter 'tcpNoDelai'; did you mean 'tcpNoDelay'" in lines[4]
+    assert "expected one of BLOCK, FAIL, DROP, PAGE, got 'SPILL'" in lines[5]
+
+
+def test_config_error_str():
+    e = ConfigError("etc/broker.xml", 12, "bad")
+    assert str(e) == "etc/broker.xml:12: bad"
+    errs = ConfigErrors([e, ConfigError("f", 1, "x")])
+    assert str(errs) == "etc/broker.xml:12: bad\nf:1: x"
+    assert len(errs) == 2
+
+
+def test_repeated_element_is_an_error():
+    errs = errors_of(core("<name>a</name>\n<name>b</name>"))
+    assert (errs[0].line, "given twice" in errs[0].message, "line 3" in errs[0].message) == (
+        4,
+        True,
+        True,
+    )
+
+
+# ---------------------------------------------------------------------------
+# ${VAR} substitution
+
+
+def test_env_substitution_text_and_attributes():
+    text = core(
+        """
+        <name>${NODE}</name>
+        <journal-file-size>${JSIZE:1M}</journal-file-size>
+        <acceptors><acceptor name="${ACC:main}">tcp://${HOST:127.0.0.1}:${PORT}?protocols=STOMP</acceptor></acceptors>
+        <security-enabled>${ SEC : false }</security-enabled>
+        """
+    )
+    cfg = parse_config(text, env={"NODE": "n1", "PORT": "61700"})
+    assert cfg.name == "n1"
+    assert cfg.journal_file_size == 1024 * 1024
+    (a,) = cfg.acceptors
+    assert (a.name, a.host, a.port) == ("main", "127.0.0.1", 61700)
+    assert cfg.security_enabled is False
+    cfg = parse_config(
+        text, env={"NODE": "n1", "PORT": "1", "JSIZE": "2M", "HOST": "[::1]", "ACC": "x"}
+    )
+    assert cfg.acceptors[0].host == "::1"
+    assert cfg.journal_file_size == 2 * 1024 * 1024
+
+
+def test_env_missing_variable_is_an_error_naming_it():
+    errs = errors_of(
+        core(
+            "<name>${NOPE}</name>\n<acceptors><acceptor name='a'>tcp://h:${P}</acceptor></acceptors>"
+        )
+    )
+    assert [e.line for e in errs] == [3, 4]
+    assert "'NOPE' is not set" in errs[0].message
+    assert "'P' is not set" in errs[1].message
+
+
+def test_substitute_default_keeps_colons():
+    assert substitute("${URL:tcp://h:1}", {}) == ("tcp://h:1", [])
+    assert substitute("a${X:}b", {}) == ("ab", [])
+    assert substitute("${X}", {"X": "${Y}"}) == ("${Y}", [])  # no second round
+    assert substitute("${X", {})[1] == ["unterminated ${...} reference"]
+
+
+# ---------------------------------------------------------------------------
+# Unknown and unsupported elements
+
+
+def test_unknown_element_suggests():
+    errs = errors_of(core("<persistance-enabled>true</persistance-enabled>"))
+    assert (
+        errs[0].message
+        == "unknown element <persistance-enabled> in <core>; did you mean <persistence-enabled>?"
+    )
+    errs = errors_of(
+        core(
+            '<address-settings><address-setting match="#"><dead-leter-address>D</dead-leter-address></address-setting></address-settings>'
+        )
+    )
+    assert (
+        "unknown element <dead-leter-address> in <address-setting>; did you mean <dead-letter-address>"
+        in errs[0].message
+    )
+    errs = errors_of(core("<frobnicate/>"))
+    assert errs[0].message == "unknown element <frobnicate> in <core>"
+
+
+@pytest.mark.parametrize(
+    "element",
+    [
+        "cluster-connections",
+        "broadcast-groups",
+        "discovery-groups",
+        "ha-policy",
+        "connection-routers",
+        "bridges",
+        "diverts",
+        "federations",
+        "jgroups-file",
+        "broker-connections",
+        "grouping-handler",
+    ],
+)
+def test_unsupported_elements(element):
+    errs = errors_of(core(f"<{element}/>"))
+    assert errs[0].message.startswith(f"<{element}> is not supported by Junction yet")
+    assert errs[0].line == 3
+
+
+def test_tuning_knobs_are_ignored_and_listed():
+    cfg = parse_config(
+        core("<journal-type>NIO</journal-type>\n<thread-pool-max-size>30</thread-pool-max-size>"),
+        env={},
+    )
+    assert [(n, ln) for n, ln, _ in cfg.ignored] == [
+        ("journal-type", 3),
+        ("thread-pool-max-size", 4),
+    ]
+    # ...but still type-checked
+    errs = errors_of(core("<journal-type>FAST</journal-type>"))
+    assert "expected one of ASYNCIO, NIO, MAPPED" in errs[0].message
+
+
+def test_default_only_elements():
+    cfg = parse_config(core("<resolve-protocols>true</resolve-protocols>"), env={})
+    assert cfg.ignored[0][0] == "resolve-protocols"
+    errs = errors_of(core("<resolve-protocols>false</resolve-protocols>"))
+    assert (
+        "not supported by Junction yet (only its Artemis default true is accepted"
+        in errs[0].message
+    )
+
+
+def test_element_tables_cover_the_model():
+    """Every AddressSettings field is reachable from some element name."""
+    reachable = {s.attr for s in ADDRESS_SETTING_ELEMENTS.values() if isinstance(s, Value)}
+    fields = {f for f in model.AddressSettings.__dataclass_fields__} - {"match", "source"}
+    assert fields == reachable
+    for name in (
+        "journal-type",
+        "journal-min-files",
+        "graceful-shutdown-timeout",
+        "jmx-management-enabled",
+        "critical-analyzer",
+        "max-disk-usage",
+        "global-max-size",
+        "management-address",
+        "populate-validated-user",
+    ):
+        assert type(CORE_ELEMENTS[name]).__name__ == "Ignored", name
+
+
+def test_xinclude_and_jms_rejected():
+    text = (
+        '<configuration xmlns="urn:activemq" xmlns:xi="http://www.w3.org/2001/XInclude">\n'
+        '<xi:include href="more.xml"/>\n<jms/>\n<core/>\n</configuration>'
+    )
+    errs = errors_of(text)
+    assert [e.line for e in errs] == [2, 3]
+    assert all("not supported by Junction yet" in e.message for e in errs)
+
+
+# ---------------------------------------------------------------------------
+# Type errors
+
+
+@pytest.mark.parametrize(
+    "body, expected",
+    [
+        ("<persistence-enabled>1</persistence-enabled>", "expected true or false, got '1'"),
+        ("<id-cache-size>12.5</id-cache-size>", "expected a whole number, got '12.5'"),
+        ("<id-cache-size>-1</id-cache-size>", "must be at least 0"),
+        ("<journal-file-size>-10M</journal-file-size>", "a negative size takes no unit"),
+        ("<journal-file-size>0</journal-file-size>", "must be greater than 0"),
+        ("<journal-file-size>4G</journal-file-size>", "must be at most 2147483647"),
+        (
+            '<address-settings><address-setting match="#"><max-size-bytes>-2</max-size-bytes></address-setting></address-settings>',
+            "must be -1 or at least 0",
+        ),
+        (
+            '<address-settings><address-setting match="#"><default-queue-routing-type>BOTH</default-queue-routing-type></address-setting></address-settings>',
+            "expected one of ANYCAST, MULTICAST, got 'BOTH'",
+        ),
+        (
+            '<address-settings><address-setting match="#"><address-full-policy>PAGES</address-full-policy></address-setting></address-settings>',
+            "expected one of BLOCK, FAIL, DROP, PAGE, got 'PAGES'; did you mean 'PAGE'?",
+        ),
+        (
+            '<address-settings><address-setting match="#"><redelivery-collision-avoidance-factor>2</redelivery-collision-avoidance-factor></address-setting></address-settings>',
+            "must be at most 1.0",
+        ),
+        (
+            '<address-settings><address-setting match="#"><slow-consumer-policy>WARN</slow-consumer-policy></address-setting></address-settings>',
+            "expected one of KILL, NOTIFY",
+        ),
+        (
+            '<addresses><address name="a"><anycast><queue name="q" max-consumers="x"/></anycast></address></addresses>',
+            "queue 'q' attribute max-consumers: expected a whole number",
+        ),
+        (
+            '<addresses><address name="a"><anycast><queue name="q"><durable>nope</durable></queue></anycast></address></addresses>',
+            "<durable>: expected true or false",
+        ),
+        (
+            "<wildcard-addresses><delimiter>::</delimiter></wildcard-addresses>",
+            "must be a single character",
+        ),
+        (
+            "<wildcard-addresses><delimiter>#</delimiter></wildcard-addresses>",
+            "three different characters",
+        ),
+        (
+            '<junction><management port="http"/></junction>',
+            "<management port>: expected a whole number",
+        ),
+        (
+            '<junction><limits max-frame-size="lots"/></junction>',
+            "<limits max-frame-size>: expected a size",
+        ),
+        (
+            '<security-settings><security-setting match="#"><permission type="write" roles="a"/></security-setting></security-settings>',
+            "unknown permission type 'write'",
+        ),
+    ],
+)
+def test_type_errors(body, expected):
+    errs = errors_of(core(body))
+    assert any(expected in m for m in messages(errs)), messages(errs)
+    assert all(e.line == 3 for e in errs)
+
+
+def test_address_and_queue_structure_errors():
+    errs = errors_of(
+        core(
+            """
+        <addresses>
+           <address name="a"/>
+           <address><anycast/></address>
+           <address name="b"><anycast><queue name="q"/></anycast></address>
+           <address name="b"><multicast><queue name="q"/><topic/></multicast></address>
+        </addresses>
+        """
+        )
+    )
+    msgs = messages(errs)
+    assert "address 'a' has no routing type" in msgs[0]
+    assert "<address> needs a name attribute" in msgs[1]
+    assert "unknown element <topic> in <multicast>; expected <queue>" in msgs
+    assert any("a second address named 'b'" in m for m in msgs)
+    assert any("a second queue named 'q'" in m for m in msgs)
+
+
+def test_security_settings_parse():
+    cfg = parse_config(
+        core(
+            """
+        <security-settings>
+           <security-setting match="orders.#">
+              <permission type="send" roles="producer, admin"/>
+              <permission type="send" roles="ops"/>
+              <permission type="createTempQueue" roles="app"/>
+           </security-setting>
+        </security-settings>
+        """
+        ),
+        env={},
+    )
+    (s,) = cfg.security_settings
+    assert s.permissions == {"send": {"producer", "admin", "ops"}, "createNonDurableQueue": {"app"}}
+    assert s.source[1] == 4
+
+
+def test_wildcard_addresses_and_junction_section():
+    cfg = parse_config(
+        core(
+            """
+        <wild-card-routing-enabled>false</wild-card-routing-enabled>
+        <wildcard-addresses><delimiter>/</delimiter><any-words>+</any-words><single-word>?</single-word></wildcard-addresses>
+        <junction>
+           <management host="0.0.0.0" port="9000"/>
+           <security users-file="/etc/j/users" roles-file="roles" anonymous-user="guest"/>
+           <limits max-frame-size="1MiB" max-header-count="10" max-header-length="1k" max-pending-frames="5" connect-timeout="250"/>
+        </junction>
+        """
+        ),
+        env={},
+        base_dir="/srv",
+    )
+    w = cfg.wildcard_addresses
+    assert (w.routing_enabled, w.enabled, w.delimiter, w.any_words, w.single_word) == (
+        False,
+        False,
+        "/",
+        "+",
+        "?",
+    )
+    assert (cfg.management_host, cfg.management_port) == ("0.0.0.0", 9000)
+    assert (cfg.users_file, cfg.roles_file, cfg.anonymous_user) == (
+        "/etc/j/users",
+        "/srv/roles",
+        "guest",
+    )
+    assert cfg.limits == model.Limits(1024 * 1024, 10, 1024, 5, 250)
+
+
+def test_junction_unknown_child_and_attribute():
+    errs = errors_of(core('<junction><managment port="1"/><limits max-frame="1"/></junction>'))
+    assert "unknown element <managment> in <junction>; did you mean <management>" in errs[0].message
+    assert "<limits> has no attribute 'max-frame'; did you mean 'max-frame-size'" in errs[1].message
+
+
+# ---------------------------------------------------------------------------
+# Transport URLs
+
+
+def test_url_semicolon_and_ampersand():
+    for q in (
+        "protocols=STOMP;sslEnabled=true;tcpNoDelay=false",
+        "protocols=STOMP&sslEnabled=true&tcpNoDelay=false",
+        "protocols=STOMP;sslEnabled=true&tcpNoDelay=false;",
+    ):
+        url, errs = parse_transport_url(f"tcp://example.org:61613?{q}")
+        assert errs == []
+        assert url.params == {"protocols": "STOMP", "sslEnabled": "true", "tcpNoDelay": "false"}
+        assert (url.scheme, url.host, url.port) == ("tcp", "example.org", 61613)
+
+
+def test_url_forms():
+    assert parse_transport_url("tcp://[::1]:5672")[0][1:3] == ("::1", 5672)
+    assert parse_transport_url("tcp://h")[0].port == 61616
+    assert parse_transport_url("TCP://h:0")[0].port == 0
+    url, _ = parse_transport_url("tcp://h:1?keyStorePassword=a%3Bb+c;anycastPrefix=/queue/")
+    assert url.params == {"keyStorePassword": "a;b c", "anycastPrefix": "/queue/"}
+    assert parse_transport_url("vm://0")[1][0].startswith(
+        "in-VM transports (vm://) are not supported"
+    )
+    assert "unknown transport 'udp'" in parse_transport_url("udp://h:1")[1][0]
+    assert "must be at most 65535" in parse_transport_url("tcp://h:70000")[1][0]
+    assert "must be greater than 0" in parse_transport_url("tcp://h:0", "connector")[1][0]
+    assert "IPv6 addresses must be in brackets" in parse_transport_url("tcp://::1:5672")[1][0]
+
+
+def test_url_param_errors():
+    _, errs = parse_transport_url(
+        "tcp://h:1?sslEnabld=true;tcpNoDelay=true;tcpNoDelay=false;flag;connectionsAllowed=x"
+    )
+    assert errs[0] == "unknown acceptor parameter 'sslEnabld'; did you mean 'sslEnabled'?"
+    assert "parameter 'tcpNoDelay' is given twice" in errs
+    assert "parameter 'flag' has no value (write flag=value)" in errs
+    assert "parameter connectionsAllowed: expected a whole number, got 'x'" in errs
+    # connector-only and acceptor-only keys
+    assert parse_transport_url("tcp://h:1?localPort=5", "connector")[1] == []
+    assert (
+        "unknown acceptor parameter 'localPort'"
+        in parse_transport_url("tcp://h:1?localPort=5")[1][0]
+    )
+    assert (
+        "unknown connector parameter 'protocols'"
+        in parse_transport_url("tcp://h:1?protocols=CORE", "connector")[1][0]
+    )
+
+
+def test_acceptor_protocols_prefixes_router():
+    cfg = parse_config(
+        core(
+            """
+        <acceptors>
+           <acceptor name="s">tcp://127.0.0.1:0?protocols=stomp, amqp;anycastPrefix=/queue/&amp;multicastPrefix=/topic/;handshake-timeout=5;stompEnableMessageId=true;heartBeatToConnectionTtlModifier=2.5;supportAdvisory=false;useKQueue=false</acceptor>
+           <acceptor name="t">tcp://127.0.0.1:0</acceptor>
+        </acceptors>
+        <connectors><connector name="peer">tcp://10.0.0.2:61616?connect-timeout-millis=500</connector></connectors>
+        """
+        ),
+        env={},
+    )
+    s, t = cfg.acceptors
+    assert s.protocols == {"STOMP", "AMQP"} and t.protocols == frozenset()
+    assert (s.anycast_prefix, s.multicast_prefix, s.router) == ("/queue/", "/topic/", None)
+    assert s.params["handshake-timeout"] == "5"
+    (c,) = cfg.connectors
+    assert (c.name, c.host, c.port, c.params) == (
+        "peer",
+        "10.0.0.2",
+        61616,
+        {"connect-timeout-millis": "500"},
+    )
+
+
+def test_acceptor_errors():
+    errs = errors_of(
+        core(
+            """
+        <acceptors>
+           <acceptor name="a">tcp://0.0.0.0:61616?protocols=CORE,MQTT,HORNETQ,AMQPP</acceptor>
+           <acceptor name="a">tcp://127.0.0.1:61616</acceptor>
+           <acceptor name="r">tcp://127.0.0.1:61617?router=simple</acceptor>
+           <acceptor>tcp://127.0.0.1:1</acceptor>
+           <acceptor name="m">tcp://127.0.0.1:8161</acceptor>
+        </acceptors>
+        """
+        )
+    )
+    msgs = messages(errs)
+    assert (
+        "acceptor 'a': protocol MQTT is not supported by Junction (it serves CORE, AMQP, STOMP, OPENWIRE)"
+        in msgs
+    )
+    assert (
+        "acceptor 'a': protocol HORNETQ is not supported by Junction (it serves CORE, AMQP, STOMP, OPENWIRE)"
+        in msgs
+    )
+    assert "acceptor 'a': unknown protocol 'AMQPP'; did you mean 'AMQP'?" in msgs
+    assert "a second acceptor named 'a' (the first is at line 4)" in msgs
+    assert any("127.0.0.1:61616, which acceptor 'a' (line 4) already uses" in m for m in msgs)
+    assert any("names router 'simple', but no <connection-routers> defines it" in m for m in msgs)
+    assert "<acceptor> needs a name attribute" in msgs
+    assert any(
+        m.startswith("acceptor 'm' listens on 127.0.0.1:8161, which the management API (by default")
+        for m in msgs
+    )
+
+
+# ---------------------------------------------------------------------------
+# Byte sizes
+
+
+@pytest.mark.parametrize(
+    "text, value",
+    [
+        ("0", 0),
+        ("1048576", 1048576),
+        ("-1", -1),
+        ("10b", 10),
+        ("1K", 1024),
+        ("1kb", 1024),
+        ("1KiB", 1024),
+        ("10M", 10 * 2**20),
+        ("10MB", 10 * 2**20),
+        ("10mib", 10 * 2**20),
+        ("1G", 2**30),
+        ("1GiB", 2**30),
+        (" 20 M ", 20 * 2**20),
+        ("64KiB", 65536),
+    ],
+)
+def test_byte_sizes(text, value):
+    assert parse_byte_size(text) == value
+
+
+@pytest.mark.parametrize("text", ["", "M", "1.5M", "10T", "ten", "10 MBs", "1iB", "-1K"])
+def test_bad_byte_sizes(text):
+    with pytest.raises(ValueError):
+        parse_byte_size(text)
+
+
+@given(
+    st.integers(0, 2**20),
+    st.sampled_from(["", "b", "k", "kb", "kib", "m", "mb", "mib", "g", "gib"]),
+)
+def test_byte_size_units(n, unit):
+    factor = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}[unit[:1] if unit != "b" else ""]
+    assert parse_byte_size(f"{n}{unit.upper()}") == parse_byte_size(f"{n}{unit}") == n * factor
+
+
+# ---------------------------------------------------------------------------
+# Users and roles files
+
+
+def test_hash_format_and_artemis_vectors():
+    h = hash_password("secret")
+    assert ENC_RE.match(h)
+    assert h != hash_password("secret")  # salted
+    assert verify_password("secret", h) and not verify_password("Secret", h)
+    # hashes written by Artemis (its HashProcessorTest vectors)
+    assert verify_password(
+        "password",
+        "ENC(1024:973A466A489ABFDED3D4B3D181DC77F410F2FC6E87432809A46B72B294147D76:C999ECA8A85387E1FFB14E4FE5CECD17948BA80BA04318A9BE4C3E34B7FE2925F43AB6BC9DFE0D9855DA67439AEEB9850351BC4D5D3AEC6A6903C42B8EB4ED1E)",
+    )
+    assert verify_password(
+        "manager",
+        "ENC(1024:48018CDB1B5925DA2CC51DBD6F7E8C5FF156C22C03C6C69720C56F8BE76A1D48:0A0F68C2C01F46D347C6C51D641291A4608EDA50A873ED122909D9134B7A757C14176F0C033F0BD3CE35B3C373D5B652650CDE5FFBBB0F286D4495CEFEEDB166)",
+    )
+    assert not verify_password("x", "ENC(notahash)")
+
+
+def test_users_roles_round_trip(tmp_path):
+    users, roles = tmp_path / "artemis-users.properties", tmp_path / "artemis-roles.properties"
+    add_user(users, roles, "alice", "pw1", ["amq", "ops"])
+    add_user(users, roles, "bob", "pw2", ["ops"])
+    add_user(users, roles, "carol", "plain", [], plaintext=True)
+    with pytest.raises(ValueError):
+        add_user(users, roles, "bob", "again", [])
+    store = UserStore.load(users, roles)
+    assert (
+        store.authenticate("alice", "pw1")
+        and store.authenticate("bob", "pw2")
+        and store.authenticate("carol", "plain")
+    )
+    assert not store.authenticate("alice", "pw2")
+    assert (
+        store.roles_of("alice") == {"amq", "ops"}
+        and store.roles_of("bob") == {"ops"}
+        and store.roles_of("carol") == frozenset()
+    )
+    assert list_users(users, roles) == {
+        "alice": {"amq", "ops"},
+        "bob": {"ops"},
+        "carol": frozenset(),
+    }
+    props = dict((k, v) for k, v, _ in parse_properties(users.read_text()))
+    assert ENC_RE.match(props["alice"]) and props["carol"] == "plain"
+    assert dict((k, v) for k, v, _ in parse_properties(roles.read_text())) == {
+        "amq": "alice",
+        "ops": "alice,bob",
+    }
+    set_password(users, "bob", "new")
+    assert UserStore.load(users, roles).authenticate("bob", "new")
+    remove_user(users, roles, "alice")
+    assert list_users(users, roles) == {"bob": {"ops"}, "carol": frozenset()}
+    assert "amq" not in roles.read_text()  # emptied role removed
+    with pytest.raises(KeyError):
+        remove_user(users, roles, "alice")
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+    assert oct(users.stat().st_mode & 0o777) == oct(0o600)
+
+
+def test_plain_text_passwords_accepted(tmp_path):
+    users = write(tmp_path, "# plain\nguest=guest\nsystem : manager\n", "u.properties")
+    store = UserStore.load(users, tmp_path / "missing-roles.properties")
+    assert store.authenticate("guest", "guest") and store.authenticate("system", "manager")
+    assert not store.authenticate("guest", "")
+
+
+def test_comments_preserved_on_rewrite(tmp_path):
+    original = (
+        "## header comment\n! bang comment\n\nadmin = ENC(1024:00:00)\n# about bob\nbob=secret\n"
+    )
+    users = tmp_path / "users.properties"
+    users.write_text(original)
+    roles = write(tmp_path, "# roles\nadmins = admin\nusers = admin, bob\n", "roles.properties")
+    add_user(users, roles, "carol", "pw", ["users"])
+    text = users.read_text()
+    assert text.startswith(original)
+    assert text.count("\n") == original.count("\n") + 1
+    assert roles.read_text().startswith("# roles\nadmins = admin\n")
+    assert "users = admin,bob,carol" in roles.read_text()
+    set_password(users, "bob", "x", plaintext=True)
+    assert users.read_text().splitlines()[4:6] == ["# about bob", "bob = x"]
+    remove_user(users, roles, "bob")
+    assert "# about bob" in users.read_text() and "bob =" not in users.read_text()
+
+
+def test_java_properties_syntax():
+    text = (
+        "  # indented comment\n"
+        "key\\ with\\ spaces = value with \\\n"
+        "     continuation\n"
+        "colon:value\n"
+        "blank value\n"
+        "uni=caf\\u00e9 \\u00e9\n"
+        "tabs\\tkey=\\ leading\n"
+        "esc\\=aped = a\\=b\\:c\n"
+        "empty=\n"
+        "! not a comment continuation \\\n"
+        "after=1\n"
+        "last=end\\"
+    )
+    props = {k: v for k, v, _ in parse_properties(text)}
+    assert props == {
+        "key with spaces": "value with continuation",
+        "colon": "value",
+        "blank": "value",
+        "uni": "café é",
+        "tabs\tkey": " leading",
+        "esc=aped": "a=b:c",
+        "empty": "",
+        "after": "1",
+        "last": "end",
+    }
+    assert [ln for _, _, ln in parse_properties(text)] == [2, 4, 5, 6, 7, 8, 9, 11, 12]
+
+
+@settings(deadline=None, max_examples=60)
+@given(
+    st.text(st.characters(blacklist_categories=("Cs",)), min_size=1).filter(
+        lambda s: s == s.strip() and "," not in s
+    ),
+    st.text(st.characters(blacklist_categories=("Cs",))),
+)
+def test_properties_escape_round_trip(user, password):
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        users, roles = os.path.join(d, "u"), os.path.join(d, "r")
+        add_user(users, roles, user, password, ["r1"], plaintext=True)
+        props = {k: v for k, v, _ in parse_properties(open(users, encoding="latin-1").read())}
+        assert props == {user: password}
+        store = UserStore.load(users, roles)
+        assert store.authenticate(user, password)
+        assert store.roles_of(user) == {"r1"}
+
+
+def test_roles_regexp(tmp_path):
+    users = write(tmp_path, "svc-a=x\nsvc-b=y\nother=z\n", "u")
+    roles = write(tmp_path, "services=/svc-.*/\nall = other\n", "r")
+    store = UserStore.load(users, roles)
+    assert store.roles_of("svc-a") == {"services"} and store.roles_of("other") == {"all"}
+
+
+def test_malformed_hash_reported_with_line(tmp_path):
+    users = write(tmp_path, "# c\nok=x\nbad=ENC(12:zz:00)\n", "u")
+    with pytest.raises(PropertiesError) as info:
+        UserStore.load(users, tmp_path / "r")
+    assert (info.value.line, "'bad'" in str(info.value)) == (3, True)
+
+
+def test_load_user_store(tmp_path):
+    from junction.config.loader import load_user_store
+
+    write(tmp_path, "admin=admin\n", "artemis-users.properties")
+    write(tmp_path, "amq=admin\n", "artemis-roles.properties")
+    cfg = load_config(write(tmp_path, core("<name>n</name>")), env={})
+    assert load_user_store(cfg).roles_of("admin") == {"amq"}
+    cfg = load_config(
+        write(tmp_path, core('<junction><security anonymous-user="guest"/></junction>')), env={}
+    )
+    with pytest.raises(ConfigErrors, match="anonymous-user 'guest' is not a user"):
+        load_user_store(cfg)
+    cfg = load_config(
+        write(tmp_path, core('<junction><security users-file="nope"/></junction>')), env={}
+    )
+    with pytest.raises(ConfigErrors, match="cannot read the users file"):
+        load_user_store(cfg)

@@ -1,0 +1,299 @@
+"""Unit tests of tests/harness.py pieces that need no running broker.
+
+Covered: ``free_port`` (bindable, distinct), ``wait_for`` (returns the truthy
+value, deadline and message on timeout, predicate errors propagate, argument
+checks), the generated ``broker.xml`` (well-formed, namespaced as Artemis
+expects, ports and options in place) and the properties files, and the process
+lifecycle (start/readiness/fail-fast/stop/kill9/restart) driven against a
+stand-in child that serves ``/api/health`` -- starting the real broker is
+the integration suites' business.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from tests.harness import (
+    REPO_ROOT,
+    BrokerExited,
+    BrokerProcess,
+    free_port,
+    port_open,
+    wait_for,
+)
+
+NS = {"a": "urn:activemq", "c": "urn:activemq:core"}
+
+
+# --------------------------------------------------------------------------- free_port
+
+
+def test_free_port_is_bindable_and_distinct():
+    ports = [free_port() for _ in range(20)]
+    assert len(set(ports)) == 20
+    for p in ports[:5]:
+        assert 1024 <= p <= 65535
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", p))
+
+
+def test_port_open_sees_a_listener():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        assert port_open(s.getsockname()[1])
+    assert not port_open(free_port())
+
+
+# --------------------------------------------------------------------------- wait_for
+
+
+def test_wait_for_returns_first_truthy_value():
+    calls = []
+
+    def pred():
+        calls.append(1)
+        return len(calls) >= 3 and "done"
+
+    assert wait_for(pred, timeout=5, interval=0.001, what="three calls") == "done"
+    assert len(calls) == 3
+
+
+def test_wait_for_immediate_success_with_zero_timeout():
+    assert wait_for(lambda: 42, timeout=0) == 42
+
+
+def test_wait_for_times_out_with_a_clear_message():
+    start = time.monotonic()
+    with pytest.raises(TimeoutError) as ei:
+        wait_for(lambda: 0, timeout=0.2, interval=0.01, what="the moon to turn blue")
+    elapsed = time.monotonic() - start
+    assert 0.2 <= elapsed < 2.0
+    msg = str(ei.value)
+    assert "the moon to turn blue" in msg
+    assert "0.2 s" in msg
+    assert "last value: 0" in msg
+
+
+def test_wait_for_checks_once_more_at_the_deadline():
+    # an interval far longer than the timeout must not skip the final check
+    t0 = time.monotonic()
+    assert wait_for(lambda: time.monotonic() - t0 >= 0.1, timeout=0.15, interval=10) is True
+
+
+def test_wait_for_propagates_predicate_errors():
+    def boom():
+        raise KeyError("x")
+
+    with pytest.raises(KeyError):
+        wait_for(boom, timeout=1)
+
+
+@pytest.mark.parametrize("kwargs", [{"timeout": -1}, {"timeout": 1, "interval": 0}])
+def test_wait_for_rejects_bad_arguments(kwargs):
+    with pytest.raises(ValueError):
+        wait_for(lambda: True, **kwargs)
+
+
+# --------------------------------------------------------------------------- broker.xml
+
+
+def _core(b: BrokerProcess) -> ET.Element:
+    root = ET.parse(b.config_path).getroot()
+    assert root.tag == "{urn:activemq}configuration"
+    core = root.find("c:core", NS)
+    assert core is not None
+    return core
+
+
+def test_broker_xml_is_well_formed_and_has_the_ports(tmp_path):
+    b = BrokerProcess(tmp_path, name="b1")
+    assert b.config_path == tmp_path / "b1" / "broker.xml"
+    assert b.stomp_port != b.mgmt_port
+    core = _core(b)
+    assert core.findtext("c:name", namespaces=NS) == "b1"
+    assert core.findtext("c:persistence-enabled", namespaces=NS) == "true"
+    assert core.findtext("c:security-enabled", namespaces=NS) == "false"
+    for d in ("journal", "bindings", "paging", "large-messages"):
+        assert core.findtext(f"c:{d}-directory", namespaces=NS).startswith("data/")
+    acc = core.findall("c:acceptors/c:acceptor", NS)
+    assert [a.get("name") for a in acc] == ["stomp"]
+    assert acc[0].text == f"tcp://127.0.0.1:{b.stomp_port}?protocols=STOMP"
+    mgmt = core.find("c:junction/c:management", NS)
+    assert mgmt.get("host") == "127.0.0.1"
+    assert mgmt.get("port") == str(b.mgmt_port)
+    sec = core.find("c:junction/c:security", NS)
+    assert sec.get("users-file") == "artemis-users.properties"
+    assert sec.get("anonymous-user") == "guest"
+    assert core.find("c:address-settings", NS) is not None
+    # no users: the properties files exist anyway, holding no entries
+    for f in (b.users_path, b.roles_path):
+        assert [ln for ln in f.read_text().splitlines() if not ln.startswith("#")] == []
+
+
+def test_broker_xml_explicit_ports_and_options(tmp_path):
+    b = BrokerProcess(
+        tmp_path,
+        name="a&b",
+        stomp_port=61999,
+        mgmt_port=18161,
+        persistence=False,
+        anonymous_user=None,
+        address_settings_xml=(
+            '<address-setting match="q.#"><max-delivery-attempts>3</max-delivery-attempts>'
+            "</address-setting>"
+        ),
+        extra_acceptors_xml='<acceptor name="amqp">tcp://127.0.0.1:5999?protocols=AMQP</acceptor>',
+        extra_core_xml="<addresses/>",
+    )
+    core = _core(b)
+    assert core.findtext("c:name", namespaces=NS) == "a&b"
+    assert core.findtext("c:persistence-enabled", namespaces=NS) == "false"
+    assert "61999" in core.find("c:acceptors/c:acceptor", NS).text
+    assert [a.get("name") for a in core.findall("c:acceptors/c:acceptor", NS)] == ["stomp", "amqp"]
+    assert core.find("c:junction/c:management", NS).get("port") == "18161"
+    assert core.find("c:junction/c:security", NS).get("anonymous-user") is None
+    s = core.find("c:address-settings/c:address-setting", NS)
+    assert s.get("match") == "q.#"
+    assert s.findtext("c:max-delivery-attempts", namespaces=NS) == "3"
+    assert core.find("c:addresses", NS) is not None
+
+
+def test_full_address_settings_element_is_not_wrapped_twice(tmp_path):
+    b = BrokerProcess(
+        tmp_path,
+        name="b",
+        address_settings_xml='<address-settings><address-setting match="#"/></address-settings>',
+    )
+    core = _core(b)
+    assert len(core.findall("c:address-settings", NS)) == 1
+    assert len(core.findall("c:address-settings/c:address-setting", NS)) == 1
+
+
+def test_security_users_and_roles_files(tmp_path):
+    b = BrokerProcess(
+        tmp_path,
+        name="sec",
+        security=True,
+        users={"admin": ("s3cret", ["amq", "admin"]), "bob": ("pw", "amq")},
+    )
+    core = _core(b)
+    assert core.findtext("c:security-enabled", namespaces=NS) == "true"
+    users = b.users_path.read_text().splitlines()
+    assert "admin = s3cret" in users and "bob = pw" in users
+    roles = b.roles_path.read_text().splitlines()
+    assert "amq = admin,bob" in roles and "admin = admin" in roles
+    perms = core.findall("c:security-settings/c:security-setting/c:permission", NS)
+    assert {p.get("type") for p in perms} >= {"send", "consume", "createDurableQueue"}
+    assert all(p.get("roles") == "amq,admin" for p in perms)
+
+
+def test_caller_security_settings_are_not_doubled(tmp_path):
+    own = (
+        '<security-settings><security-setting match="#">'
+        '<permission type="send" roles="amq"/></security-setting></security-settings>'
+    )
+    b = BrokerProcess(
+        tmp_path, name="s", security=True, users={"u": ("p", ["amq"])}, extra_core_xml=own
+    )
+    assert len(_core(b).findall("c:security-settings", NS)) == 1
+
+
+def test_command_and_environment(tmp_path):
+    b = BrokerProcess(tmp_path, name="e", env={"JUNCTION_X": "1", "HOME": None})
+    assert b.command() == [
+        sys.executable,
+        "-m",
+        "junction",
+        "run",
+        "--config",
+        str(b.config_path),
+    ]
+    env = b._child_env()
+    assert env["JUNCTION_X"] == "1" and "HOME" not in env
+    assert env["PYTHONPATH"].split(os.pathsep)[0] == str(REPO_ROOT)
+    assert not b.running and b.pid is None
+    assert b.stop() is None  # stopping a never-started broker is a no-op
+
+
+# --------------------------------------------------------------------------- lifecycle (stand-in)
+
+#: A stand-in "broker": serves {"status": "ok"} on /api/health at the port
+#: given as argv[1], logs to stdout, exits on SIGTERM (default disposition).
+FAKE_BROKER = """
+import http.server, json, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = json.dumps({"status": "ok", "path": self.path}).encode()
+        self.send_response(200 if self.path in ("/api/health", "/api/status") else 404)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+print("fake broker up", flush=True)
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+"""
+
+
+class FakeBroker(BrokerProcess):
+    def command(self):
+        return [sys.executable, "-c", FAKE_BROKER, str(self.mgmt_port)]
+
+
+class DyingBroker(BrokerProcess):
+    def command(self):
+        return [
+            sys.executable,
+            "-c",
+            "import sys; print('config is bad', file=sys.stderr); sys.exit(3)",
+        ]
+
+
+def test_lifecycle_start_stop_restart_kill9(tmp_path):
+    b = FakeBroker(tmp_path, name="fake", startup_timeout=20)
+    with b:
+        assert b.running and b.pid
+        assert b.health()["status"] == "ok"
+        assert b.status()["path"] == "/api/status"
+        first = b.pid
+        b.restart()
+        assert b.running and b.pid != first
+        assert b.kill9() == -9
+        assert not b.running
+        b.start()
+    assert not b.running
+    assert b.proc.returncode == -15  # SIGTERM
+    log = b.log_text()
+    assert log.count("fake broker up") == 3
+    assert log.count("harness: start #") == 6  # a banner per start in each file
+
+
+def test_start_fails_fast_with_the_log_tail(tmp_path):
+    b = DyingBroker(tmp_path, name="dying", startup_timeout=60)
+    t0 = time.monotonic()
+    with pytest.raises(BrokerExited) as ei:
+        b.start()
+    assert time.monotonic() - t0 < 30
+    assert "exited with status 3" in str(ei.value)
+    assert "config is bad" in str(ei.value)
+    assert not b.running
+
+
+def test_start_timeout_stops_the_process(tmp_path):
+    class Silent(BrokerProcess):
+        def command(self):
+            return [sys.executable, "-c", "import time; time.sleep(60)"]
+
+    b = Silent(tmp_path, name="silent")
+    with pytest.raises(TimeoutError) as ei:
+        b.start(timeout=0.5)
+    assert "broker silent health" in str(ei.value)
+    assert not b.running and b.proc.returncode is not None
