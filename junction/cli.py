@@ -117,6 +117,15 @@ def cmd_user(args) -> int:
     from junction.config import properties
 
     users_path, roles_path = _user_files(args)
+    try:
+        return _user_command(args, properties, users_path, roles_path)
+    except (ValueError, KeyError) as exc:
+        message = exc.args[0] if exc.args else str(exc)
+        print(f"junction: {message}", file=sys.stderr)
+        return 1
+
+
+def _user_command(args, properties, users_path, roles_path) -> int:
     if args.user_command == "add":
         password = args.password
         if password is None:

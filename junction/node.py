@@ -104,8 +104,8 @@ class Node:
             config, reactor=self.reactor, security=security, journal=self.journal, node_id=self.node_id
         )
         self.server.start()
-        for name, where, what in getattr(config, "ignored", ()) or ():
-            log.info("%s:%s: <%s> has no effect in Junction and is ignored", where, what, name)
+        for _name, line, what in config.ignored:
+            log.info("%s:%d: ignored: %s", config.config_path, line, what)
         for acceptor in config.acceptors:
             self._listen(acceptor)
         self._start_management()

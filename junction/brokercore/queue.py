@@ -155,6 +155,10 @@ class Queue:
         self._rr = 0
         self._delivery_scheduled = False
         self._delivering = False
+        #: (lane, index) where a selector pass stopped at MAX_SELECTOR_SCAN
+        self._scan_cursor: tuple[int, int] | None = None
+        #: something changed while a capped selector scan was in progress
+        self._rescan = False
         self.messages_added = 0
         self.messages_acknowledged = 0
         self.messages_expired = 0
@@ -226,6 +230,12 @@ class Queue:
     # -- delivery --------------------------------------------------------------
     def deliver_soon(self) -> None:
         """Schedule one delivery pass on the reactor (coalesced)."""
+        if self._scan_cursor is not None:
+            # The resumed scan will not look behind its cursor: look again after.
+            self._rescan = True
+        self._schedule_pass()
+
+    def _schedule_pass(self) -> None:
         if self._delivery_scheduled or self.deleted:
             return
         self._delivery_scheduled = True
@@ -281,11 +291,29 @@ class Queue:
     def _deliver_with_selectors(self) -> None:
         now = self.owner.now_ms()
         scanned = 0
-        for lane in reversed(self._lanes):
-            index = 0
-            while index < len(lane) and scanned < MAX_SELECTOR_SCAN:
-                if not any(c.has_credit() for c in self.consumers):
+        # A pass that stops at the scan limit goes on where it stopped on the
+        # next reactor turn; restarting at the head every time would never
+        # reach a wanted message behind MAX_SELECTOR_SCAN unwanted ones.  What
+        # changes meanwhile (deliver_soon sets _rescan) gets a full pass after.
+        cursor = self._scan_cursor
+        self._scan_cursor = None
+        if cursor is None:
+            self._rescan = False
+            start_lane, start_index = len(self._lanes) - 1, 0
+        else:
+            start_lane, start_index = cursor
+        for lane_no in range(start_lane, -1, -1):
+            lane = self._lanes[lane_no]
+            index = start_index if lane_no == start_lane else 0
+            while index < len(lane):
+                if scanned >= MAX_SELECTOR_SCAN:
+                    if self._delivery_scheduled:
+                        self._rescan = True  # asked for during this pass
+                    self._scan_cursor = (lane_no, index)
+                    self._schedule_pass()
                     return
+                if not any(c.has_credit() for c in self.consumers):
+                    return  # credit coming back schedules a full pass
                 ref = lane[index]
                 scanned += 1
                 if ref.message.expiration and ref.message.expiration <= now:
@@ -300,6 +328,9 @@ class Queue:
                 del lane[index]
                 self._count -= 1
                 self._hand_over(ref, consumer)
+        if cursor is not None and self._rescan:
+            self._rescan = False
+            self._schedule_pass()
 
     def _hand_over(self, ref: MessageRef, consumer: Consumer) -> None:
         ref.delivery_count += 1
@@ -315,20 +346,22 @@ class Queue:
         consumer.deliver(ref)
 
     # -- settlement -------------------------------------------------------------
-    def acknowledge(self, ref: MessageRef, tx=None) -> None:
+    def acknowledge(self, ref: MessageRef, tx=None):
         """The consumer is done with the reference: it leaves the queue.
 
         With ``tx`` (a storage transaction) the journal records of the ack are
-        part of that transaction.
+        part of that transaction.  Returns the storage Deferred of a
+        persisted ack (fires once the ack record reached the OS), else None.
         """
         consumer = ref.consumer
         if consumer is not None and consumer.in_flight.pop(id(ref), None) is not None:
             self.in_flight_count -= 1
         ref.consumer = None
         self.messages_acknowledged += 1
-        self.owner.acknowledge_ref(ref, tx)
+        stored = self.owner.acknowledge_ref(ref, tx)
         if not self.message_count:
             self.owner.queue_emptied(self)
+        return stored
 
     def cancel(self, ref: MessageRef, *, redelivered: bool = True, delay: bool = True) -> None:
         """The consumer gives the reference back (NACK, release, rollback)."""

@@ -543,13 +543,14 @@ class BrokerServer:
                 d.callback(None)
 
     # -- settlement (called by queues) ---------------------------------------------------
-    def acknowledge_ref(self, ref: MessageRef, tx=None) -> None:
-        self._settle(ref, tx=tx)
+    def acknowledge_ref(self, ref: MessageRef, tx=None):
+        return self._settle(ref, tx=tx)
 
-    def _settle(self, ref: MessageRef, tx=None) -> None:
+    def _settle(self, ref: MessageRef, tx=None):
+        """Release a reference; returns the ack's storage Deferred if one was written."""
         self._account(ref.queue, ref, -1)
         if not ref.persisted:
-            return
+            return None
         mid = ref.message.message_id
         remaining = self._durable_refs.get(mid, 1) - 1
         if remaining <= 0:
@@ -558,8 +559,8 @@ class BrokerServer:
             self._durable_refs[mid] = remaining
         if tx is not None:
             tx.ack(mid, ref.queue.id, remaining)
-        else:
-            self.storage.ack(mid, ref.queue.id, remaining, sync=False)
+            return None
+        return self.storage.ack(mid, ref.queue.id, remaining, sync=False)
 
     def update_delivery_count(self, ref: MessageRef) -> None:
         if ref.persisted:

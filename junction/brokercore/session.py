@@ -106,8 +106,17 @@ class Transaction:
         server = self.session.server
         storage_tx = server.storage.transaction()
         try:
-            for message, routing_type in self.sends:
-                self.session._route(message, routing_type, storage_tx)
+            # All or nothing: resolve every destination before routing anything,
+            # so a send that cannot be routed leaves the queues untouched.
+            routes = [
+                (message, routing_type, *server.prepare_route(message, routing_type=routing_type))
+                for message, routing_type in self.sends
+            ]
+            for message, routing_type, address, queues in routes:
+                if server.check_duplicate(address.name, message):
+                    server.messages_duplicate += 1
+                    continue
+                self.session._route(message, routing_type, storage_tx, address=address, queues=queues)
             credits = []
             for ref in self.acks:
                 owner = self.session._consumer_of.pop(id(ref), None)
@@ -118,6 +127,10 @@ class Transaction:
                     credits.append((owner, ref))
         except errors.BrokerError as exc:
             storage_tx.rollback()
+            # A failed commit is a rollback: the acked deliveries come back.
+            self.done = False
+            self.sends.clear()
+            self.rollback()
             return defer.fail(exc)
         for owner, ref in credits:
             owner.add_credit(1, ref.size)
@@ -149,6 +162,8 @@ class ServerSession:
         self.transactions: set[Transaction] = set()
         self._consumer_of: dict[int, ServerConsumer] = {}
         self._send_chain: defer.Deferred | None = None
+        #: deliveries stopped by transport backpressure (see set_paused)
+        self.paused = False
         self.closed = False
         server.sessions.add(self)
 
@@ -230,8 +245,12 @@ class ServerSession:
                 result.errback(failure)
 
             waiting.addCallbacks(retry, fail)
-            self._send_chain = result
-            self._clear_chain_when_done(result)
+            if self._send_chain is None:
+                # A fresh blocked send heads the chain.  A send that runs from
+                # the chain (or a retry that blocks again) must not replace its
+                # tail, or a later send would stop waiting for the sends between.
+                self._send_chain = result
+                self._clear_chain_when_done(result)
             return result
         return self._route(message, routing_type, None, address=address, queues=queues)
 
@@ -313,6 +332,8 @@ class ServerSession:
                             f"queue {destination} does not exist and auto-create-queues is false"
                         )
                     self.check("createDurableQueue", destination, destination)
+                    # Checked before creating: a refused consumer leaves no queue.
+                    self.check("consume", destination, destination)
                     queue = server.create_queue(
                         QueueDefinition(
                             name=destination,
@@ -330,6 +351,9 @@ class ServerSession:
                 if not client_id:
                     raise errors.BrokerError("a durable subscription needs a client-id on the connection")
                 queue_name = f"{client_id}.{subscription_name}"
+                # Checked before the subscription queue is created or replaced:
+                # a refused subscriber must not leave a queue collecting messages.
+                self.check("consume", destination, queue_name)
                 queue = server.find_queue(queue_name)
                 if queue is not None and (queue.definition.filter or None) != (selector or None):
                     # Artemis: a changed selector replaces the subscription.
@@ -353,6 +377,8 @@ class ServerSession:
             else:
                 queue_name = str(uuid.uuid4())
                 self.check("createNonDurableQueue", destination, queue_name)
+                # Checked before creating: a refused subscriber leaves no orphan queue.
+                self.check("consume", destination, queue_name)
                 queue = server.create_queue(
                     QueueDefinition(
                         name=queue_name,
@@ -382,6 +408,8 @@ class ServerSession:
             owns_queue=owns_queue,
         )
         self.consumers.add(consumer)
+        # A consumer created while the connection cannot write starts paused too.
+        consumer.consumer.paused = self.paused
         queue.add_consumer(consumer.consumer)
         return consumer
 
@@ -403,17 +431,23 @@ class ServerSession:
         self.server.destroy_queue(queue_name)
 
     # -- settlement ----------------------------------------------------------------------
-    def acknowledge(self, ref: MessageRef, tx: Transaction | None = None) -> None:
-        """The client consumed ``ref``; credit returns to its consumer."""
+    def acknowledge(self, ref: MessageRef, tx: Transaction | None = None):
+        """The client consumed ``ref``; credit returns to its consumer.
+
+        Returns a Deferred that fires once the ack record reached the OS
+        (so a process crash cannot undo it) when the ack was persisted, else
+        None.  A protocol that confirms acks (STOMP ACK receipts) waits on it.
+        """
         if tx is not None:
             tx.acks.append(ref)
-            return
+            return None
         owner = self._consumer_of.pop(id(ref), None)
         if ref.queue.deleted:
-            return
-        ref.queue.acknowledge(ref)
+            return None
+        stored = ref.queue.acknowledge(ref)
         if owner is not None:
             owner.add_credit(1, ref.size)
+        return stored
 
     def cancel(self, ref: MessageRef, *, redelivered: bool = True) -> None:
         """The client gives ``ref`` back (NACK): redelivered, or dead-lettered at the limit."""
@@ -431,6 +465,19 @@ class ServerSession:
 
     def commit(self, tx: Transaction) -> defer.Deferred:
         self.transactions.discard(tx)
+        if self._send_chain is not None:
+            # An earlier send waits for space on a BLOCKed address: the
+            # transaction's sends must not overtake it.
+            result = defer.Deferred()
+
+            def go(_):
+                tx.commit().chainDeferred(result)
+                return None
+
+            self._send_chain.addBoth(go)
+            self._send_chain = result
+            self._clear_chain_when_done(result)
+            return result
         return tx.commit()
 
     def rollback(self, tx: Transaction) -> None:
@@ -440,6 +487,7 @@ class ServerSession:
     # -- flow control -----------------------------------------------------------------------
     def set_paused(self, paused: bool) -> None:
         """Stop or resume deliveries while the connection cannot write."""
+        self.paused = paused
         for consumer in self.consumers:
             consumer.consumer.set_paused(paused)
 

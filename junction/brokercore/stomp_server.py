@@ -134,6 +134,8 @@ class StompProtocol(Protocol):
         self._confirm: deque = deque()
         self._reading_paused = False
         self._closing = False
+        #: DISCONNECT received: later frames are ignored, deliveries stopped
+        self._disconnecting = False
         self._connect_timer = None
         self._send_timer = None
         self._recv_timer = None
@@ -159,7 +161,7 @@ class StompProtocol(Protocol):
             self._fail(f"malformed frame: {exc}")
             return
         for event in events:
-            if self._closing:
+            if self._closing or self._disconnecting:
                 return
             if isinstance(event, HeartBeat):
                 continue
@@ -194,7 +196,8 @@ class StompProtocol(Protocol):
             self.session.set_paused(True)
 
     def resumeProducing(self):
-        if self.session is not None:
+        # A connection on its way out stays paused (see _stop_deliveries).
+        if self.session is not None and not (self._closing or self._disconnecting):
             self.session.set_paused(False)
 
     def stopProducing(self):
@@ -207,12 +210,22 @@ class StompProtocol(Protocol):
         self.transport.write(self.codec.send(frame))
         self._last_write = self.reactor.seconds()
 
-    def _fail(self, message: str, *, detail: str = "", frame: Frame | None = None) -> None:
+    def _stop_deliveries(self) -> None:
+        """No more MESSAGEs: the client will not read them (an auto-ack consumer
+        would lose them).  Unacked ones go back when the connection is lost."""
+        if self.session is not None:
+            self.session.set_paused(True)
+
+    def _fail(
+        self, message: str, *, detail: str = "", frame: Frame | None = None, receipt: str | None = None
+    ) -> None:
         """ERROR frame naming the problem, then close this connection only."""
         if self._closing:
             return
+        self._stop_deliveries()
         headers = [("message", message.replace("\n", " ")[:1000])]
-        receipt = frame.get("receipt") if isinstance(frame, Frame) else None
+        if receipt is None and isinstance(frame, Frame):
+            receipt = frame.get("receipt")
         if receipt is not None:
             headers.append(("receipt-id", receipt))
         body = (detail or message).encode("utf-8")
@@ -244,10 +257,15 @@ class StompProtocol(Protocol):
             entry = queue.popleft()
             if entry.frame is not None:
                 if entry.frame.command == "ERROR":
-                    self._fail(entry.frame.get("message"), detail=entry.frame.body.decode("utf-8", "replace"))
+                    self._fail(
+                        entry.frame.get("message"),
+                        detail=entry.frame.body.decode("utf-8", "replace"),
+                        receipt=entry.frame.get("receipt-id"),
+                    )
                     return
                 self._write(entry.frame)
             if entry.close_after:
+                self._stop_deliveries()
                 self._closing = True
                 if self.transport is not None:
                     self.transport.loseConnection()
@@ -572,6 +590,14 @@ class StompProtocol(Protocol):
                 headers.append(("type", _header_value(value)))
             elif key != "content-length":
                 headers.append((key, _header_value(value)))
+        version = self.version
+        if not all(_carriable(name, value, version) for name, value in headers):
+            # A message from a newer-version (or other-protocol) producer can
+            # carry headers this connection's version cannot write: leave those
+            # out rather than fail the delivery.
+            dropped = [name for name, value in headers if not _carriable(name, value, version)]
+            log.debug("STOMP %s MESSAGE: leaving out headers %r", version, dropped)
+            headers = [(name, value) for name, value in headers if _carriable(name, value, version)]
         return Frame("MESSAGE", tuple(headers), message.body)
 
     # -- ACK / NACK -----------------------------------------------------------------------------------
@@ -611,15 +637,25 @@ class StompProtocol(Protocol):
         refs = self._ack_target(frame)
         txid = frame.get("transaction")
         tx = self._transaction(txid) if txid is not None else None
+        last = None
         for ref in refs:
-            self.session.acknowledge(ref, tx)
-        self._receipt(frame)
+            stored = self.session.acknowledge(ref, tx)
+            if stored is not None:
+                last = stored
+        receipt = frame.get("receipt")
+        if last is not None and receipt is not None:
+            # The receipt proves the ack is written: a crash cannot bring it back.
+            self._confirm_after(last, receipt, what="ACK")
+        else:
+            self._receipt(frame)
 
     def _on_nack(self, frame: Frame) -> None:
         if self.version == "1.0":
             raise StompError("NACK is not part of STOMP 1.0")
         refs = self._ack_target(frame)
-        for ref in refs:
+        # Each cancel puts its ref back at the head of the queue: go backwards
+        # so a cumulative NACK redelivers in the original order.
+        for ref in reversed(refs):
             self.session.cancel(ref)
         self._receipt(frame)
 
@@ -661,6 +697,8 @@ class StompProtocol(Protocol):
     def _on_disconnect(self, frame: Frame) -> None:
         receipt = frame.get("receipt")
         frame_out = Frame("RECEIPT", (("receipt-id", receipt),)) if receipt is not None else None
+        self._disconnecting = True
+        self._stop_deliveries()
         self._enqueue(_Pending(frame_out, done=True, close_after=True))
 
     def _on_connect_again(self, frame: Frame) -> None:
@@ -723,6 +761,17 @@ def _int_header(name: str, value: str, low: int | None, high: int | None) -> int
     if (low is not None and n < low) or (high is not None and n > high):
         raise StompError(f"header {name} value {n} is out of range")
     return n
+
+
+def _carriable(name: str, value: str, version: str | None) -> bool:
+    """Whether STOMP ``version`` can write this header (the codec's rules)."""
+    if not name or "\0" in name or "\0" in value:
+        return False
+    if version == "1.2":
+        return True
+    if version == "1.1":
+        return not value.endswith("\r")  # 1.1 escapes LF and colon, not CR
+    return not (":" in name or "\n" in name or "\n" in value or value.endswith("\r"))
 
 
 def _header_value(value) -> str:

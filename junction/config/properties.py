@@ -462,13 +462,13 @@ class UserStore:
 
 def list_users(
     users_path: str | os.PathLike, roles_path: str | os.PathLike
-) -> dict[str, frozenset[str]]:
-    """Users (in file order) and their roles."""
+) -> list[tuple[str, frozenset[str]]]:
+    """``(user, roles)`` for every user, in users-file order."""
     store = UserStore.load(users_path, roles_path)
     order = [
         e.key for e in _read_entries(os.fspath(users_path), missing_ok=False) if e.key is not None
     ]
-    return {u: store.roles_of(u) for u in dict.fromkeys(order)}
+    return [(u, store.roles_of(u)) for u in dict.fromkeys(order)]
 
 
 def _check_name(what: str, name: str) -> None:

@@ -148,8 +148,23 @@ class Broker:
         return StompClient(self, limits=limits if limits is not None else self.limits, acceptor=acceptor)
 
 
+def _header_name(key: str) -> str:
+    """Keyword argument to header name: ``heart_beat`` -> ``heart-beat``.
+
+    Names that start with ``_`` or contain a dot (``_AMQ_DUPL_ID``,
+    ``activemq.prefetchSize``; pass them as ``**{...}``) are used as they are.
+    """
+    if key.startswith("_") or "." in key:
+        return key
+    return key.replace("_", "-")
+
+
 class StompClient:
-    """One STOMP connection driven by hand."""
+    """One STOMP connection driven by hand.
+
+    Keyword arguments of :meth:`connect`, :meth:`send` and :meth:`subscribe`
+    become headers (see :func:`_header_name`).
+    """
 
     def __init__(self, broker: Broker, *, limits=None, acceptor=ACCEPTOR):
         self.broker = broker
@@ -176,7 +191,7 @@ class StompClient:
         if version is not None:
             hdrs.append(("accept-version", version))
         hdrs.append(("host", "localhost"))
-        hdrs.extend((k.replace("_", "-"), v) for k, v in headers.items())
+        hdrs.extend((_header_name(k), v) for k, v in headers.items())
         self.send_frame(command, hdrs)
         frames = self.frames()
         assert frames, "no answer to CONNECT"
@@ -187,12 +202,12 @@ class StompClient:
 
     def send(self, destination: str, body: bytes = b"", **headers) -> None:
         hdrs = [("destination", destination)]
-        hdrs.extend((k.replace("_", "-"), str(v)) for k, v in headers.items())
+        hdrs.extend((_header_name(k), str(v)) for k, v in headers.items())
         self.send_frame("SEND", hdrs, body)
 
     def subscribe(self, destination: str, sub_id: str = "0", ack: str = "auto", **headers) -> None:
         hdrs = [("destination", destination), ("id", sub_id), ("ack", ack)]
-        hdrs.extend((k.replace("_", "-"), str(v)) for k, v in headers.items())
+        hdrs.extend((_header_name(k), str(v)) for k, v in headers.items())
         self.send_frame("SUBSCRIBE", hdrs)
 
     # -- reading ----------------------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from junction.brokercore import errors
+from junction.brokercore import queue as queue_module
 from junction.brokercore.message import (
     ACTUAL_EXPIRY,
     DUPLICATE_ID,
@@ -842,3 +843,110 @@ def test_auto_created_topic_address_is_deleted_when_its_last_subscription_goes()
     assert b.server.addresses["news"].auto_created
     consumer.close()
     assert "news" not in b.server.addresses
+
+
+def test_address_full_block_chain_keeps_order_when_a_retried_send_blocks_again():
+    b = full_broker("BLOCK")
+    s = b.session()
+    b.queue("small")
+    other = b.queue("other")
+    b.send(s, "small", b"1")
+    b.send(s, "small", b"2")  # blocked
+    b.send(s, "small", b"3")  # waits for 2
+    b.send(s, "small", b"4")  # waits for 3
+    _, rec = consume(b, s, "small", routing_type=ANY)
+    b.run()
+    s.acknowledge(rec.refs[0])  # room for 2; 3 blocks again
+    b.send(s, "other", b"5")  # must wait for 4
+    b.run()
+    s.acknowledge(rec.refs[1])  # room for 3; 4 blocks again
+    b.run()
+    assert other.message_count == 0, "message 5 overtook message 4"
+    s.acknowledge(rec.refs[2])
+    b.run()
+    assert rec.bodies == [b"1", b"2", b"3", b"4"]
+    assert other.message_count == 1
+
+
+def test_commit_waits_for_blocked_sends_of_the_session():
+    b = full_broker("BLOCK")
+    s = b.session()
+    b.queue("small")
+    other = b.queue("other")
+    b.send(s, "small", b"1")
+    blocked = b.send(s, "small", b"2")
+    tx = s.begin()
+    s.send(Message(address="other", body=b"3"), routing_type=ANY, tx=tx)
+    committed = s.commit(tx)
+    assert not committed.called
+    assert other.message_count == 0, "the transaction overtook an earlier send"
+    _, rec = consume(b, s, "small", routing_type=ANY)
+    b.run()
+    s.acknowledge(rec.refs[0])
+    assert blocked.called and committed.called
+    assert other.message_count == 1
+
+
+def test_failed_commit_routes_nothing_and_gives_acks_back():
+    b = Broker(address_settings=[AddressSettings(match="nowhere", auto_create_addresses=False)])
+    s = b.session()
+    q = b.queue("q")
+    _, rec = consume(b, s, "q", routing_type=ANY)
+    b.send(s, "q", b"delivered")
+    b.run()
+    tx = s.begin()
+    s.acknowledge(rec.refs[0], tx)
+    s.send(Message(address="q", body=b"first"), routing_type=ANY, tx=tx)
+    s.send(Message(address="nowhere", body=b"second"), routing_type=ANY, tx=tx)
+    failures = []
+    s.commit(tx).addErrback(failures.append)
+    assert failures and failures[0].check(errors.NonExistentAddressError)
+    b.run()
+    # all or nothing: "first" was not routed, and the ack was undone
+    assert [r.message.body for r in rec.refs] == [b"delivered", b"delivered"]
+    assert rec.refs[1].delivery_count == 2
+    assert q.message_count == 1
+
+
+def test_duplicate_ids_inside_one_transaction():
+    b = Broker()
+    s = b.session()
+    q = b.queue("q")
+    tx = s.begin()
+    s.send(Message(address="q", body=b"1", properties={DUPLICATE_ID: "d"}), routing_type=ANY, tx=tx)
+    s.send(Message(address="q", body=b"2", properties={DUPLICATE_ID: "d"}), routing_type=ANY, tx=tx)
+    s.commit(tx)
+    assert [r.message.body for r in q.waiting()] == [b"1"]
+
+
+def test_selector_scan_limit_does_not_starve_later_messages(monkeypatch):
+    monkeypatch.setattr(queue_module, "MAX_SELECTOR_SCAN", 5)
+    b = Broker()
+    s = b.session()
+    q = b.queue("q")
+    for i in range(12):
+        b.send(s, "q", b"skip%d" % i, properties={"want": False})
+    b.send(s, "q", b"wanted", properties={"want": True})
+    _, rec = consume(b, s, "q", routing_type=ANY, selector="want = TRUE", auto_ack=True)
+    b.run()
+    assert rec.bodies == [b"wanted"]
+    assert q.message_count == 12
+
+
+def test_selector_scan_sees_messages_that_arrive_during_a_capped_scan(monkeypatch):
+    monkeypatch.setattr(queue_module, "MAX_SELECTOR_SCAN", 5)
+    b = Broker()
+    s = b.session()
+    q = b.queue("q")
+    for i in range(12):
+        b.send(s, "q", b"skip%d" % i, properties={"want": False}, priority=1)
+    _, rec = consume(b, s, "q", routing_type=ANY, selector="want = TRUE", auto_ack=True)
+    b.run()  # a full (chunked) scan finds nothing
+    assert rec.refs == [] and q._scan_cursor is None
+    q.deliver_now()  # another scan: its first chunk stops at the limit, cursor in lane 1
+    assert q._scan_cursor is not None
+    # a wanted message lands in a higher lane, behind the cursor
+    b.send(s, "q", b"urgent", properties={"want": True}, priority=9)
+    b.run()
+    assert rec.bodies == [b"urgent"]
+    assert q.message_count == 12

@@ -132,9 +132,11 @@ def test_broker_xml_is_well_formed_and_has_the_ports(tmp_path):
     assert sec.get("users-file") == "artemis-users.properties"
     assert sec.get("anonymous-user") == "guest"
     assert core.find("c:address-settings", NS) is not None
-    # no users: the properties files exist anyway, holding no entries
-    for f in (b.users_path, b.roles_path):
-        assert [ln for ln in f.read_text().splitlines() if not ln.startswith("#")] == []
+    # no users: the files exist anyway; the anonymous user is in the users
+    # file (the broker insists) with a random password and no roles
+    entries = [ln for ln in b.users_path.read_text().splitlines() if not ln.startswith("#")]
+    assert len(entries) == 1 and entries[0].startswith("guest = ")
+    assert [ln for ln in b.roles_path.read_text().splitlines() if not ln.startswith("#")] == []
 
 
 def test_broker_xml_explicit_ports_and_options(tmp_path):
@@ -187,6 +189,7 @@ def test_security_users_and_roles_files(tmp_path):
     assert core.findtext("c:security-enabled", namespaces=NS) == "true"
     users = b.users_path.read_text().splitlines()
     assert "admin = s3cret" in users and "bob = pw" in users
+    assert any(u.startswith("guest = ") for u in users)  # the anonymous user
     roles = b.roles_path.read_text().splitlines()
     assert "amq = admin,bob" in roles and "admin = admin" in roles
     perms = core.findall("c:security-settings/c:security-setting/c:permission", NS)

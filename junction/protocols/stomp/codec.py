@@ -44,6 +44,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from itertools import chain
+from operator import itemgetter
 
 from junction.protocols.errors import LocalProtocolError, RemoteProtocolError
 from junction.protocols.stomp.frames import (
@@ -55,7 +57,6 @@ from junction.protocols.stomp.frames import (
     Event,
     Frame,
     _frame,
-    escape_header,
     unescape_header,
 )
 
@@ -100,8 +101,13 @@ class StompLimits:
 
 _COMMAND = re.compile(r"[A-Za-z][A-Za-z0-9_\-]*")
 _COMMAND_BYTES = re.compile(rb"[A-Za-z][A-Za-z0-9_\-]*")
-# One header line, name:value, split at the first colon (findall on the block).
-_HEADER = re.compile(r"([^:\n]+):([^\n]*)")
+# One header line, LF name:value, split at the first colon.  Run with findall
+# over the header block (command line first): every line yields one match
+# unless it has no colon or an empty name, so counting matches validates.
+_HEADER = re.compile(r"\n([^:\n]+):([^\n]*)")
+# The first content-length header of a block (no escape sequence can spell any
+# character of this name, so the raw text is enough).
+_CONTENT_LENGTH = re.compile(r"\ncontent-length:([^\n]*)")
 # Octets a command may start with.
 _LETTERS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
 _KNOWN_COMMANDS = CLIENT_COMMANDS | SERVER_COMMANDS
@@ -140,6 +146,33 @@ def _check_line_lengths(
                 f"frame {command} header line of {length} bytes exceeds "
                 f"max-header-length {max_line}"
             )
+
+
+_first = itemgetter(0)
+
+
+def _with_content_length(
+    headers: tuple[tuple[str, str], ...], length: str
+) -> tuple[tuple[str, str], ...]:
+    """``headers`` with the first content-length set to ``length`` and repeats dropped."""
+    result = []
+    seen = False
+    for name, value in headers:
+        if name == "content-length":
+            if seen:
+                continue
+            seen = True
+            value = length
+        result.append((name, value))
+    return tuple(result)
+
+
+def _check_trailing_cr(command: str, name: str, value: str, mode: str) -> None:
+    if value[-1:] == "\r":
+        raise LocalProtocolError(
+            f"{command} frame header {name!r} value ends with a CR, which {mode} cannot "
+            f"carry (a reader would take it for part of a CR LF)"
+        )
 
 
 def _clip(raw: bytes | bytearray | str, limit: int = 60) -> str:
@@ -235,11 +268,18 @@ class StompCodec:
 
         ``data`` may be any slice of the stream, down to one byte.  Raises
         :class:`RemoteProtocolError` when the peer broke the protocol or a
-        limit; from then on every call raises that same error.
+        limit.  The exception's ``events`` attribute holds the events this call
+        completed *before* the offending bytes, so a session can still act on
+        what the peer sent correctly (Artemis handles frames one by one, so a
+        SEND just before a bad frame is delivered) before it sends ERROR.
+        From then on every call raises that same error, with ``events`` empty.
         """
-        if self._error is not None:
-            raise self._error
+        error = self._error
+        if error is not None:
+            error.events = []  # type: ignore[attr-defined]
+            raise error
         held = self._buf
+        events: list[Event] = []
         try:
             if held:
                 # An incomplete frame is held: append, and parse only once the
@@ -247,13 +287,14 @@ class StompCodec:
                 # small pieces is neither re-parsed nor copied per piece.
                 held += data
                 if not self._may_complete(held):
-                    return []
+                    return events
                 buf = bytes(held)
                 held.clear()
             else:
                 buf = data if type(data) is bytes else bytes(data)
-            events, pos = self._parse(buf)
+            pos = self._parse(buf, events)
         except RemoteProtocolError as exc:
+            exc.events = events  # type: ignore[attr-defined]
             self._error = exc
             self._buf = bytearray()
             self._pending = None
@@ -291,8 +332,8 @@ class StompCodec:
         self._check_partial_head(held, 0, n, hscan)
         return False
 
-    def _parse(self, buf: bytes) -> tuple[list[Event], int]:
-        """Parse as many events as ``buf`` completes; return them and the bytes consumed.
+    def _parse(self, buf: bytes, events: list[Event]) -> int:
+        """Append the events ``buf`` completes to ``events``; return the bytes consumed.
 
         ``buf`` starts at a frame boundary (or at the frame described by
         ``self._pending`` / the partial-head scan state).  What is left after
@@ -309,7 +350,7 @@ class StompCodec:
         unescaped = UNESCAPED_COMMANDS
         letters = _LETTERS
         header_re = _HEADER
-        events: list[Event] = []
+        content_length_re = _CONTENT_LENGTH.search
         append = events.append
         n = len(buf)
         pos = 0
@@ -418,10 +459,8 @@ class StompCodec:
                             )
                         if hend - pos > max_line:
                             _check_line_lengths(buf, pos, hend, command, max_line)
-                        pairs = header_re.findall(text, nl + 1)
-                        # Each match is one whole line unless a line has no
-                        # colon (no match) or starts with one (empty name).
-                        if len(pairs) != count or "\n:" in text:
+                        pairs = header_re.findall(text)
+                        if len(pairs) != count:
                             raise RemoteProtocolError(_bad_header_line(command, text))
                         if escaping and "\\" in text and command not in unescaped:
                             pairs = [
@@ -429,13 +468,9 @@ class StompCodec:
                                 for name, value in pairs
                             ]
                         headers = tuple(pairs)
-                        # First occurrence wins.  No escape sequence spells any
-                        # character of this name, so the raw text says where it is.
-                        k = text.find("\ncontent-length:")
-                        if k >= 0:
-                            k += 16
-                            e = text.find("\n", k)
-                            value = text[k:] if e < 0 else text[k:e]
+                        match = content_length_re(text)
+                        if match is not None:
+                            value = match[1]
                             if not (value.isdigit() and value.isascii()):
                                 raise RemoteProtocolError(
                                     f"frame {command} has an invalid content-length "
@@ -489,7 +524,7 @@ class StompCodec:
         if pending is not None:
             command, headers, body_start, clen, bscan = pending
             self._pending = (command, headers, body_start - pos, clen, bscan - pos)
-        return events, pos
+        return pos
 
     def _check_partial_head(self, buf: bytes | bytearray, pos: int, n: int, hscan: int) -> None:
         """Limit checks on a frame (at ``pos``) whose header block has not ended yet.
@@ -557,92 +592,103 @@ class StompCodec:
         body contains a NUL, when ``content_length`` is true, when the frame
         already has one, and (server side) on every MESSAGE with a non-empty
         body.  The codec owns framing: an existing ``content-length`` keeps its
-        position but gets the body's real length, and repeats are dropped.
+        position but gets the body's real length, and repeats are dropped; a
+        new one goes last.
 
-        Raises :class:`LocalProtocolError` for what the wire cannot carry: an
-        invalid command, an empty header name, a NUL in a header, or (where the
-        version does not escape them) a LF, a colon in a name, or a value
-        ending in CR (a reader would take it for a CR LF).
+        ``frame.headers`` is trusted to hold ``(str, str)`` pairs (the
+        :class:`Frame` constructor checks anything that is not already a
+        tuple).  Raises :class:`LocalProtocolError` for what the wire cannot
+        carry: an invalid command, an empty header name, a NUL in a header, or
+        (where the version does not escape them) a LF, a colon in a name, or a
+        value ending in CR (a reader would take it for a CR LF).
         """
         command = frame.command
         if command not in _KNOWN_COMMANDS and not (
             type(command) is str and _COMMAND.fullmatch(command)
         ):
             raise LocalProtocolError(f"invalid STOMP command {command!r}")
-        headers = frame.headers
         body = frame.body
+        headers = frame.headers
         want_length = (
             content_length
             or (self._server and body and command == "MESSAGE")
             or b"\0" in body
         )
-        parts = [command]
-        has_length = False
-        for name, value in headers:
-            if name == "content-length":
-                if has_length:
-                    continue
-                has_length = True
-                value = str(len(body))
-            parts.append(name + ":" + value)
-        if want_length and not has_length:
-            parts.append("content-length:" + str(len(body)))
-        text = "\n".join(parts)
-        count = len(parts) - 1
-        # Fast path: nothing in any name or value needs escaping or is
-        # unrepresentable; true when the only colons and LFs are our own.
+        if headers:
+            names = list(map(_first, headers))
+            if "content-length" in names:
+                length = str(len(body))
+                if (
+                    names.count("content-length") > 1
+                    or headers[names.index("content-length")][1] != length
+                ):
+                    headers = _with_content_length(headers, length)
+                    names = list(map(_first, headers))
+            elif want_length:
+                headers = headers + (("content-length", str(len(body))),)
+                names.append("content-length")
+        elif want_length:
+            headers = (("content-length", str(len(body))),)
+            names = ["content-length"]
+        else:
+            return b"".join(((command + "\n\n").encode(), body, b"\0"))
+        text = "\n".join(map(":".join, headers))
+        count = len(headers)
+        # Fast path: nothing needs escaping or checking when the only colons
+        # and LFs are the separators, and there is no backslash, CR or NUL.
         if not (
             text.count(":") == count
-            and text.count("\n") == count
+            and text.count("\n") == count - 1
             and "\\" not in text
             and "\r" not in text
             and "\0" not in text
-            and "\n:" not in text
+            and "" not in names
         ):
-            text = self._slow_header_text(command, headers, body, want_length)
-        return b"".join(((text + "\n\n").encode(), body, b"\0"))
+            text = self._checked_header_text(command, headers, names, text)
+        return b"".join(((command + "\n" + text + "\n\n").encode(), body, b"\0"))
 
-    def _slow_header_text(
-        self, command: str, headers: tuple[tuple[str, str], ...], body: bytes, want_length: object
+    def _checked_header_text(
+        self,
+        command: str,
+        headers: tuple[tuple[str, str], ...],
+        names: list[str],
+        text: str,
     ) -> str:
-        version = self._version if self._escape and command not in UNESCAPED_COMMANDS else None
-        parts = [command]
-        has_length = False
-        for name, value in headers:
-            if name == "content-length":
-                if has_length:
-                    continue
-                has_length = True
-                value = str(len(body))
-            if not name:
-                raise LocalProtocolError(f"{command} frame has a header with an empty name")
-            if "\0" in name or "\0" in value:
-                raise LocalProtocolError(
-                    f"{command} frame header {name!r} contains a NUL, which STOMP cannot carry"
-                )
-            if version is None:
+        """The header lines of ``headers``, escaped and checked (send's slow path)."""
+        if "\0" in text:
+            raise LocalProtocolError(
+                f"{command} frame has a NUL in a header, which STOMP cannot carry"
+            )
+        if "" in names:
+            raise LocalProtocolError(f"{command} frame has a header with an empty name")
+        escaped = self._escape and command not in UNESCAPED_COMMANDS
+        if not escaped:
+            for name in names:
                 if ":" in name or "\n" in name:
                     raise LocalProtocolError(
                         f"{command} frame header name {name!r} contains a colon or LF, which "
                         f"{self._mode(command)} cannot escape"
                     )
-                if "\n" in value:
-                    raise LocalProtocolError(
-                        f"{command} frame header {name!r} value contains a LF, which "
-                        f"{self._mode(command)} cannot escape"
-                    )
-            else:
-                name = escape_header(name, version)
-                value = escape_header(value, version)
-            if value[-1:] == "\r":
-                raise LocalProtocolError(
-                    f"{command} frame header {name!r} value ends with a CR, which "
-                    f"{self._mode(command)} cannot carry"
-                )
-            parts.append(name + ":" + value)
-        if want_length and not has_length:
-            parts.append("content-length:" + str(len(body)))
-        return "\n".join(parts)
+            if text.count("\n") != len(headers) - 1 or "\r" in text:
+                for name, value in headers:
+                    if "\n" in value:
+                        raise LocalProtocolError(
+                            f"{command} frame header {name!r} value contains a LF, which "
+                            f"{self._mode(command)} cannot escape"
+                        )
+                    _check_trailing_cr(command, name, value, self._mode(command))
+            return text
+        # Escape every name and value in one pass over a NUL-separated string
+        # (NUL cannot occur in them, checked above).
+        flat = "\0".join(chain.from_iterable(headers))
+        flat = flat.replace("\\", "\\\\").replace("\n", "\\n").replace(":", "\\c")
+        if self._version == "1.2":
+            flat = flat.replace("\r", "\\r")
+        elif "\r" in flat:
+            for name, value in headers:
+                _check_trailing_cr(command, name, value, self._mode(command))
+        items = flat.split("\0")
+        return "\n".join(map(":".join, zip(items[::2], items[1::2], strict=True)))
 
     def _mode(self, command: str) -> str:
         if command in UNESCAPED_COMMANDS:

@@ -137,15 +137,19 @@ class Frame:
 
 
 _new = object.__new__
-_set = object.__setattr__
+# The slots' own setters: a frozen dataclass refuses plain attribute assignment,
+# and these are the cheapest way around it for the parser's fast path.
+_set_command = Frame.__dict__["command"].__set__
+_set_headers = Frame.__dict__["headers"].__set__
+_set_body = Frame.__dict__["body"].__set__
 
 
 def _frame(command: str, headers: tuple[tuple[str, str], ...], body: bytes) -> Frame:
     """Build a Frame from parts already known to be well-typed (the parser's fast path)."""
     frame = _new(Frame)
-    _set(frame, "command", command)
-    _set(frame, "headers", headers)
-    _set(frame, "body", body)
+    _set_command(frame, command)
+    _set_headers(frame, headers)
+    _set_body(frame, body)
     return frame
 
 
