@@ -37,10 +37,12 @@ class MessageRef:
     consumer: "Consumer | None" = None
     #: a durable ref whose message record is in the journal
     persisted: bool = False
+    #: the message's encoded size, computed once (credit and address limits)
+    size: int = -1
 
-    @property
-    def size(self) -> int:
-        return self.message.encoded_size()
+    def __post_init__(self):
+        if self.size < 0:
+            self.size = self.message.encoded_size()
 
 
 @dataclass(frozen=True)
@@ -389,7 +391,11 @@ class Queue:
 
             def back():
                 self.scheduled_count -= 1
-                if not self.deleted:
+                if self.deleted:
+                    # The queue went meanwhile: release the ref as its drained
+                    # siblings were, or the address keeps counting it forever.
+                    self.owner.acknowledge_ref(ref)
+                else:
                     self.add_head(ref)
 
             self.owner.schedule(wait / 1000.0, back)
@@ -416,6 +422,8 @@ class Queue:
                 else:
                     keep.append(ref)
             lane.extend(keep)
+        if expired and not self.message_count:
+            self.owner.queue_emptied(self)  # an auto-created queue may go now
         return expired
 
     def drain(self) -> list[MessageRef]:

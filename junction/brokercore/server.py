@@ -64,6 +64,8 @@ class Address:
     anycast_rr: int = 0
     routed_total: int = 0
     wildcard: bool = False
+    #: resolved address settings, cached; cleared when the settings change
+    settings: object = None
 
     def anycast_queues(self):
         return [q for q in self.queues.values() if q.routing_type == RoutingType.ANYCAST]
@@ -126,6 +128,7 @@ class BrokerServer:
         )
         self.wildcard_routing = config.wildcard_addresses.routing_enabled
         self.settings = SettingsRepository(config.address_settings, self.syntax, ADDRESS_SETTINGS_DEFAULTS)
+        self.settings.add_listener(self._settings_changed)
         self.security = security
         if journal is not None:
             self.storage = JournalStorage(journal)
@@ -135,6 +138,8 @@ class BrokerServer:
         self.queues: dict[str, Queue] = {}
         self._queues_by_id: dict[int, Queue] = {}
         self._durable_refs: dict[int, int] = {}
+        #: (message id, address) -> queue references holding it (address limits)
+        self._address_refs: dict[tuple, int] = {}
         self._wildcard_cache: OrderedDict = OrderedDict()
         self.duplicates = DuplicateIDCache(config.id_cache_size)
         self.sessions: set = set()
@@ -254,7 +259,20 @@ class BrokerServer:
         return int(self.reactor.seconds() * 1000)
 
     def queue_settings(self, queue: Queue):
-        return self.settings.resolve(queue.address)
+        return self.settings_for(queue.address)
+
+    def settings_for(self, name: str):
+        """Resolved address settings for an address name (cached per address)."""
+        address = self.addresses.get(name)
+        if address is None:
+            return self.settings.resolve(name)
+        if address.settings is None:
+            address.settings = self.settings.resolve(name)
+        return address.settings
+
+    def _settings_changed(self, *args) -> None:
+        for address in self.addresses.values():
+            address.settings = None
 
     # -- addresses and queues --------------------------------------------------------
     def _add_address(self, name, routing_types, *, auto_created, persist) -> Address:
@@ -337,6 +355,24 @@ class BrokerServer:
             address.queues.pop(name, None)
         if queue.durable and not queue.definition.temporary:
             self.storage.delete_queue(queue.id)
+        if address is not None and address.auto_created and not address.queues:
+            self._maybe_auto_delete_address(address)
+
+    def _maybe_auto_delete_address(self, address: Address) -> None:
+        """Artemis auto-delete-addresses: an auto-created address goes with its last queue."""
+        settings = self.settings_for(address.name)
+        if not settings.auto_delete_addresses:
+            return
+
+        def delete():
+            current = self.addresses.get(address.name)
+            if current is address and not address.queues:
+                self.delete_address(address.name)
+
+        if settings.auto_delete_addresses_delay > 0:
+            self.schedule(settings.auto_delete_addresses_delay / 1000.0, delete)
+        else:
+            delete()
 
     def find_queue(self, name: str) -> Queue | None:
         return self.queues.get(name)
@@ -345,7 +381,7 @@ class BrokerServer:
     def resolve_address(self, name: str, routing_type: RoutingType | None, *, auto_create: bool = True) -> Address | None:
         """The address a message or consumer names, auto-created per address-settings."""
         address = self.addresses.get(name)
-        settings = self.settings.resolve(name)
+        settings = self.settings_for(name)
         if address is None:
             if not (auto_create and settings.auto_create_addresses):
                 return None
@@ -418,7 +454,7 @@ class BrokerServer:
         if rtype is None and len(address.routing_types) == 1:
             rtype = next(iter(address.routing_types))
         if rtype == RoutingType.ANYCAST and not address.anycast_queues():
-            settings = self.settings.resolve(name)
+            settings = self.settings_for(name)
             if settings.auto_create_queues and auto_create:
                 self.create_queue(
                     QueueDefinition(
@@ -452,7 +488,7 @@ class BrokerServer:
 
     def address_full(self, address: Address, size: int) -> str | None:
         """The address-full policy to apply if ``size`` more bytes would exceed the limit."""
-        settings = self.settings.resolve(address.name)
+        settings = self.settings_for(address.name)
         limit = settings.max_size_bytes
         if limit >= 0 and address.size + size > limit and address.size > 0:
             return settings.address_full_policy
@@ -481,7 +517,7 @@ class BrokerServer:
         if not message.timestamp:
             message.timestamp = int(time.time() * 1000)
         address_name = message.address
-        settings = self.settings.resolve(address_name)
+        settings = self.settings_for(address_name)
         if settings.expiry_delay > 0 and not message.expiration:
             message.expiration = now + settings.expiry_delay
         message.message_id = self.storage.next_id()
@@ -508,14 +544,15 @@ class BrokerServer:
         return confirmed
 
     def _add_refs(self, message: Message, queues: list, stored: bool) -> None:
+        size = message.encoded_size()
         for queue in queues:
             if queue.deleted:
                 if stored and queue.durable and not queue.definition.temporary:
                     # Deleted while a transaction held the message: release its record.
-                    self._settle(MessageRef(message, queue, persisted=True))
+                    self._settle(MessageRef(message, queue, persisted=True, size=size), account=False)
                 continue
             persisted = stored and queue.durable and not queue.definition.temporary
-            ref = MessageRef(message, queue, persisted=persisted)
+            ref = MessageRef(message, queue, persisted=persisted, size=size)
             self._account(queue, ref, +1)
             queue.add(ref)
 
@@ -530,25 +567,38 @@ class BrokerServer:
             self.deliver_to_queues(message, queues, sync=False)
 
     def _account(self, queue: Queue, ref: MessageRef, sign: int) -> None:
+        """Count a message towards its address's limits once, however many
+        queues of the address hold it (Artemis counts per address)."""
         address = self.addresses.get(queue.address)
         if address is None:
             return
-        address.size += sign * ref.size
-        address.messages += sign
+        key = (ref.message.message_id, address.name)
+        holders = self._address_refs.get(key, 0) + sign
+        if holders > 0:
+            self._address_refs[key] = holders
+        else:
+            self._address_refs.pop(key, None)
         if sign > 0:
             address.routed_total += 1
-        elif address.blocked and self.address_full(address, 0) is None:
-            waiting, address.blocked = address.blocked, []
-            for d in waiting:
-                d.callback(None)
+            if holders == 1:
+                address.size += ref.size
+                address.messages += 1
+        elif holders <= 0:
+            address.size -= ref.size
+            address.messages -= 1
+            if address.blocked and self.address_full(address, 0) is None:
+                waiting, address.blocked = address.blocked, []
+                for d in waiting:
+                    d.callback(None)
 
     # -- settlement (called by queues) ---------------------------------------------------
     def acknowledge_ref(self, ref: MessageRef, tx=None):
         return self._settle(ref, tx=tx)
 
-    def _settle(self, ref: MessageRef, tx=None):
+    def _settle(self, ref: MessageRef, tx=None, account: bool = True):
         """Release a reference; returns the ack's storage Deferred if one was written."""
-        self._account(ref.queue, ref, -1)
+        if account:
+            self._account(ref.queue, ref, -1)
         if not ref.persisted:
             return None
         mid = ref.message.message_id
@@ -612,7 +662,7 @@ class BrokerServer:
                 name=name,
                 address=address,
                 routing_type=RoutingType.MULTICAST,
-                filter=f"{ORIGINAL_ADDRESS} = '{ref.message.address}'",
+                filter="{} = '{}'".format(ORIGINAL_ADDRESS, ref.message.address.replace("'", "''")),
                 durable=True,
                 auto_created=True,
             )
@@ -631,25 +681,28 @@ class BrokerServer:
         defn = queue.definition
         if queue.deleted or queue.consumers or not defn.auto_created or defn.subscription:
             return
-        settings = self.settings.resolve(queue.address)
+        settings = self.settings_for(queue.address)
         if not settings.auto_delete_queues:
             return
-        if queue.message_count > settings.auto_delete_queues_message_count:
+        if not self._under_auto_delete_threshold(queue, settings):
             return
         if settings.auto_delete_queues_delay > 0:
             self.schedule(settings.auto_delete_queues_delay / 1000.0, lambda: self._auto_delete_now(queue))
         else:
             self._auto_delete_now(queue)
 
+    @staticmethod
+    def _under_auto_delete_threshold(queue: Queue, settings) -> bool:
+        """``auto-delete-queues-message-count``: -1 means any count."""
+        threshold = settings.auto_delete_queues_message_count
+        return threshold < 0 or queue.message_count <= threshold
+
     def _auto_delete_now(self, queue: Queue) -> None:
-        if queue.deleted or queue.consumers or queue.message_count:
+        if queue.deleted or queue.consumers:
+            return
+        if not self._under_auto_delete_threshold(queue, self.settings_for(queue.address)):
             return
         self.destroy_queue(queue.name)
-        address = self.addresses.get(queue.address)
-        if address is not None and address.auto_created and not address.queues:
-            settings = self.settings.resolve(address.name)
-            if settings.auto_delete_addresses:
-                self.delete_address(address.name)
 
     # -- periodic -----------------------------------------------------------------------
     def _expiry_scan(self) -> None:

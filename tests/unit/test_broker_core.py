@@ -620,7 +620,8 @@ def test_temporary_subscription_queue_goes_with_the_consumer():
     assert rec.bodies == [b"1"]
     consumer.close()
     assert b.server.find_queue(name) is None
-    assert name not in b.server.addresses["news"].queues
+    # The auto-created address went with its last queue (auto-delete-addresses).
+    assert "news" not in b.server.addresses
     # later messages go nowhere
     b.send(s, "news", b"2", routing_type=MULTI)
     assert b.server.messages_dropped == 1
@@ -824,7 +825,6 @@ def test_session_close_returns_transacted_and_unacked_refs_in_delivery_order():
     assert [r.message.body for r in q.waiting()] == [b"0", b"1", b"2"]
 
 
-@pytest.mark.xfail(strict=True, reason="server.py: address limits count one message once per queue it is routed to")
 def test_address_limit_counts_a_fanned_out_message_once():
     b = Broker(address_settings=[AddressSettings(match="news", max_size_messages=2, address_full_policy="FAIL")])
     s = b.session()
@@ -835,7 +835,6 @@ def test_address_limit_counts_a_fanned_out_message_once():
     assert b.server.addresses["news"].messages == 2
 
 
-@pytest.mark.xfail(strict=True, reason="server.py: auto-created addresses are deleted only with an auto-deleted queue")
 def test_auto_created_topic_address_is_deleted_when_its_last_subscription_goes():
     b = Broker()
     s = b.session()
@@ -950,3 +949,53 @@ def test_selector_scan_sees_messages_that_arrive_during_a_capped_scan(monkeypatc
     b.run()
     assert rec.bodies == [b"urgent"]
     assert q.message_count == 12
+
+
+def test_deleting_a_queue_releases_refs_waiting_for_redelivery():
+    b = Broker(address_settings=[AddressSettings(match="q", redelivery_delay=5000)])
+    s = b.session()
+    b.queue("q")
+    _, rec = consume(b, s, "q", routing_type=ANY)
+    b.send(s, "q")
+    b.run()
+    s.cancel(rec.refs[0])  # back in 5 s
+    assert b.server.addresses["q"].messages == 1
+    b.server.destroy_queue("q")
+    b.run(5)
+    assert rec.refs[1:] == []
+    assert b.server.addresses["q"].messages == 0
+    assert b.server.addresses["q"].size == 0
+
+
+def test_auto_created_queue_whose_messages_expired_is_deleted():
+    b = Broker()
+    s = b.session()
+    b.send(s, "work", expiration=1000)
+    assert b.server.find_queue("work") is not None
+    b.run(EXPIRY_SCAN_PERIOD_S)
+    assert b.server.find_queue("work") is None
+
+
+def test_auto_delete_queues_message_count():
+    b = Broker(address_settings=[AddressSettings(match="#", auto_delete_queues_message_count=5)])
+    s = b.session()
+    b.send(s, "work", b"1")
+    b.send(s, "work", b"2")
+    consumer, _ = consume(b, s, "work", routing_type=ANY, credit_messages=0)
+    consumer.close()  # two messages left, at most five allowed
+    assert b.server.find_queue("work") is None
+
+
+def test_dead_letter_resources_for_an_address_with_a_quote():
+    b = Broker(
+        address_settings=[
+            AddressSettings(match="#", dead_letter_address="DLA", max_delivery_attempts=1, auto_create_dead_letter_resources=True)
+        ]
+    )
+    s = b.session()
+    _, rec = consume(b, s, "o'brien", routing_type=ANY)
+    b.send(s, "o'brien", b"bad")
+    b.run()
+    s.cancel(rec.refs[0])
+    dlq = b.server.find_queue("DLQ.o'brien")
+    assert [r.message.body for r in dlq.waiting()] == [b"bad"]

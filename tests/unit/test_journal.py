@@ -114,7 +114,10 @@ def outcome(d):
 
 
 def simple(state):
-    return {rid: (info.user_type, info.payload, list(info.updates)) for rid, info in state.records.items()}
+    return {
+        rid: (info.user_type, info.payload, list(info.updates))
+        for rid, info in state.records.items()
+    }
 
 
 def stop(j, reactor):
@@ -493,7 +496,11 @@ def test_fsync_failure_fails_the_journal_for_good():
         err = outcome(d)
         assert isinstance(err, JournalFailedError)
     message = str(outcome(d1))
-    assert "fsync failed" in message and "[Errno 5]" in message and "durable sends are refused" in message
+    assert (
+        "fsync failed" in message
+        and "[Errno 5]" in message
+        and "durable sends are refused" in message
+    )
     assert j.failed and j.failure is outcome(d1)
     fs.fail_fsync = None  # the disk "recovers": the journal must not
     later = j.append_add(5, 1, b"x")
@@ -635,7 +642,7 @@ def test_automatic_compaction_and_repeated_compaction():
     j, _s, r = open_journal(fs, file_size=512, compact_min_files=4, compact_percentage=50)
     live = set()
     rid = 0
-    for round_ in range(8):
+    for _round in range(8):
         for _ in range(30):
             rid += 1
             j.append_add(rid, 1, b"a" * 30)
@@ -698,7 +705,9 @@ def test_leftovers_of_an_interrupted_compaction_are_finished_at_load():
 
 _ops = st.lists(
     st.tuples(
-        st.sampled_from(["add", "update", "delete", "add_tx", "update_tx", "delete_tx", "commit", "rollback"]),
+        st.sampled_from(
+            ["add", "update", "delete", "add_tx", "update_tx", "delete_tx", "commit", "rollback"]
+        ),
         st.integers(1, 6),
         st.integers(1, 3),
     ),
@@ -740,7 +749,9 @@ def test_index_live_set_matches_the_fold(ops):
     assert set(state.dropped_transactions) == open_txs
     # Bytes: live records' ADD+UPDATE sizes (open transactions are dropped at load).
     expected = sum(
-        RECORD_OVERHEAD + len(info.payload) + sum(RECORD_OVERHEAD + len(p) for _t, p in info.updates)
+        RECORD_OVERHEAD
+        + len(info.payload)
+        + sum(RECORD_OVERHEAD + len(p) for _t, p in info.updates)
         for info in state.records.values()
     )
     assert sum(f.live for f in fresh._index.order) == expected
@@ -815,7 +826,11 @@ def test_module_does_not_import_the_global_reactor():
         "import sys; import junction.brokercore.journal as j; "
         "assert 'twisted.internet.reactor' not in sys.modules, 'reactor imported'"
     )
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=str(__import__("pathlib").Path(__file__).parents[2]))
+    subprocess.run(
+        [sys.executable, "-c", code],
+        check=True,
+        cwd=str(__import__("pathlib").Path(__file__).parents[2]),
+    )
 
 
 # -- the fake file layer is checked against the real one --------------------------------

@@ -170,6 +170,7 @@ import os
 import re
 import threading
 import time
+import zlib
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -178,10 +179,13 @@ from twisted.python.failure import Failure
 
 from .files import OSFiles
 from .records import (
+    CRC_STRUCT,
     FILE_HEADER_SIZE,
     MAX_ID,
     MAX_PAYLOAD_SIZE,
     MAX_USER_TYPE,
+    RECORD_HEADER_STRUCT,
+    RECORD_MAGIC,
     RECORD_OVERHEAD,
     FormatError,
     Kind,
@@ -253,6 +257,12 @@ _ADD_TX, _UPDATE_TX, _DELETE_TX = Kind.ADD_TX.value, Kind.UPDATE_TX.value, Kind.
 _COMMIT, _ROLLBACK, _ID_MARK = Kind.COMMIT.value, Kind.ROLLBACK.value, Kind.ID_MARK.value
 _TX_KINDS = frozenset((_ADD_TX, _UPDATE_TX, _DELETE_TX))
 _UNTX = {_ADD_TX: _ADD, _UPDATE_TX: _UPDATE, _DELETE_TX: _DELETE}
+
+# The record encoding of records.encode_record, inlined in Journal._append.
+_RECORD_HEADER_PACK = RECORD_HEADER_STRUCT.pack
+_CRC_PACK = CRC_STRUCT.pack
+_crc32 = zlib.crc32
+_MAX_RECORD = RECORD_OVERHEAD + MAX_PAYLOAD_SIZE
 
 _NEW, _LOADED, _STARTED, _STOPPING, _STOPPED, _FAILED = (
     "new",
@@ -564,7 +574,9 @@ class _Preallocator:
         self._busy: str | None = None
         self._done: dict[str, BaseException | None] = {}
         self._stopping = False
-        self._thread = threading.Thread(target=self._main, name="junction-journal-prealloc", daemon=True)
+        self._thread = threading.Thread(
+            target=self._main, name="junction-journal-prealloc", daemon=True
+        )
         self._thread.start()
 
     def request(self, name: str) -> None:
@@ -611,7 +623,9 @@ class _Preallocator:
                 try:
                     offset = 0
                     while offset < self._file_size:
-                        offset = _write_all(handle, _zeros(min(_ZERO_CHUNK, self._file_size - offset)), offset)
+                        offset = _write_all(
+                            handle, _zeros(min(_ZERO_CHUNK, self._file_size - offset)), offset
+                        )
                     handle.fsync()
                 finally:
                     handle.close()
@@ -686,7 +700,8 @@ class Journal:
         self._cur_used = 0
 
         # Shared with the writer thread, under _cond.
-        self._cond = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._items: list = []
         self._waiters: list = []
         self._want_sync = False
@@ -779,9 +794,10 @@ class Journal:
                 name = data_files.pop(item)
             files.remove(name)
             removed.append(name)
-        order = sorted([(seq, name, False) for seq, name in data_files.items()] + [
-            (seq, name, True) for seq, (name, _f) in compacted.items()
-        ])
+        order = sorted(
+            [(seq, name, False) for seq, name in data_files.items()]
+            + [(seq, name, True) for seq, (name, _f) in compacted.items()]
+        )
         fold = _Fold()
         index = self._index
         watermark = 0
@@ -793,7 +809,9 @@ class Journal:
             try:
                 header = decode_file_header(data)
                 if header.seq != seq or header.compacted != is_compacted:
-                    raise FormatError(f"header says file {header.seq}, compacted={header.compacted}")
+                    raise FormatError(
+                        f"header says file {header.seq}, compacted={header.compacted}"
+                    )
             except FormatError as exc:
                 if is_last and not is_compacted:
                     # Being created at the crash: it holds nothing.
@@ -819,7 +837,9 @@ class Journal:
                 bad = result.end
                 if is_last and not is_compacted:
                     after = find_next_record(data, seq, bad + 1)
-                    state.torn_tail = TornTail(name, bad, len(data) - bad, result.bad_reason, after is not None)
+                    state.torn_tail = TornTail(
+                        name, bad, len(data) - bad, result.bad_reason, after is not None
+                    )
                     handle = files.open(name)
                     try:
                         handle.truncate(bad)
@@ -933,7 +953,8 @@ class Journal:
         """Add live record ``record_id``; fires (None) once durable (or written, sync=False)."""
         if self._state is not _STARTED:
             return self._refused()
-        _check_record(record_id, user_type)
+        if not (0 <= record_id <= MAX_ID and 0 <= user_type <= MAX_USER_TYPE):
+            _check_record(record_id, user_type)
         if record_id > self._last_id:
             self._last_id = record_id
         return self._append(_ADD, 0, record_id, user_type, payload, sync, True)
@@ -1101,8 +1122,9 @@ class Journal:
             self._last_id = b
 
     def _append(self, kind, tx_id, record_id, user_type, payload, sync, want_deferred):
+        """Encode, account and queue one record (the hot path of every append)."""
         n = RECORD_OVERHEAD + len(payload)
-        if n > RECORD_OVERHEAD + MAX_PAYLOAD_SIZE:
+        if n > _MAX_RECORD:
             raise RecordTooLargeError(
                 f"record payload of {len(payload)} bytes exceeds the journal limit of "
                 f"{MAX_PAYLOAD_SIZE} bytes"
@@ -1110,13 +1132,23 @@ class Journal:
         if self._cur_used + n > self._file_size and self._cur_used > FILE_HEADER_SIZE:
             self._roll()
         seq = self._cur_seq
-        record = encode_record(kind, seq, tx_id, record_id, user_type, payload)
+        head = _RECORD_HEADER_PACK(
+            RECORD_MAGIC,
+            kind,
+            user_type,
+            0,
+            seq & 0xFFFFFFFF,
+            tx_id,
+            record_id,
+            n - RECORD_OVERHEAD,
+        )
+        record = b"".join((head, payload, _CRC_PACK(_crc32(payload, _crc32(head)))))
         self._cur_used += n
         self._index.apply(kind, tx_id, record_id, seq, n)
         self._records_appended += 1
         self._pending_bytes += n
         d = Deferred() if want_deferred else None
-        with self._cond:
+        with self._lock:
             self._items.append(record)
             if d is not None:
                 self._waiters.append(d)
@@ -1129,7 +1161,7 @@ class Journal:
         return d
 
     def _enqueue_op(self, op: tuple, d: Deferred | None) -> None:
-        with self._cond:
+        with self._lock:
             self._items.append(op)
             if d is not None:
                 self._waiters.append(d)
@@ -1331,7 +1363,9 @@ class Journal:
         handle = files.open(tmp, create=True)
         try:
             offset = 0
-            chunk = [encode_file_header(seq, first_seq=first, id_watermark=watermark, compacted=True)]
+            chunk = [
+                encode_file_header(seq, first_seq=first, id_watermark=watermark, compacted=True)
+            ]
             chunk_bytes = FILE_HEADER_SIZE
 
             def put(record: bytes):
@@ -1520,7 +1554,9 @@ class Journal:
             offset = _write_all(handle, header, 0)
             if self._preallocate:
                 while offset < self._file_size:
-                    offset = _write_all(handle, _zeros(min(_ZERO_CHUNK, self._file_size - offset)), offset)
+                    offset = _write_all(
+                        handle, _zeros(min(_ZERO_CHUNK, self._file_size - offset)), offset
+                    )
             self._w_op = "fsync"
             handle.fsync()
         self._w_dir_sync()

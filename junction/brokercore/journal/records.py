@@ -62,6 +62,8 @@ __all__ = [
     "FILE_HEADER_SIZE",
     "RECORD_MAGIC",
     "RECORD_HEADER_SIZE",
+    "RECORD_HEADER_STRUCT",
+    "CRC_STRUCT",
     "RECORD_OVERHEAD",
     "MAX_PAYLOAD_SIZE",
     "MAX_USER_TYPE",
@@ -107,6 +109,10 @@ FILE_HEADER_SIZE = 48
 #: First byte of every record; a 0 byte at a record position means "end".
 RECORD_MAGIC = 0xA5
 _RECORD_HEADER = struct.Struct(">BBBBIQQI")
+#: The record header layout (public for the journal's inlined encoder).
+RECORD_HEADER_STRUCT = _RECORD_HEADER
+#: The CRC trailer layout.
+CRC_STRUCT = _CRC
 RECORD_HEADER_SIZE = _RECORD_HEADER.size  # 28
 #: Bytes a record costs on disk besides its payload (header + CRC).
 RECORD_OVERHEAD = RECORD_HEADER_SIZE + 4
@@ -163,7 +169,9 @@ def decode_file_header(data) -> FileHeader:
     if crc != zlib.crc32(body):
         raise FormatError("file header CRC mismatch")
     if version != FORMAT_VERSION:
-        raise FormatError(f"journal format version {version} is not supported (this is {FORMAT_VERSION})")
+        raise FormatError(
+            f"journal format version {version} is not supported (this is {FORMAT_VERSION})"
+        )
     return FileHeader(seq, first_seq, watermark, bool(flags & FLAG_COMPACTED))
 
 
