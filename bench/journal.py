@@ -122,8 +122,7 @@ def show(label, r):
         f"{label:14s} {r['records']:>7d} records  {r['rate']:>9.0f} rec/s  "
         f"{r['syncs']:>6d} syncs  {r['records_per_sync']:>7.1f} rec/sync  "
         f"p50 {r['p50_ms']:.2f} ms  p99 {r['p99_ms']:.2f} ms  max {r['max_ms']:.2f} ms  "
-        f"CPU {r['cpu_us']:.1f} us/rec"
-        + (f"  ERRORS {r['errors']}" if r["errors"] else "")
+        f"CPU {r['cpu_us']:.1f} us/rec" + (f"  ERRORS {r['errors']}" if r["errors"] else "")
     )
 
 
@@ -137,6 +136,7 @@ def main(argv=None):
     parser.add_argument("--file-size", type=int, default=10 * 1024 * 1024)
     parser.add_argument("--no-preallocate", action="store_true")
     parser.add_argument("--dir", default=".", help="parent of the temporary journal directory")
+    parser.add_argument("--json", action="store_true", help="print the results as one JSON object")
     args = parser.parse_args(argv)
 
     from twisted.internet import reactor
@@ -173,6 +173,12 @@ def main(argv=None):
         shutil.rmtree(root, ignore_errors=True)
     if "group" not in results:
         return 1
+    if args.json:
+        import json
+
+        results["ratio"] = results["group"]["rate"] / results["baseline"]["rate"]
+        print(json.dumps(results))
+        return 0
     print(
         f"journal bench: {args.size}-byte records, sync=True, file size {args.file_size}, "
         f"buffer timeout {args.buffer_timeout_us} us, preallocate {not args.no_preallocate}, "

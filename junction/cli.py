@@ -131,9 +131,15 @@ def _user_command(args, properties, users_path, roles_path) -> int:
         if password is None:
             password = getpass.getpass(f"password for {args.name}: ")
         roles = [r for r in (args.role or "").split(",") if r]
+        existed = any(name == args.name for name, _ in properties.list_users(users_path, roles_path))
+        if existed:
+            properties.remove_user(users_path, roles_path, args.name)
         properties.add_user(users_path, roles_path, args.name, password, roles)
-        print(f"user {args.name} added to {users_path} with roles {','.join(roles) or '(none)'}")
+        verb = "updated in" if existed else "added to"
+        print(f"user {args.name} {verb} {users_path} with roles {','.join(roles) or '(none)'}")
     elif args.user_command == "rm":
+        if not any(name == args.name for name, _ in properties.list_users(users_path, roles_path)):
+            raise ValueError(f"no user {args.name!r} in {users_path}")
         properties.remove_user(users_path, roles_path, args.name)
         print(f"user {args.name} removed")
     else:
@@ -165,15 +171,18 @@ def build_parser() -> argparse.ArgumentParser:
     status.set_defaults(func=cmd_status)
 
     user = sub.add_parser("user", help="manage users and roles (Artemis properties files)")
-    user.add_argument("--config", default=DEFAULT_CONFIG)
+    config_arg = argparse.ArgumentParser(add_help=False)
+    config_arg.add_argument(
+        "--config", default=DEFAULT_CONFIG, help="broker.xml naming the users and roles files (default: %(default)s)"
+    )
     user_sub = user.add_subparsers(dest="user_command", required=True)
-    add = user_sub.add_parser("add", help="add or update a user")
+    add = user_sub.add_parser("add", help="add a user, or replace its password and roles", parents=[config_arg])
     add.add_argument("name")
     add.add_argument("--password", help="the password (prompted for when omitted)")
     add.add_argument("--role", help="comma-separated roles")
-    rm = user_sub.add_parser("rm", help="remove a user")
+    rm = user_sub.add_parser("rm", help="remove a user", parents=[config_arg])
     rm.add_argument("name")
-    user_sub.add_parser("list", help="list users and their roles")
+    user_sub.add_parser("list", help="list users and their roles", parents=[config_arg])
     user.set_defaults(func=cmd_user)
 
     version = sub.add_parser("version", help="print the version")

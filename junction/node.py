@@ -23,6 +23,38 @@ from junction.brokercore.wildcard import WildcardSyntax
 
 log = logging.getLogger("junction.node")
 
+#: Address settings Junction reads but does not act on yet: a config that sets
+#: one gets a warning at start-up naming it, so nothing is silently ignored.
+UNIMPLEMENTED_ADDRESS_SETTINGS = (
+    "redelivery_collision_avoidance_factor",
+    "page_max_cache_size",
+    "last_value_queue",
+    "default_last_value_key",
+    "default_non_destructive",
+    "default_exclusive_queue",
+    "default_consumer_window_size",
+    "redistribution_delay",
+    "slow_consumer_threshold",
+    "slow_consumer_policy",
+    "slow_consumer_check_period",
+    "auto_delete_created_queues",
+    "default_group_rebalance",
+    "default_group_buckets",
+    "default_group_first_key",
+    "default_ring_size",
+)
+#: Queue attributes likewise (``<queue exclusive="true">`` ...).
+UNIMPLEMENTED_QUEUE_ATTRIBUTES = (
+    "exclusive",
+    "last_value",
+    "last_value_key",
+    "non_destructive",
+    "group_rebalance",
+    "group_buckets",
+    "group_first_key",
+    "ring_size",
+)
+
 #: Protocols the broker core serves today; the rest arrive with their issues.
 SERVED_PROTOCOLS = frozenset({"STOMP"})
 NODE_ID_FILE = "node.id"
@@ -106,6 +138,8 @@ class Node:
         self.server.start()
         for _name, line, what in config.ignored:
             log.info("%s:%d: ignored: %s", config.config_path, line, what)
+        for problem in unimplemented_settings(config):
+            log.warning("%s", problem)
         for acceptor in config.acceptors:
             self._listen(acceptor)
         self._start_management()
@@ -263,3 +297,28 @@ class Node:
                 "port": self.management_port.getHost().port,
             }
         return status
+
+
+def unimplemented_settings(config) -> list[str]:
+    """Settings the config gives that this build reads but does not act on."""
+    problems = []
+    for item in config.address_settings:
+        for name in UNIMPLEMENTED_ADDRESS_SETTINGS:
+            value = getattr(item, name, None)
+            if value is not None:
+                file, line = item.source
+                problems.append(
+                    f"{file}:{line}: address-setting {item.match!r}: <{name.replace('_', '-')}> "
+                    "is not implemented by Junction yet and has no effect"
+                )
+    for address in config.addresses:
+        for queue in address.queues:
+            for name in UNIMPLEMENTED_QUEUE_ATTRIBUTES:
+                value = getattr(queue, name, None)
+                if value not in (None, False):
+                    file, line = queue.source
+                    problems.append(
+                        f"{file}:{line}: queue {queue.name!r}: {name.replace('_', '-')} "
+                        "is not implemented by Junction yet and has no effect"
+                    )
+    return problems

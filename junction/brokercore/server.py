@@ -518,8 +518,7 @@ class BrokerServer:
             message.timestamp = int(time.time() * 1000)
         address_name = message.address
         settings = self.settings_for(address_name)
-        if settings.expiry_delay > 0 and not message.expiration:
-            message.expiration = now + settings.expiry_delay
+        message.expiration = _effective_expiration(message.expiration, now, settings)
         message.message_id = self.storage.next_id()
         self.messages_routed += 1
         durable_ids = []
@@ -766,6 +765,21 @@ class BrokerServer:
             "duplicate_ids": len(self.duplicates),
             "pid": os.getpid(),
         }
+
+
+def _effective_expiration(expiration: int, now: int, settings) -> int:
+    """Artemis's expiry-delay, min-expiry-delay and max-expiry-delay rules."""
+    if not expiration:
+        if settings.expiry_delay > 0:
+            return now + settings.expiry_delay
+        if settings.max_expiry_delay > 0:
+            return now + settings.max_expiry_delay
+        return 0
+    if settings.min_expiry_delay > 0 and expiration < now + settings.min_expiry_delay:
+        return now + settings.min_expiry_delay
+    if settings.max_expiry_delay > 0 and expiration > now + settings.max_expiry_delay:
+        return now + settings.max_expiry_delay
+    return expiration
 
 
 def _version() -> str:

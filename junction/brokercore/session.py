@@ -227,8 +227,11 @@ class ServerSession:
         policy = server.address_full(address, message.encoded_size())
         if policy is not None:
             if policy == "FAIL":
+                settings = server.settings_for(address.name)
                 raise errors.AddressFullError(
-                    f"address {address.name} is full (max-size-bytes reached, address-full-policy FAIL)"
+                    f"address {address.name} is full ({address.size} of max-size-bytes "
+                    f"{settings.max_size_bytes}, {address.messages} of max-size-messages "
+                    f"{settings.max_size_messages}; address-full-policy FAIL)"
                 )
             if policy == "DROP":
                 server.messages_dropped += 1

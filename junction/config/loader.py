@@ -1308,6 +1308,12 @@ class _Loader:
             if router is not None and not router:
                 self.error(child, f"acceptor {name!r}: router= is empty")
                 router = None
+            if str(url.params.get("sslEnabled", "false")).lower() == "true":
+                self.error(
+                    child,
+                    f"acceptor {name!r}: sslEnabled=true is not supported by Junction yet "
+                    "(TLS acceptors are planned); remove it or terminate TLS in front of the node",
+                )
             self.acceptors.append(
                 model.Acceptor(
                     name=name,
@@ -1470,6 +1476,9 @@ class _Loader:
                     )
                 else:
                     fields["filter"] = child.attrib["string"]
+                    problem = _filter_problem(child.attrib["string"])
+                    if problem:
+                        self.error(child, f"invalid queue filter: {problem}")
             elif child.tag == "durable":
                 if self._leaf(child):
                     v = self.parse_value(child, boolean, child.text, "<durable>")
@@ -1783,6 +1792,17 @@ class _Loader:
             base_dir=self.base_dir,
             ignored=tuple(self.ignored),
         )
+
+
+def _filter_problem(text: str) -> str | None:
+    """Why a filter expression would not parse (checked with the broker's own parser)."""
+    from junction.brokercore.filter import FilterError, parse_filter
+
+    try:
+        parse_filter(text)
+    except FilterError as exc:
+        return str(exc)
+    return None
 
 
 def _norm_host(host: str) -> str:

@@ -253,7 +253,8 @@ class WildcardAddresses:
 class Limits:
     """Per-connection protocol limits (Junction's own; see docs/configuration.md).
 
-    Set in ``broker.xml`` under ``<junction><limits>`` or per acceptor URL.
+    Set in ``broker.xml`` under ``<junction><limits>``; an acceptor's
+    ``stompMaxFramePayloadLength`` overrides the frame size for that acceptor.
     """
 
     max_frame_size: int = 10 * 1024 * 1024

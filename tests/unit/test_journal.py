@@ -239,6 +239,20 @@ def test_transactions_commit_rollback_and_uncommitted_at_crash():
     assert simple(state) == {1: (1, b"keep", [(5, b"tx-update")]), 10: (1, b"tx-add", [])}
     assert state.dropped_transactions == {102: 2}
     assert state.next_id > 102
+    # The restarted journal rolls the dropped transaction back explicitly...
+    j2, again, r2 = open_journal(fs.crash())
+    assert again.dropped_transactions == {102: 2}
+    fs2 = j2._files
+    stop(j2, r2)
+    third = load_state(fs2.crash())
+    assert third.dropped_transactions == {} and simple(third) == simple(state)
+    # ...so a late COMMIT with that id (a broker bug) cannot resurrect it.
+    j3, _s, r3 = open_journal(fs2.crash(), compact_min_files=1)
+    j3.append_commit(102)
+    settle(r3)
+    fs3 = j3._files
+    stop(j3, r3)
+    assert simple(load_state(fs3.crash())) == simple(state)
 
 
 def test_tx_records_spanning_files_commit_in_a_later_file():
@@ -353,6 +367,28 @@ def test_threaded_writer_with_buffer_timeout_and_rolls(tmp_path):
     stopped = j.stop()
     r.pump_until(lambda: stopped.called)
     assert len(Journal(tmp_path, file_size=8192, reactor=r).load().records) == 400
+
+
+def test_buffer_timeout_waits_only_under_concurrency(tmp_path):
+    """A 1 s minimum sync interval: a lone sequential producer must not feel it."""
+    r = ThreadReactor()
+    j = Journal(tmp_path, reactor=r, buffer_timeout_ns=1_000_000_000, preallocate=False)
+    j.load()
+    j.start()
+    started = time.monotonic()
+    for i in range(5):
+        d = j.append_add(i + 1, 1, b"seq")
+        r.pump_until(lambda d=d: d.called, timeout=0.9)  # one wait would take 1 s
+    assert time.monotonic() - started < 0.9
+    # Concurrent appends (batches of many) do wait, so they share syncs.
+    ds = [j.append_add(100 + i, 1, b"c") for i in range(50)]
+    r.pump_until(lambda: all(d.called for d in ds))
+    syncs = j.stats()["syncs"]
+    ds = [j.append_add(200 + i, 1, b"c") for i in range(50)]
+    r.pump_until(lambda: all(d.called for d in ds), timeout=10)
+    assert j.stats()["syncs"] <= syncs + 2
+    stopped = j.stop()
+    r.pump_until(lambda: stopped.called)
 
 
 # -- recovery: torn tails and corruption ---------------------------------------------
@@ -674,6 +710,54 @@ def test_compaction_with_threaded_writer(tmp_path):
     r.pump_until(lambda: stopped.called)
     state = Journal(tmp_path, file_size=1024, reactor=r).load()
     assert set(state.records) == {i + 1 for i in range(100) if i % 5 == 0}
+
+
+def test_stop_during_a_threaded_compaction(tmp_path):
+    r = ThreadReactor()
+    j = Journal(tmp_path, file_size=1024, reactor=r, compact_min_files=1000)
+    j.load()
+    j.start()
+    ds = [j.append_add(i + 1, 1, b"s" * 50) for i in range(200)]
+    ds += [j.append_delete(i + 1) for i in range(200) if i % 3]
+    r.pump_until(lambda: all(d.called for d in ds))
+    compaction = j.compact()
+    stopped = j.stop()
+    r.pump_until(lambda: stopped.called and compaction.called)
+    assert outcome(compaction) is None  # finished or abandoned, never an error
+    state = Journal(tmp_path, file_size=1024, reactor=r).load()
+    assert set(state.records) == {i + 1 for i in range(200) if i % 3 == 0}
+    assert not [n for n in OSFiles(tmp_path).list() if n.endswith(".tmp")]
+
+
+def test_threaded_rolls_use_the_preallocated_next_segment():
+    fs = FaultyFiles()
+    r = ThreadReactor()
+    j = Journal(None, file_size=2048, reactor=r, files=fs)
+    j.load()
+    j.start()
+    ds = []
+    for i in range(60):
+        ds.append(j.append_add(i + 1, 1, b"p" * 100))
+        r.pump_until(lambda: all(d.called for d in ds))  # one batch at a time
+    stopped = j.stop()
+    r.pump_until(lambda: stopped.called)
+    renames = [line for line in fs.log if " rename " in line and ".jnl.tmp" in line]
+    assert len(renames) >= 2, fs.log
+    assert not [n for n in fs.list() if n.endswith(".tmp")]
+    assert all(fs.size(n) >= 2048 for n in fs.list())  # zero-filled to the segment size
+    assert len(load_state(fs.crash(), file_size=2048).records) == 60
+
+
+def test_writable_waiters_errback_when_the_journal_fails():
+    fs = FaultyFiles()
+    j, _s, r = open_journal(fs, file_size=1 << 16, max_pending_bytes=100)
+    fs.fail_fsync = errno.EIO
+    j.append_add(1, 1, b"x" * 200)
+    waiter = j.wait_writable()
+    settle(r)
+    assert isinstance(outcome(waiter), JournalFailedError)
+    assert j.pending_bytes == 0
+    j.stop()
 
 
 def test_leftovers_of_an_interrupted_compaction_are_finished_at_load():

@@ -96,6 +96,23 @@ def test_incomplete_frame_yields_nothing_until_complete():
     assert c.buffered == 0
 
 
+def test_state_carries_across_reads():
+    c = codec()
+    assert c.receive_data(b"") == []
+    assert c.receive_data(b"SEND\ncontent-length:4\n\nab") == []
+    assert c.receive_data(b"") == []
+    assert c.receive_data(b"cd\x00\nSEND\n\nxy\x00SE") == [
+        Frame("SEND", (("content-length", "4"),), b"abcd"),
+        HEARTBEAT,
+        Frame("SEND", (), b"xy"),
+    ]
+    assert c.buffered == 2
+    assert c.receive_data(b"ND\na:") == []
+    assert c.receive_data(b"b\n\nbody") == []
+    assert c.receive_data(b" more\x00") == [Frame("SEND", (("a", "b"),), b"body more")]
+    assert c.buffered == 0
+
+
 def test_unknown_commands_and_headers_pass_through():
     data = b"FOO\ntransformation:jms-map-xml\nconsumerWindowSize:0\n\n\x00send\n\n\x00"
     assert parse(data) == [
@@ -628,6 +645,13 @@ def test_max_command_length(feed, eol):
         feed(b"ABCDEFGHI" + eol + eol + b"\x00", None, limits)
 
 
+def test_max_command_length_applies_to_standard_commands_too():
+    limits = StompLimits(max_command_length=4)
+    assert parse(b"SEND\n\n\x00", None, limits) == [Frame("SEND")]
+    with pytest.raises(RemoteProtocolError, match="max-command-length 4"):
+        parse(b"DISCONNECT\n\n\x00", None, limits)
+
+
 def test_max_command_length_detected_before_the_line_ends():
     c = codec(limits=StompLimits(max_command_length=8))
     with pytest.raises(RemoteProtocolError, match="max-command-length 8"):
@@ -705,7 +729,7 @@ def feed_in_pieces(c, data, cuts):
 
 
 @pytest.mark.parametrize("version", MODES)
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_round_trip_with_random_chunking(version, data):
     sender_is_server = data.draw(st.booleans())
@@ -773,7 +797,7 @@ SMALL = StompLimits(max_frame_size=300, max_header_count=5, max_header_length=60
 
 
 @pytest.mark.parametrize("version", MODES)
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(garbage=GARBAGE,
        cuts=st.lists(st.integers(0, 10_000), max_size=30))
 def test_garbage_only_raises_remote_errors_and_stays_bounded(version, garbage, cuts):
@@ -798,7 +822,7 @@ def test_garbage_only_raises_remote_errors_and_stays_bounded(version, garbage, c
 
 
 @pytest.mark.parametrize("version", MODES)
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(garbage=GARBAGE,
        cuts=st.lists(st.integers(0, 10_000), max_size=30))
 def test_chunking_never_changes_the_outcome(version, garbage, cuts):

@@ -17,7 +17,8 @@ meaning only through the kinds:
 * ``ADD_TX`` / ``UPDATE_TX`` / ``DELETE_TX`` do the same inside transaction
   ``tx_id``, taking effect, in their order, only when a ``COMMIT(tx_id)``
   follows; ``ROLLBACK(tx_id)`` discards them; a transaction with neither at
-  a crash is dropped.
+  a crash is dropped (and :meth:`Journal.start` then writes a ROLLBACK for
+  it, so it is not carried into compacted files or reported again).
 
 Replaying all records in order from an empty state gives the live state.
 That fold (:class:`_Fold`) is the single definition of what the journal
@@ -35,16 +36,26 @@ with one ``write`` and, if any record in it asked for ``sync``, one
 with one ``reactor.callFromThread``.  While it writes and syncs, new appends
 gather into the next batch, so batches grow with load by themselves (one
 record per sync when idle, hundreds under load) and the reactor never waits
-for the disk.
+for the disk (it only takes a lock for the moment of adding to the batch).
+Under CPython's GIL the writer typically picks up the next batch when the
+reactor thread goes idle (or at the interpreter's switch interval), so a
+batch is about what the reactor appended in one turn: with 256 producers
+waiting for confirmations, ~220 records per sync.  Throughput is then bound
+by the Python work per record (~9-13 us of CPU for append, Deferred and
+callback, measured with ``bench/journal.py``), not by the disk.
 
 ``buffer_timeout_ns`` (Artemis ``journal-buffer-timeout``) is the *minimum
-interval between the starts of two syncs*: a sync that would follow the
-previous one sooner first waits for the rest of the interval, gathering more
-records.  An isolated append (the previous sync long ago) is never delayed.
-The adaptive batching alone already reaches the throughput target (see
-``bench/journal.py``); the interval caps the fsync rate (at 1/interval) when
-a disk suffers from many small syncs.  Default :data:`DEFAULT_BUFFER_TIMEOUT_NS`
-(0: no wait; measured, see the module constants).
+interval between the starts of two syncs*, applied only under concurrency: a
+sync that would follow the previous one sooner first waits for the rest of
+the interval, gathering more records -- but only when the previous synced
+batch held more than one record.  An isolated append, and a single producer
+that sends its next message as soon as the last is confirmed, are never
+delayed (a plain minimum interval cut such a producer from ~5,700 to ~1,300
+records/s at 500 us, p50 0.11 -> 0.59 ms).  The adaptive batching alone
+already exceeds the throughput target; the interval only caps the fsync rate
+(at 1/interval) under load, for a disk that suffers from many small syncs.
+Default :data:`DEFAULT_BUFFER_TIMEOUT_NS` is 0 (no wait); Artemis's 500 us
+(the broker.xml default) is safe to pass.
 
 A record with ``sync=False`` is confirmed once written to the OS; if its batch
 also holds a sync record it is confirmed with the batch, after the sync.
@@ -79,10 +90,14 @@ segment of its own (an *oversize segment*, which simply exceeds
 ``file_size``); payloads over :data:`.records.MAX_PAYLOAD_SIZE` (64 MiB) are
 rejected with :class:`RecordTooLargeError`.
 
-New segments are preallocated by default: the writer fills the file with
-zeros to ``file_size`` and syncs it before using it, so later ``fdatasync``
-calls need not update the file size in the file-system journal (measured on
-ext4: about 90 us instead of 140 us per 4 KiB sync).
+New segments are preallocated by default: filled with zeros to
+``file_size`` and synced before use, so later ``fdatasync`` calls need not
+update the file size in the file-system journal (measured on ext4: about
+90 us instead of 140 us per 4 KiB sync).  Zero-filling 10 MiB costs ~11 ms,
+so a background thread (:class:`_Preallocator`) prepares the next segment as
+``journal-<seq>.jnl.tmp`` while the current one fills; the switch then only
+writes the header, syncs, renames and syncs the directory.  (``posix_fallocate``
+is no substitute: ext4 still converts the unwritten extents at each sync.)
 
 Before the writer moves on to a new segment it fsyncs the old one (even for
 non-sync records and with ``sync=False``).  So **only the last segment can
@@ -143,7 +158,11 @@ crash point:
    their tx records, the id watermark in the header).  Invariant: folding the
    compacted file and then segments ``k+1..`` gives exactly the state of
    folding ``first..`` -- the fold is a left fold, so a prefix may be replaced
-   by its result.  Order of steps: write ``journal-<k>.cjnl.tmp`` and fsync
+   by its result.  (Rewriting live records into the current tail instead
+   would move them past later DELETEs and COMMITs of the same ids -- the
+   hazards of record resurrection -- and need tombstones kept alive by
+   hand; folding a prefix in place has no ordering to get wrong.)  Order of
+   steps: write ``journal-<k>.cjnl.tmp`` and fsync
    it; rename it to ``journal-<k>.cjnl`` and sync the directory; remove the
    covered segments; sync the directory.  A crash before the rename leaves a
    ``.tmp`` that recovery deletes (the old segments are intact); after it,
@@ -161,7 +180,9 @@ above every id seen (record and transaction ids) and above the *watermark*:
 the id generator reserves blocks of :data:`ID_BLOCK_SIZE` ids, writing the
 upper bound of the block in an ``ID_MARK`` record and in every new segment
 header, so ids handed out but never written are not handed out again even
-after the segments that held them were removed.
+after the segments that held them were removed.  (So each restart skips up to
+:data:`ID_BLOCK_SIZE` ids; ids are 64-bit.)  Ids chosen by the caller rather
+than by :meth:`Journal.next_id` also move the generator past them.
 """
 
 from __future__ import annotations
@@ -226,10 +247,8 @@ DEFAULT_FILE_SIZE = 10 * 1024 * 1024
 #: Smallest segment size accepted (tests use tiny segments).
 MIN_FILE_SIZE = 256
 #: Minimum interval between the starts of two syncs (Artemis
-#: ``journal-buffer-timeout``).  0: adaptive batching only.  Measured with
-#: ``bench/journal.py`` on a 2-core VM (fsync ~0.1-0.2 ms): 0 gives the best
-#: throughput and latency; 500 us lowered the sync count but also
-#: throughput, since the Python work per record, not the disk, is the limit.
+#: ``journal-buffer-timeout``).  0: adaptive batching only (measured with
+#: ``bench/journal.py``, see "Writing" above).
 DEFAULT_BUFFER_TIMEOUT_NS = 0
 #: Encoded records waiting for the writer above which :attr:`Journal.writable`
 #: is false (producer flow control).  Appends still succeed.
@@ -449,7 +468,11 @@ class _Index:
     """Live/dead byte accounting, with the fold's rules, on the reactor thread.
 
     A location is ``seq << 32 | size``: the record of ``size`` bytes in file
-    ``seq`` (``size`` < 2**32 by :data:`MAX_PAYLOAD_SIZE`).
+    ``seq`` (``size`` < 2**32 by :data:`MAX_PAYLOAD_SIZE`).  A live record
+    maps to its one location as a plain int, or to a list once it has
+    updates: ints are not tracked by the garbage collector, and with a large
+    backlog of live records the collector's passes over one list per record
+    cost more CPU than the journal itself.
     """
 
     __slots__ = ("files", "order", "live", "txs", "dead_hint")
@@ -457,7 +480,7 @@ class _Index:
     def __init__(self):
         self.files: dict[int, _FileInfo] = {}
         self.order: list[_FileInfo] = []
-        self.live: dict[int, list] = {}
+        self.live: dict[int, int | list] = {}
         self.txs: dict[int, list] = {}
         self.dead_hint = False
 
@@ -466,12 +489,25 @@ class _Index:
         self.order.append(info)
 
     def _kill(self, locations) -> None:
+        if locations.__class__ is int:
+            locations = (locations,)
         files = self.files
         for loc in locations:
             info = files[loc >> 32]
             info.live -= loc & _SIZE_MASK
             if not info.live:
                 self.dead_hint = True
+
+    def _attach(self, record_id: int, loc: int) -> bool:
+        """Add an update's location to live record ``record_id``, if live."""
+        locs = self.live.get(record_id)
+        if locs is None:
+            return False
+        if locs.__class__ is int:
+            self.live[record_id] = [locs, loc]
+        else:
+            locs.append(loc)
+        return True
 
     def apply(self, kind: int, tx_id: int, record_id: int, seq: int, n: int) -> None:
         info = self.files[seq]
@@ -481,12 +517,10 @@ class _Index:
             old = self.live.get(record_id)
             if old is not None:
                 self._kill(old)
-            self.live[record_id] = [loc]
+            self.live[record_id] = loc
             info.live += n
         elif kind == _UPDATE:
-            locs = self.live.get(record_id)
-            if locs is not None:
-                locs.append(loc)
+            if self._attach(record_id, loc):
                 info.live += n
         elif kind == _DELETE:
             locs = self.live.pop(record_id, None)
@@ -504,26 +538,23 @@ class _Index:
                     old = self.live.get(rid)
                     if old is not None:
                         self._kill(old)
-                    self.live[rid] = [op_loc]
+                    self.live[rid] = op_loc
                 elif op_kind == _UPDATE_TX:
-                    locs = self.live.get(rid)
-                    if locs is not None:
-                        locs.append(op_loc)
-                    else:
-                        self._kill((op_loc,))
+                    if not self._attach(rid, op_loc):
+                        self._kill(op_loc)
                 else:
                     locs = self.live.pop(rid, None)
                     if locs is not None:
                         self._kill(locs)
-                    self._kill((op_loc,))
+                    self._kill(op_loc)
         elif kind == _ROLLBACK:
-            self._kill(op_loc for _k, _r, op_loc in self.txs.pop(tx_id, ()))
+            self._kill([op_loc for _k, _r, op_loc in self.txs.pop(tx_id, ())])
         if not info.live:
             self.dead_hint = True
 
     def drop_tx(self, tx_id: int) -> None:
         """Forget an open transaction (recovery drops uncommitted ones)."""
-        self._kill(op_loc for _k, _r, op_loc in self.txs.pop(tx_id, ()))
+        self._kill([op_loc for _k, _r, op_loc in self.txs.pop(tx_id, ())])
 
     def replace_prefix(self, count: int, info: _FileInfo) -> list[_FileInfo]:
         """Make compacted file ``info`` stand for the oldest ``count`` files.
@@ -678,6 +709,8 @@ class Journal:
             raise ValueError(f"journal writer must be 'thread' or 'inline', not {writer!r}")
         if not 0 <= compact_percentage <= 100:
             raise ValueError("compact_percentage must be 0..100")
+        if directory is None and files is None:
+            raise ValueError("a journal needs a directory (or a file layer in files=)")
         self.directory = os.fspath(directory) if directory is not None else None
         self._files = files if files is not None else OSFiles(self.directory)
         self._file_size = file_size
@@ -698,6 +731,7 @@ class Journal:
         self._reserved_id = 0
         self._cur_seq = 0
         self._cur_used = 0
+        self._dropped_txs: list[int] = []
 
         # Shared with the writer thread, under _cond.
         self._lock = threading.Lock()
@@ -716,6 +750,8 @@ class Journal:
         self._w_offset = 0
         self._w_dirty = False
         self._w_unsynced_records = 0
+        #: Records in the last synced batch: > 1 means concurrent producers.
+        self._w_last_batch_records = 0
         self._w_op = ""
         self._last_sync_ns = 0
 
@@ -869,8 +905,11 @@ class Journal:
         state.records = fold.records
         state.orphan_updates = fold.orphan_updates
         state.dropped_transactions = {tx: len(ops) for tx, ops in fold.txs.items()}
-        # Uncommitted transactions are gone for good: their bytes are dead.
-        for tx in list(index.txs):
+        # Uncommitted transactions are gone for good: their bytes are dead, and
+        # start() writes a ROLLBACK for each so that no later load or
+        # compaction carries them along.
+        self._dropped_txs = list(index.txs)
+        for tx in self._dropped_txs:
             index.drop_tx(tx)
         self._last_id = max(fold.max_id, watermark)
         self._reserved_id = self._last_id
@@ -890,6 +929,9 @@ class Journal:
         if self._preallocate and not self._inline:
             self._preallocator = _Preallocator(self._files, self._file_size)
         self._roll()
+        for tx in self._dropped_txs:
+            self._append(_ROLLBACK, tx, 0, 0, b"", False, False)
+        self._dropped_txs = []
         if not self._inline:
             self._thread = threading.Thread(
                 target=self._writer_main, name="junction-journal-writer", daemon=True
@@ -1420,7 +1462,7 @@ class Journal:
                     self._idle = True
                     cond.wait()
                 self._idle = False
-                if timeout and self._want_sync:
+                if timeout and self._want_sync and self._w_last_batch_records > 1:
                     remaining = self._last_sync_ns + timeout - time.monotonic_ns()
                     if remaining > 0:
                         cond.wait(remaining / 1e9)
@@ -1451,7 +1493,7 @@ class Journal:
                 if op == "roll":
                     self._w_roll(item[1], item[2], item[3])
                 elif op == "remove":
-                    self._w_sync_if_dirty()
+                    pass
                     for name in item[1]:
                         self._w_op, self._w_name = "remove", name
                         self._files.remove(name)
@@ -1519,6 +1561,7 @@ class Journal:
         self._w_dirty = False
         self._syncs += 1
         self._records_synced += self._w_unsynced_records
+        self._w_last_batch_records = self._w_unsynced_records
         self._w_unsynced_records = 0
 
     def _w_sync_if_dirty(self) -> None:

@@ -64,7 +64,10 @@ from junction.protocols.stomp.frames import (
     UNESCAPED_COMMANDS,
     Event,
     Frame,
-    _frame,
+    _new,
+    _set_body,
+    _set_command,
+    _set_headers,
     unescape_header,
 )
 
@@ -143,15 +146,13 @@ def _no_nul_message(command: str, max_frame: int) -> str:
     )
 
 
-def _check_line_lengths(
-    buf: bytes, pos: int, hend: int, command: str, max_line: int
-) -> None:
+def _check_line_lengths(buf: bytes, pos: int, hend: int, max_line: int) -> None:
+    """Refuse a header line (after the command line) longer than ``max_line``."""
     for raw in buf[pos:hend].split(b"\n")[1:]:
         length = len(raw) - 1 if raw.endswith(b"\r") else len(raw)
         if length > max_line:
             raise RemoteProtocolError(
-                f"frame {command} header line of {length} bytes exceeds "
-                f"max-header-length {max_line}"
+                f"frame header line of {length} bytes exceeds max-header-length {max_line}"
             )
 
 
@@ -199,6 +200,7 @@ class StompCodec:
 
     __slots__ = (
         "_limits",
+        "_known",
         "_server",
         "_version",
         "_escape",
@@ -213,6 +215,10 @@ class StompCodec:
 
     def __init__(self, limits: StompLimits | None = None, server: bool = True):
         self._limits = limits if limits is not None else StompLimits()
+        # The standard commands that fit max-command-length: no checks needed.
+        self._known = frozenset(
+            c for c in _KNOWN_COMMANDS if len(c) <= self._limits.max_command_length
+        )
         self._server = bool(server)
         self._version: str | None = None
         self._escape = False
@@ -351,14 +357,21 @@ class StompCodec:
         max_count = limits.max_header_count
         max_line = limits.max_header_length
         max_command = limits.max_command_length
+        # Header blocks up to this size cannot break max-frame-size or
+        # max-header-length, so need no detailed check.
+        max_head = min(max_frame, max_line)
         version = self._version
         escaping = self._escape
-        known = _KNOWN_COMMANDS
+        known = self._known
         unescaped = UNESCAPED_COMMANDS
         letters = _LETTERS
         header_re = _HEADER
         content_length_re = _CONTENT_LENGTH.search
         append = events.append
+        new_frame = _new
+        set_command = _set_command
+        set_headers = _set_headers
+        set_body = _set_body
         n = len(buf)
         pos = 0
         pending = self._pending
@@ -435,11 +448,13 @@ class StompCodec:
                             text = buf[pos:hend].decode()
                     hscan = 0
 
-                    if hend - pos > max_frame:
-                        raise RemoteProtocolError(
-                            f"frame header block of {hend - pos} bytes exceeds "
-                            f"max-frame-size {max_frame}"
-                        )
+                    if hend - pos > max_head:  # rare: check the limits in detail
+                        if hend - pos > max_frame:
+                            raise RemoteProtocolError(
+                                f"frame header block of {hend - pos} bytes exceeds "
+                                f"max-frame-size {max_frame}"
+                            )
+                        _check_line_lengths(buf, pos, hend, max_line)
                     if "\0" in text:
                         raise RemoteProtocolError(
                             "NUL octet inside a frame's command or header lines"
@@ -450,10 +465,13 @@ class StompCodec:
                             text = text[:-1]
                     nl = text.find("\n")
                     command = text if nl < 0 else text[:nl]
-                    if len(command) > max_command:
-                        raise RemoteProtocolError(_command_too_long(len(command), max_command))
-                    if command not in known and not _COMMAND.fullmatch(command):
-                        raise RemoteProtocolError(f"invalid frame command {_clip(command)}")
+                    if command not in known:  # else: valid and within max-command-length
+                        if len(command) > max_command:
+                            raise RemoteProtocolError(
+                                _command_too_long(len(command), max_command)
+                            )
+                        if not _COMMAND.fullmatch(command):
+                            raise RemoteProtocolError(f"invalid frame command {_clip(command)}")
                     clen = None
                     if nl < 0:
                         headers = ()
@@ -464,8 +482,6 @@ class StompCodec:
                                 f"frame {command} has {count} headers, more than "
                                 f"max-header-count {max_count}"
                             )
-                        if hend - pos > max_line:
-                            _check_line_lengths(buf, pos, hend, command, max_line)
                         pairs = header_re.findall(text)
                         if len(pairs) != count:
                             raise RemoteProtocolError(_bad_header_line(command, text))
@@ -517,7 +533,11 @@ class StompCodec:
                         raise RemoteProtocolError(
                             f"frame of {end - pos} bytes exceeds max-frame-size {max_frame}"
                         )
-                append(_frame(command, headers, buf[body_start:end]))
+                frame = new_frame(Frame)
+                set_command(frame, command)
+                set_headers(frame, headers)
+                set_body(frame, buf[body_start:end])
+                append(frame)
                 pos = end + 1
         except UnicodeDecodeError as exc:
             raise RemoteProtocolError(
@@ -621,47 +641,49 @@ class StompCodec:
             or (self._server and body and command == "MESSAGE")
             or b"\0" in body
         )
-        if headers:
+        text = "\n".join(map(":".join, headers))
+        if "content-length" in text:
+            # Probably a content-length header (or a mention of one): make it
+            # the only one and make it right.
+            length = str(len(body))
             names = list(map(_first, headers))
             if "content-length" in names:
-                length = str(len(body))
                 if (
                     names.count("content-length") > 1
                     or headers[names.index("content-length")][1] != length
                 ):
                     headers = _with_content_length(headers, length)
-                    names = list(map(_first, headers))
-            elif want_length:
-                headers = headers + (("content-length", str(len(body))),)
-                names.append("content-length")
-        elif want_length:
-            headers = (("content-length", str(len(body))),)
-            names = ["content-length"]
-        else:
+                    text = "\n".join(map(":".join, headers))
+                want_length = False
+        if want_length:
+            headers = headers + (("content-length", str(len(body))),)
+            if text:
+                text = text + "\ncontent-length:" + str(len(body))
+            else:
+                text = "content-length:" + str(len(body))
+        if not text:
             return b"".join(((command + "\n\n").encode(), body, b"\0"))
-        text = "\n".join(map(":".join, headers))
         count = len(headers)
         # Fast path: nothing needs escaping or checking when the only colons
-        # and LFs are the separators, and there is no backslash, CR or NUL.
+        # and LFs are the separators, no name is empty, and there is no
+        # backslash, CR or NUL.
         if not (
             text.count(":") == count
             and text.count("\n") == count - 1
             and "\\" not in text
             and "\r" not in text
             and "\0" not in text
-            and "" not in names
+            and text[0] != ":"
+            and "\n:" not in text
         ):
-            text = self._checked_header_text(command, headers, names, text)
+            text = self._checked_header_text(command, headers, text)
         return b"".join(((command + "\n" + text + "\n\n").encode(), body, b"\0"))
 
     def _checked_header_text(
-        self,
-        command: str,
-        headers: tuple[tuple[str, str], ...],
-        names: list[str],
-        text: str,
+        self, command: str, headers: tuple[tuple[str, str], ...], text: str
     ) -> str:
         """The header lines of ``headers``, escaped and checked (send's slow path)."""
+        names = list(map(_first, headers))
         if "\0" in text:
             raise LocalProtocolError(
                 f"{command} frame has a NUL in a header, which STOMP cannot carry"

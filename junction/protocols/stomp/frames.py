@@ -30,7 +30,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Union
 
 from junction.protocols.errors import RemoteProtocolError
 
@@ -91,8 +90,10 @@ class Frame:
     untouched.  Header names and values are the *unescaped* text.
 
     For convenience the constructor also accepts a mapping or any iterable of
-    ``(name, value)`` pairs for ``headers`` and a bytearray/memoryview for
-    ``body``, and normalises them to a tuple of pairs and ``bytes``.
+    ``(name, value)`` pairs for ``headers`` (checked to be pairs of str) and a
+    bytearray/memoryview for ``body``, and normalises them to a tuple of pairs
+    and ``bytes``.  A tuple of headers is taken as it is, unchecked: that is
+    the hot path, and type checkers see the annotation.
     """
 
     command: str
@@ -136,21 +137,14 @@ class Frame:
         return f"Frame(command={self.command!r}, headers={self.headers!r}, body={shown})"
 
 
+# For the parser's fast path: build a Frame from parts already known to be
+# well-typed without running __init__/__post_init__.  A frozen dataclass
+# refuses plain attribute assignment; the slots' own setters are the cheapest
+# way around that (frame = _new(Frame); _set_command(frame, ...); ...).
 _new = object.__new__
-# The slots' own setters: a frozen dataclass refuses plain attribute assignment,
-# and these are the cheapest way around it for the parser's fast path.
 _set_command = Frame.__dict__["command"].__set__
 _set_headers = Frame.__dict__["headers"].__set__
 _set_body = Frame.__dict__["body"].__set__
-
-
-def _frame(command: str, headers: tuple[tuple[str, str], ...], body: bytes) -> Frame:
-    """Build a Frame from parts already known to be well-typed (the parser's fast path)."""
-    frame = _new(Frame)
-    _set_command(frame, command)
-    _set_headers(frame, headers)
-    _set_body(frame, body)
-    return frame
 
 
 def _header_pairs(pairs: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
@@ -176,7 +170,7 @@ class HeartBeat:
 HEARTBEAT = HeartBeat()
 
 #: What :meth:`StompCodec.receive_data` returns a list of.
-Event = Union[Frame, HeartBeat]
+Event = Frame | HeartBeat
 
 
 _ESCAPE_TABLES: dict[str, dict[int, str]] = {
