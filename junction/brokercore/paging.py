@@ -533,6 +533,8 @@ class PageStore:
     ``writer`` is ``"thread"`` (production) or ``"inline"`` (I/O on the
     reactor thread in a ``callLater(0)``; deterministic tests).  ``sync=False``
     turns record fsyncs off (page switches and stop still sync).
+    ``max_pending_bytes`` is the flow-control limit of :attr:`writable`
+    (default :data:`MAX_PENDING_BYTES`).
 
     Life cycle: :meth:`load` (synchronous), :meth:`start`, then appends,
     reads and consumes on the reactor thread, :meth:`stop`.
@@ -612,6 +614,8 @@ class PageStore:
 
         # Writer-thread state.
         self._w_handle = None
+        #: The page being written, and the file the current operation is on.
+        self._w_file = ""
         self._w_name = ""
         self._w_offset = 0
         self._w_dirty = False
@@ -796,7 +800,7 @@ class PageStore:
         if self._state is _STOPPING:
             return d
         self._state = _STOPPING
-        self._enqueue(("stop",), None)
+        self._enqueue(("stop",))
         if self._inline:
             self.flush()
         return d
@@ -1045,14 +1049,16 @@ class PageStore:
         self._order.append(number)
         self._cur = page
         self._pages_created += 1
-        self._enqueue(("roll", page.name, encode_page_header(number, self.address)), None)
+        self._enqueue(("roll", page.name, encode_page_header(number, self.address)))
+        if self._consumed is not None:
+            # The page just closed may already be wholly consumed.
+            self._release_pages()
         return page
 
-    def _enqueue(self, op: tuple, d: Deferred | None) -> None:
+    def _enqueue(self, op: tuple) -> None:
+        """Queue a writer operation behind everything appended so far."""
         with self._cond:
             self._items.append(op)
-            if d is not None:
-                self._waiters.append((d, None))
             self._cond.notify()
         if self._inline and self._flush_call is None:
             self._flush_call = self._reactor.callLater(0, self._flush_inline)
@@ -1136,7 +1142,7 @@ class PageStore:
         rpos = self._rpos
         while written > 0:
             pos = tail[0]
-            if self._cache_bytes >= 0:
+            if pos < rpos or self._cache_bytes > TAIL_CACHE_BYTES:
                 tail.popleft()
                 self._cache_bytes -= len(self._tail_map.pop(pos)[1])
                 written -= 1
@@ -1162,11 +1168,13 @@ class PageStore:
         if not dead:
             return
         self._pages_removed += len(dead)
-        if self._state in (_STARTED, _STOPPING):
-            self._enqueue(("remove", dead), None)
+        if self._state is _STARTED:
+            self._enqueue(("remove", dead))
         elif self._state is _LOADED:
             for name in dead:
                 self._remove_quietly(name)
+        # Stopping, stopped or failed: the files stay; the next load() deletes
+        # them, since they lie wholly before the cursor.
 
     def _remove_quietly(self, name: str) -> None:
         try:
@@ -1330,7 +1338,7 @@ class PageStore:
 
     def _w_write(self, chunks: list) -> int:
         data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-        self._w_op = "write"
+        self._w_op, self._w_name = "write", self._w_file
         self._w_offset = _write_all(self._w_handle, data, self._w_offset)
         self._w_dirty = True
         self._w_unsynced += len(chunks)
@@ -1338,7 +1346,7 @@ class PageStore:
         return len(data)
 
     def _w_fsync(self) -> None:
-        self._w_op = "fsync"
+        self._w_op, self._w_name = "fsync", self._w_file
         self._w_handle.fsync()
         self._w_dirty = False
         self._syncs += 1
@@ -1352,7 +1360,7 @@ class PageStore:
                 self._w_fsync()
             self._w_handle.close()
             self._w_handle = None
-        self._w_name = name
+        self._w_file = self._w_name = name
         self._w_op = "create"
         handle = self._w_handle = self._files.open(name, create=True)
         self._w_op = "write"

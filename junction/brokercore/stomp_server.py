@@ -155,11 +155,18 @@ class StompProtocol(Protocol):
         if self._closing:
             return
         self._last_read = self.reactor.seconds()
+        malformed = None
         try:
             events = self.codec.receive_data(data)
         except RemoteProtocolError as exc:
-            self._fail(f"malformed frame: {exc}")
-            return
+            # Frames completed before the bad one in this read still count.
+            events = getattr(exc, "events", None) or []
+            malformed = exc
+        self._handle(events)
+        if malformed is not None:
+            self._fail(f"malformed frame: {malformed}")
+
+    def _handle(self, events) -> None:
         for event in events:
             if self._closing or self._disconnecting:
                 return

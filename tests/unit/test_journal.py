@@ -16,7 +16,7 @@ import sys
 import time
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from twisted.internet.task import Clock
 
@@ -792,15 +792,18 @@ _ops = st.lists(
         st.sampled_from(
             ["add", "update", "delete", "add_tx", "update_tx", "delete_tx", "commit", "rollback"]
         ),
-        st.integers(1, 6),
-        st.integers(1, 3),
+        st.integers(1, 4),
+        st.integers(1, 2),
     ),
     max_size=60,
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(ops=_ops)
+@example(ops=[("add", 1, 1), ("update_tx", 1, 1), ("commit", 1, 1)])
+@example(ops=[("add", 1, 1), ("delete_tx", 1, 1), ("add", 1, 1), ("commit", 1, 1)])
+@example(ops=[("add_tx", 2, 1), ("add", 2, 2), ("commit", 2, 1), ("update", 2, 1)])
 def test_index_live_set_matches_the_fold(ops):
     fs = FaultyFiles()
     j, _s, r = open_journal(fs, file_size=512, compact_min_files=1000)

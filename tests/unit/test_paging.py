@@ -310,6 +310,50 @@ def test_pages_consumed_from_memory_are_deleted_after_their_records_are_written(
     assert not store.paging
 
 
+def test_a_consumed_current_page_is_deleted_once_the_next_page_starts():
+    files = FaultyFiles()
+    reactor = InlineReactor()
+    store = open_store(files, reactor=reactor, page_size=64)
+    store.append(b"", sync=False)
+    (pos, _), = store.read(1, 100)
+    store.consumed(pos)  # page 1 is current: it stays for now
+    settle(reactor)
+    assert page_files(files) == [page_file_name(1)]
+    store.append(b"", sync=False)  # does not fit: page 2 starts, page 1 goes
+    settle(reactor)
+    assert page_files(files) == [page_file_name(2)]
+
+
+def test_a_failed_page_removal_is_counted_not_fatal():
+    files = FaultyFiles()
+    reactor = InlineReactor()
+    store = open_store(files, reactor=reactor, page_size=64)
+    for i in range(3):
+        store.append(payload(i, 10), sync=True)
+    settle(reactor)
+    files.remove(page_file_name(1))  # gone behind the store's back
+    got = store.read(2, 1 << 20)
+    store.consumed(got[-1][0])
+    settle(reactor)
+    stats = store.stats()
+    assert stats["remove_errors"] == 1 and "00000000000000000001.page" in stats["last_remove_error"]
+    assert not store.failed and page_files(files) == [page_file_name(3)]
+    o = Outcome(store.append(b"more", sync=True))
+    settle(reactor)
+    assert o.result == PagePosition(4, 0)
+
+
+def test_consuming_before_start_removes_pages_at_once():
+    files = FaultyFiles()
+    positions = fill(files, 12)
+    store = PageStore(None, ADDRESS, files=files, reactor=InlineReactor(), writer="inline", page_size_bytes=200)
+    store.load(None)
+    got = read_all(store)
+    assert [pos for pos, _p in got] == positions
+    store.consumed(positions[-1])
+    assert page_files(files) == [] and not store.paging
+
+
 def test_reads_from_disk_in_chunks_past_the_tail_cache():
     files = FaultyFiles()
     reactor = InlineReactor()
@@ -574,25 +618,25 @@ def test_a_page_of_another_address_is_refused():
 def test_corruption_found_while_reading_raises_and_keeps_what_was_read():
     files = FaultyFiles()
     reactor = InlineReactor()
-    store = open_store(files, reactor=reactor, page_size=1 << 20)
-    for i in range(5):
-        store.append(payload(i), sync=True)
-    settle(reactor)
-    with mock.patch.object(paging, "TAIL_CACHE_BYTES", 0):
-        store.read(1, 1 << 20)  # trims the tail: the rest is read from disk
-        store.rewind()
+    # No tail cache and a tiny read-ahead: every record comes from the file.
+    with mock.patch.object(paging, "TAIL_CACHE_BYTES", 0), mock.patch.object(
+        paging, "READ_AHEAD_BYTES", 1
+    ):
+        store = open_store(files, reactor=reactor, page_size=1 << 20)
+        for i in range(5):
+            store.append(payload(i), sync=True)
+        settle(reactor)
         name = page_file_name(1)
         data = bytearray(files.read(name))
-        data[HEADER_SIZE + 2 * (20 + RECORD_OVERHEAD) + 17] ^= 1  # third record
+        third = HEADER_SIZE + 2 * (20 + RECORD_OVERHEAD)
+        data[third + 17] ^= 1
         files.set_bytes(name, bytes(data))
-        store._tail.clear()
-        store._tail_map.clear()
-        store._cache_bytes = 0
-        store._ra = None
         got = store.read(10, 1 << 20)
         assert [p for _pos, p in got] == [payload(0), payload(1)]
-        with pytest.raises(PageCorruptionError, match="offset"):
+        with pytest.raises(PageCorruptionError, match="CRC") as info:
             store.read(10, 1 << 20)
+        assert info.value.file == name and info.value.offset == third
+        assert store.stats()["cache_hits"] == 0 and store.stats()["disk_reads"] >= 2
 
 
 # -- power loss ----------------------------------------------------------------------------
@@ -635,53 +679,66 @@ def run_workload(files, *, page_size=160):
     return appended, durable, cursor, store
 
 
+def reference_positions(appended, page_size=160):
+    """The positions of ``appended`` (deterministic): from a clean run."""
+    reactor = InlineReactor()
+    store = open_store(FaultyFiles(), reactor=reactor, page_size=page_size)
+    outcomes = [Outcome(store.append(p, sync=True)) for p in appended]
+    settle(reactor)
+    return [o.result for o in outcomes]
+
+
+def check_after_crash(files, appended, durable, cursor, label):
+    """Prefix consistency: the recovered records after the cursor are a
+    prefix of those appended after it, in order, each once, and include
+    every record confirmed as synced."""
+    positions_all = reference_positions(appended)
+    by_position = dict(zip(positions_all, appended, strict=True))
+    recovered = open_store(files, cursor)
+    got = read_all(recovered)
+    positions = [pos for pos, _p in got]
+    expected = [p for p in positions_all if cursor is None or p > cursor]
+    assert positions == expected[: len(positions)], label
+    assert all(by_position[pos] == p for pos, p in got), label
+    must = {p for p in durable if cursor is None or p > cursor}
+    assert must <= set(positions), (label, sorted(must - set(positions)))
+    assert recovered.pending_count == len(got)
+    # No page wholly at or before the cursor survives the load.
+    for name in page_files(files):
+        number = int(name.split(".")[0])
+        assert cursor is None or number >= cursor.page, label
+    return recovered
+
+
 def test_power_loss_at_every_operation_loses_only_unsynced_records():
     reference = FaultyFiles()
-    appended, _durable, _cursor, _store = run_workload(reference)
-    # Positions are deterministic: take them from a clean run of the same appends.
-    clean = FaultyFiles()
-    r = InlineReactor()
-    s = open_store(clean, reactor=r, page_size=160)
-    outs = [Outcome(s.append(p, sync=True)) for p in appended]
-    settle(r)
-    reference_positions = [o.result for o in outs]
-    by_position = dict(zip(reference_positions, appended, strict=True))
+    run_workload(reference)
     total_ops = reference.ops
     assert total_ops > 100
+    kinds = {line.split()[1] for line in reference.log}
+    assert {"create", "write", "fsync", "sync_directory", "remove"} <= kinds
     for crash_at in range(1, total_ops + 2):
         files = FaultyFiles()
         files.crash_at_op = crash_at
-        _appended, durable, cursor, _store = run_workload(files)
+        appended, durable, cursor, _store = run_workload(files)
         for keep in (False, True):
-            after = files.crash(keep_unsynced=keep)
-            recovered = open_store(after, cursor)
-            got = read_all(recovered)
-            positions = [pos for pos, _p in got]
-            expected = [p for p in reference_positions if cursor is None or p > cursor]
-            assert positions == expected[: len(positions)], (crash_at, keep)
-            assert all(by_position[pos] == p for pos, p in got)
-            must = {p for p in durable if cursor is None or p > cursor}
-            assert must <= set(positions), (crash_at, keep, sorted(must - set(positions)))
-            # No page wholly at or before the cursor survives the load.
-            for name in page_files(after):
-                number = int(name.split(".")[0])
-                assert cursor is None or number >= cursor.page
+            check_after_crash(files.crash(keep_unsynced=keep), appended, durable, cursor, (crash_at, keep))
 
 
 def test_torn_write_keeps_only_a_prefix():
     reference = FaultyFiles()
     run_workload(reference)
-    writes = reference.writes
-    for n in range(1, writes + 1):
+    torn_seen = 0
+    for n in range(1, reference.writes + 1):
         for keep in (0, 1, 7, RECORD_OVERHEAD + 3):
             files = FaultyFiles()
             files.torn_write = (n, keep)
             appended, durable, cursor, _store = run_workload(files)
-            recovered = open_store(files.crash(keep_unsynced=True), cursor)
-            got = read_all(recovered)
-            positions = [pos for pos, _p in got]
-            assert positions == sorted(positions) and len(set(positions)) == len(positions)
-            assert {p for p in durable if cursor is None or p > cursor} <= set(positions)
+            recovered = check_after_crash(
+                files.crash(keep_unsynced=True), appended, durable, cursor, (n, keep)
+            )
+            torn_seen += recovered.recovery.torn_tail is not None
+    assert torn_seen > 0
 
 
 # -- failures --------------------------------------------------------------------------------
@@ -837,6 +894,11 @@ def test_find_paged_addresses(tmp_path):
     folder = tmp_path / address_dir_name("Upper")
     (folder / page_file_name(1)).write_bytes(b"JNC")
     assert "Upper" in find_paged_addresses(tmp_path)
+    # A hashed folder name cannot stand in for an unreadable header.
+    hashed = tmp_path / address_dir_name("x" * 300)
+    (hashed / page_file_name(1)).write_bytes(b"JNC")
+    with pytest.raises(PageCorruptionError, match="readable header"):
+        find_paged_addresses(tmp_path)
 
 
 # -- random interleavings ------------------------------------------------------------------------

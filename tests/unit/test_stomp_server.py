@@ -1004,7 +1004,6 @@ def test_commit_failure_is_an_error_and_routes_nothing():
     assert q is None or q.message_count == 0
 
 
-@pytest.mark.xfail(strict=True, reason="codec: receive_data drops the frames it completed before a malformed one")
 def test_frames_before_a_malformed_frame_in_the_same_read_are_processed():
     b = Broker()
     c = connected(b)

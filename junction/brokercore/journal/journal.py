@@ -1493,7 +1493,7 @@ class Journal:
                 if op == "roll":
                     self._w_roll(item[1], item[2], item[3])
                 elif op == "remove":
-                    pass
+                    self._w_sync_if_dirty()
                     for name in item[1]:
                         self._w_op, self._w_name = "remove", name
                         self._files.remove(name)
