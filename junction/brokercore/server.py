@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
+import struct
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -30,7 +32,10 @@ from junction.brokercore.message import (
     ORIGINAL_QUEUE,
     Message,
     RoutingType,
+    decode_message,
+    encode_message,
 )
+from junction.brokercore.paging import PagePosition, PageStore, find_paged_addresses
 from junction.brokercore.queue import MessageRef, Queue, QueueDefinition
 from junction.brokercore.storage import JournalStorage, NullStorage, queue_record
 from junction.brokercore.wildcard import SettingsRepository, WildcardSyntax, address_matches
@@ -46,6 +51,12 @@ EXPIRY_SCAN_PERIOD_S = 30.0
 MAX_BLOCKED_SENDS_PER_ADDRESS = 100_000
 #: Wildcard-address match results remembered per concrete address.
 WILDCARD_CACHE_SIZE = 10_000
+#: Paged messages moved back into memory per depage pass (records / bytes).
+DEPAGE_BATCH_RECORDS = 500
+DEPAGE_BATCH_BYTES = 1024 * 1024
+
+_U32 = struct.Struct(">I")
+_U64 = struct.Struct(">Q")
 
 
 @dataclass(eq=False)
@@ -66,6 +77,17 @@ class Address:
     wildcard: bool = False
     #: resolved address settings, cached; cleared when the settings change
     settings: object = None
+    #: page files of this address (address-full-policy PAGE), once it paged
+    page_store: object = None
+    page_cursor_record: int = 0
+    depaging: bool = False
+    depage_scheduled: bool = False
+    paged_total: int = 0
+
+    @property
+    def paging(self) -> bool:
+        """Messages wait in page files: new ones must page too, to keep order."""
+        return self.page_store is not None and self.page_store.paging
 
     def anycast_queues(self):
         return [q for q in self.queues.values() if q.routing_type == RoutingType.ANYCAST]
@@ -158,6 +180,7 @@ class BrokerServer:
         recovered = self.storage.load()
         self.storage.start()
         self._recover(recovered)
+        self._recover_pages(recovered.page_cursors)
         self._deploy_configured()
         self.started = True
         self._expiry_call = self.reactor.callLater(EXPIRY_SCAN_PERIOD_S, self._expiry_scan)
@@ -170,7 +193,9 @@ class BrokerServer:
         self._expiry_call = None
         for session in list(self.sessions):
             session.close()
-        return defer.maybeDeferred(self.storage.stop)
+        stores = [a.page_store.stop() for a in self.addresses.values() if a.page_store is not None]
+        d = defer.DeferredList(stores, consumeErrors=True) if stores else defer.succeed(None)
+        return d.addCallback(lambda _: self.storage.stop())
 
     def _recover(self, recovered) -> None:
         for record_id, info in recovered.addresses.items():
@@ -585,10 +610,140 @@ class BrokerServer:
         elif holders <= 0:
             address.size -= ref.size
             address.messages -= 1
+            if address.page_store is not None:
+                self._schedule_depage(address)
             if address.blocked and self.address_full(address, 0) is None:
                 waiting, address.blocked = address.blocked, []
                 for d in waiting:
                     d.callback(None)
+
+    # -- paging (address-full-policy PAGE) ------------------------------------------------
+    @property
+    def paging_directory(self) -> str:
+        directory = self.config.paging_directory
+        if os.path.isabs(directory):
+            return directory
+        return os.path.normpath(os.path.join(self.config.base_dir or ".", directory))
+
+    def _open_page_store(self, address: Address, cursor: PagePosition | None = None) -> PageStore:
+        settings = self.settings_for(address.name)
+        store = PageStore(
+            self.paging_directory,
+            address.name,
+            page_size_bytes=settings.page_size_bytes,
+            reactor=self.reactor,
+            sync=self.storage.persistent and self.config.journal_sync_non_transactional,
+        )
+        store.load(cursor)
+        store.start()
+        address.page_store = store
+        return store
+
+    def page_message(self, address: Address, message: Message, queues: list) -> defer.Deferred:
+        """Append a message for ``queues`` to the address's page files.
+
+        Fires once it is on disk (synced for a durable message), which is
+        when a producer may be told it is safe.
+        """
+        now = self.now_ms()
+        if not message.timestamp:
+            message.timestamp = int(time.time() * 1000)
+        message.expiration = _effective_expiration(message.expiration, now, self.settings_for(address.name))
+        message.message_id = self.storage.next_id()
+        self.messages_routed += 1
+        store = address.page_store
+        if store is None:
+            store = self._open_page_store(address)
+            log.info("address %s is full: paging to %s", address.name, store.path)
+        payload = b"".join(
+            [_U32.pack(len(queues))] + [_U64.pack(q.id) for q in queues] + [encode_message(message)]
+        )
+        sync = message.durable and self.storage.persistent and self.config.journal_sync_non_transactional
+        address.paged_total += 1
+        return store.append(payload, sync=sync).addCallback(lambda _: None)
+
+    def _schedule_depage(self, address: Address) -> None:
+        if address.page_store is None or address.depaging or address.depage_scheduled:
+            return
+        address.depage_scheduled = True
+        self.call_soon(lambda: self._depage(address))
+
+    def _depage(self, address: Address) -> None:
+        """Move paged messages into memory while the address has room.
+
+        The messages' journal records and the new page cursor are written in
+        one journal transaction, so after a crash each paged message is
+        either still in the page files (cursor before it) or in the journal
+        (cursor past it), never both and never neither.
+        """
+        address.depage_scheduled = False
+        store = address.page_store
+        if store is None or address.depaging or self.addresses.get(address.name) is not address:
+            return
+        if not store.paging or store.failed or self.address_full(address, 0) is not None:
+            return
+        settings = self.settings_for(address.name)
+        budget = DEPAGE_BATCH_BYTES
+        if settings.max_size_bytes >= 0:
+            budget = max(1, min(budget, settings.max_size_bytes - address.size))
+        records = store.read(DEPAGE_BATCH_RECORDS, budget)
+        if not records:
+            return
+        tx = self.storage.transaction()
+        batch = []
+        for _position, payload in records:
+            count = _U32.unpack_from(payload, 0)[0]
+            ids = [_U64.unpack_from(payload, 4 + 8 * i)[0] for i in range(count)]
+            message = decode_message(payload[4 + 8 * count :])
+            queues = [q for q in (self._queues_by_id.get(i) for i in ids) if q is not None and not q.deleted]
+            if not queues:
+                continue
+            durable_ids = []
+            if message.durable and self.storage.persistent:
+                durable_ids = [q.id for q in queues if q.durable and not q.definition.temporary]
+            if durable_ids:
+                tx.store_message(message, durable_ids)
+                self._durable_refs[message.message_id] = len(durable_ids)
+            batch.append((message, queues, bool(durable_ids)))
+        last = records[-1][0]
+        address.page_cursor_record = tx.set_page_cursor(address.name, last.to_bytes(), address.page_cursor_record)
+        address.depaging = True
+
+        def done(_):
+            address.depaging = False
+            store.consumed(last)
+            for message, queues, stored in batch:
+                self._add_refs(message, queues, stored)
+            if store.paging:
+                self._schedule_depage(address)
+
+        def failed(failure):
+            address.depaging = False
+            for message, _queues, _stored in batch:
+                self._durable_refs.pop(message.message_id, None)
+            store.rewind()
+            log.error("depaging %s failed: %s", address.name, failure.getErrorMessage())
+
+        tx.commit(True).addCallbacks(done, failed)
+
+    def _recover_pages(self, cursors: dict) -> None:
+        directory = self.paging_directory
+        if not self.storage.persistent:
+            # Without a journal there is no cursor: old page files mean nothing.
+            if os.path.isdir(directory):
+                shutil.rmtree(directory, ignore_errors=True)
+            return
+        for name in find_paged_addresses(directory):
+            record_id, position = cursors.get(name, (0, None))
+            cursor = PagePosition.from_bytes(position) if position else None
+            address = self.addresses.get(name)
+            if address is None:
+                address = self._add_address(name, {RoutingType.ANYCAST}, auto_created=True, persist=True)
+            store = self._open_page_store(address, cursor)
+            address.page_cursor_record = record_id
+            if store.paging:
+                log.info("address %s: %d paged messages waiting", name, store.pending_count)
+                self._schedule_depage(address)
 
     # -- settlement (called by queues) ---------------------------------------------------
     def acknowledge_ref(self, ref: MessageRef, tx=None):
@@ -743,6 +898,9 @@ class BrokerServer:
                     "size_bytes": address.size,
                     "message_count": address.messages,
                     "blocked_producers": len(address.blocked),
+                    "paging": address.paging,
+                    "paged_messages": address.page_store.pending_count if address.page_store is not None else 0,
+                    "paged_total": address.paged_total,
                     "routed_total": address.routed_total,
                 }
             )

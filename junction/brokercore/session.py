@@ -224,7 +224,12 @@ class ServerSession:
             server.messages_duplicate += 1
             log.info("duplicate message %r on %s ignored", message.duplicate_id, address.name)
             return defer.succeed(None)
-        policy = server.address_full(address, message.encoded_size())
+        policy = "PAGE" if address.paging else server.address_full(address, message.encoded_size())
+        if policy == "PAGE":
+            server.remember_duplicate(address.name, message)
+            if not queues:
+                return self._route(message, routing_type, None, address=address, queues=queues)
+            return server.page_message(address, message, queues)
         if policy is not None:
             if policy == "FAIL":
                 settings = server.settings_for(address.name)
@@ -236,7 +241,7 @@ class ServerSession:
             if policy == "DROP":
                 server.messages_dropped += 1
                 return defer.succeed(None)
-            # BLOCK (and PAGE, until paging lands): hold this producer.
+            # BLOCK: hold this producer until the address has room.
             waiting = server.wait_for_space(address)
             result = defer.Deferred()
 

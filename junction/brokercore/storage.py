@@ -39,6 +39,8 @@ class RecordType:
     ACK_REF = 12
     DELIVERY_COUNT = 13
     DUPLICATE_ID = 20
+    #: how far an address's page files have been moved into the journal
+    PAGE_CURSOR = 30
 
 
 _U64 = struct.Struct(">Q")
@@ -60,6 +62,7 @@ class Recovered:
     queues: dict = field(default_factory=dict)  # queue id -> dict
     messages: list = field(default_factory=list)  # RecoveredMessage, by id
     duplicates: list = field(default_factory=list)  # (record id, address, dup id)
+    page_cursors: dict = field(default_factory=dict)  # address -> (record id, position bytes)
     torn_tail: bool = False
     notes: list = field(default_factory=list)
 
@@ -154,6 +157,9 @@ class _NullTx:
     def ack(self, message_id, queue_id, remaining):
         pass
 
+    def set_page_cursor(self, address, position, old_record_id) -> int:
+        return 0
+
     def commit(self, sync) -> defer.Deferred:
         for action in self.after_commit:
             action()
@@ -201,6 +207,9 @@ class JournalStorage:
                 else:
                     # every queue acked it but the delete never made it: finish it
                     self._cleanup.append(record_id)
+            elif user_type == RecordType.PAGE_CURSOR:
+                address, position = _decode_cursor(payload)
+                recovered.page_cursors[address] = (record_id, position)
             elif user_type == RecordType.DUPLICATE_ID:
                 address_len = _U64.unpack(payload[:8])[0]
                 address = payload[8 : 8 + address_len].decode("utf-8")
@@ -305,6 +314,17 @@ class _JournalTx:
         else:
             self.journal.append_update_tx(self.tx_id, message_id, RecordType.ACK_REF, _U64.pack(queue_id))
 
+    def set_page_cursor(self, address: str, position: bytes, old_record_id: int) -> int:
+        """Replace the address's page-cursor record within this transaction."""
+        self.used = True
+        if old_record_id:
+            self.journal.append_delete_tx(self.tx_id, old_record_id)
+        record_id = self.journal.next_id()
+        self.journal.append_add_tx(
+            self.tx_id, record_id, RecordType.PAGE_CURSOR, _encode_cursor(address, position)
+        )
+        return record_id
+
     def commit(self, sync) -> defer.Deferred:
         if not self.used:
             d = defer.succeed(None)
@@ -322,6 +342,16 @@ class _JournalTx:
         self.after_commit.clear()
         if self.used:
             self.journal.append_rollback(self.tx_id)
+
+
+def _encode_cursor(address: str, position: bytes) -> bytes:
+    raw = address.encode("utf-8")
+    return _U64.pack(len(raw)) + raw + bytes(position)
+
+
+def _decode_cursor(payload: bytes) -> tuple[str, bytes]:
+    n = _U64.unpack(payload[:8])[0]
+    return payload[8 : 8 + n].decode("utf-8"), bytes(payload[8 + n :])
 
 
 def routing_types_from(names) -> frozenset:
