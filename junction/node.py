@@ -18,7 +18,7 @@ from twisted.internet import defer
 
 from junction.brokercore.security import SecurityManager
 from junction.brokercore.server import BrokerServer
-from junction.brokercore.stomp_server import StompFactory
+from junction.brokercore.stomp_server import STOMP_ACCEPTOR_PARAMS, StompFactory
 from junction.brokercore.wildcard import WildcardSyntax
 
 log = logging.getLogger("junction.node")
@@ -164,6 +164,14 @@ class Node:
             )
         if not served:
             return
+        for key in sorted(set(acceptor.params) - STOMP_ACCEPTOR_PARAMS - {"router"}):
+            log.warning(
+                "%s:%d: acceptor %s: parameter %s has no effect in Junction yet",
+                acceptor.source[0],
+                acceptor.source[1],
+                acceptor.name,
+                key,
+            )
         factory = StompFactory(self.server, acceptor=acceptor, limits=self.config.limits, reactor=self.reactor)
         port = self.reactor.listenTCP(acceptor.port, factory, interface=acceptor.host or "0.0.0.0")
         self.listeners[acceptor.name] = port

@@ -147,6 +147,10 @@ class StompProtocol(Protocol):
 
     # -- Twisted -----------------------------------------------------------------------
     def connectionMade(self):
+        factory = getattr(self, "factory", None)
+        if factory is not None:
+            factory.connections.add(self)
+        _apply_socket_options(self.transport, self.acceptor)
         self.transport.registerProducer(self, True)
         self._connect_timer = self.reactor.callLater(self.connect_timeout, self._connect_timed_out)
         self._last_read = self.reactor.seconds()
@@ -185,6 +189,9 @@ class StompProtocol(Protocol):
                 return
 
     def connectionLost(self, reason=None):
+        factory = getattr(self, "factory", None)
+        if factory is not None:
+            factory.connections.discard(self)
         self._closing = True
         for timer in (self._connect_timer, self._send_timer, self._recv_timer):
             if timer is not None and timer.active():
@@ -737,9 +744,56 @@ class StompFactory(Factory):
         self.connections: set = set()
 
     def buildProtocol(self, addr):
+        allowed = int((self.acceptor.params if self.acceptor else {}).get("connectionsAllowed", -1))
+        if 0 <= allowed <= len(self.connections):
+            # Artemis connectionsAllowed: refuse (close) beyond the limit.
+            log.warning(
+                "acceptor %s: connectionsAllowed=%d reached, refusing %s",
+                self.acceptor.name,
+                allowed,
+                getattr(addr, "host", addr),
+            )
+            return None
         proto = StompProtocol(self.server, acceptor=self.acceptor, limits=self.limits, reactor=self.reactor)
         proto.factory = self
         return proto
+
+
+#: Acceptor URL parameters the STOMP acceptor acts on; node.py warns about the rest.
+STOMP_ACCEPTOR_PARAMS = frozenset(
+    {
+        "protocols",
+        "protocol",
+        "anycastPrefix",
+        "multicastPrefix",
+        "stompMaxFramePayloadLength",
+        "heartBeatToConnectionTtlModifier",
+        "connectionsAllowed",
+        "tcpNoDelay",
+        "tcpSendBufferSize",
+        "tcpReceiveBufferSize",
+        "sslEnabled",
+        "useEpoll",  # Twisted's default reactor on Linux is epoll already
+    }
+)
+
+
+def _apply_socket_options(transport, acceptor) -> None:
+    """Artemis's tcpNoDelay (default true) and socket buffer sizes."""
+    params = acceptor.params if acceptor is not None else {}
+    sock = getattr(transport, "socket", None)
+    if sock is None:
+        return
+    import socket
+
+    try:
+        if str(params.get("tcpNoDelay", "true")).lower() == "true":
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for key, option in (("tcpSendBufferSize", socket.SO_SNDBUF), ("tcpReceiveBufferSize", socket.SO_RCVBUF)):
+            if key in params and int(params[key]) > 0:
+                sock.setsockopt(socket.SOL_SOCKET, option, int(params[key]))
+    except (OSError, ValueError) as exc:
+        log.warning("could not apply socket options %s: %s", params, exc)
 
 
 def _prefixes(value: str | None) -> tuple:

@@ -925,3 +925,53 @@ def test_ack_receipt_is_not_sent_before_the_ack_is_written(broker_factory) -> No
         "StompProtocol._on_ack sends the RECEIPT at once instead of after the Deferred "
         "ServerSession.acknowledge returns (the ack record's write to the OS)"
     )
+
+
+def test_disconnect_receipt_covers_earlier_acks(broker_factory) -> None:
+    """ACK without a receipt, then DISCONNECT with one: the ack must be written too.
+
+    The usual way to leave a STOMP connection is ACK ... ACK, then DISCONNECT
+    with a receipt and close once it arrives.  The receipt says the broker
+    has everything sent before it (STOMP 1.2 "Graceful Disconnect"), and the
+    STOMP server writes a RECEIPT "only after everything the client sent
+    before it is confirmed"; so once it arrives the acks must survive a
+    kill -9.  Same wide window as the test above (2 s journal buffer timeout,
+    M2 holding the writer).
+    """
+    buffer_timeout_ns = 2_000_000_000
+    broker = broker_factory(
+        "disconnect",
+        extra_core_xml=f"<journal-buffer-timeout>{buffer_timeout_ns}</journal-buffer-timeout>",
+    ).start()
+    consumer = RawStomp(broker, "consumer-disc")
+    consumer.subscribe("sub", prefetch=10)
+    producer = RawStomp(broker, "producer-disc")
+    send_frame(producer, 1, receipt="s1")
+    producer.wait_frame(lambda f: f.command == "RECEIPT" and f.headers["receipt-id"] == "s1", 10)
+    m1 = consumer.wait_frame(lambda f: f.command == "MESSAGE", 10)[-1]
+    assert m1.seq() == 1
+    send_frame(producer, 2, receipt="s2")
+    producer.flush()
+    m2 = consumer.wait_frame(lambda f: f.command == "MESSAGE", 10)[-1]
+    assert m2.seq() == 2
+    early = [f for f in producer.read() if f.command == "RECEIPT"]
+    assert not early, "the journal synced M2 early: the window this test needs was not open"
+
+    consumer.send("ACK", [("id", m1.headers["ack"])])
+    consumer.send("DISCONNECT", [("receipt", "bye")])
+    t_disc = time.monotonic()
+    consumer.wait_frame(lambda f: f.command == "RECEIPT" and f.headers["receipt-id"] == "bye", 10)
+    disc_ms = (time.monotonic() - t_disc) * 1000
+    _late, _kill_s, recover_s = crash_and_restart(broker, [producer, consumer])
+
+    drained = drain_queue(broker, label="disconnect")
+    print(
+        f"\n[kill9-disconnect] DISCONNECT receipt after {disc_ms:.1f} ms; recovery {recover_s:.2f} s; "
+        f"after restart: {drained.delivered}"
+    )
+    assert duplicates(drained.delivered) == []
+    assert 1 not in drained.delivered, (
+        "M1 was delivered again after kill -9 although it was ACKed before a DISCONNECT whose "
+        "RECEIPT had arrived: StompProtocol._on_ack puts an ACK without a receipt header in no "
+        "confirmation entry, so later receipts do not wait for the ack record's write"
+    )
