@@ -171,10 +171,10 @@ def build_parser() -> argparse.ArgumentParser:
     status.set_defaults(func=cmd_status)
 
     user = sub.add_parser("user", help="manage users and roles (Artemis properties files)")
+    user.add_argument("--config", default=DEFAULT_CONFIG, help="broker.xml naming the users and roles files")
+    # --config may also follow the subcommand (junction user add bob --config ...).
     config_arg = argparse.ArgumentParser(add_help=False)
-    config_arg.add_argument(
-        "--config", default=DEFAULT_CONFIG, help="broker.xml naming the users and roles files (default: %(default)s)"
-    )
+    config_arg.add_argument("--config", default=argparse.SUPPRESS, help="broker.xml naming the users and roles files")
     user_sub = user.add_subparsers(dest="user_command", required=True)
     add = user_sub.add_parser("add", help="add a user, or replace its password and roles", parents=[config_arg])
     add.add_argument("name")

@@ -461,7 +461,8 @@ def test_queue_each_message_to_one_consumer_round_robin(sbroker, clients, versio
     def all_arrived():
         return len(a.rec.messages) + len(b.rec.messages) >= len(sent)
 
-    a.rec.wait(all_arrived, what="all 10 messages across both consumers")
+    # the predicate spans two recorders, so poll it (either condition alone may never fire)
+    wait_for(all_arrived, TIMEOUT, what="all 10 messages across both consumers")
     got_a, got_b = a.rec.bodies(), b.rec.bodies()
     # each message to exactly one consumer, none lost, none duplicated
     assert sorted(got_a + got_b) == sorted(sent)
