@@ -105,7 +105,9 @@ class Recorder(stomp.ConnectionListener):
 
         self._add(bump)
 
-    def wait(self, predicate: Callable[[], object], timeout: float = TIMEOUT, what: str = "condition"):
+    def wait(
+        self, predicate: Callable[[], object], timeout: float = TIMEOUT, what: str = "condition"
+    ):
         """Wait (on the condition, not polling) until ``predicate()`` is truthy; return it."""
         deadline = time.monotonic() + timeout
         with self.cond:
@@ -811,7 +813,9 @@ def test_expired_message_is_not_delivered(sbroker, clients, version):
 
 @pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("destination", ["/queue/burst", "/topic/burst"])
-def test_burst_without_receipts_arrives_complete_and_in_order(sbroker, clients, version, destination):
+def test_burst_without_receipts_arrives_complete_and_in_order(
+    sbroker, clients, version, destination
+):
     consumer = clients(sbroker, version).connect()
     consumer.subscribe(destination, "s")
     producer = clients(sbroker, version).connect()
@@ -847,7 +851,9 @@ def test_client_ack_is_cumulative_per_subscription_only(sbroker, clients, versio
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-def test_unacked_messages_of_a_dropped_connection_are_redelivered(sbroker, clients, raw_clients, version):
+def test_unacked_messages_of_a_dropped_connection_are_redelivered(
+    sbroker, clients, raw_clients, version
+):
     producer = clients(sbroker, version).connect()
     producer.send("/queue/drop", "m1")
     producer.send("/queue/drop", "m2")
@@ -1297,7 +1303,12 @@ def test_standard_headers_pass_through(sbroker, clients, version):
     producer.send(
         "/queue/std",
         "body",
-        **{"correlation-id": "corr-1", "reply-to": "/queue/replies", "type": "Order", "priority": "7"},
+        **{
+            "correlation-id": "corr-1",
+            "reply-to": "/queue/replies",
+            "type": "Order",
+            "priority": "7",
+        },
     )
     [msg] = consumer.rec.wait_messages(1)
     assert msg.headers["correlation-id"] == "corr-1"
@@ -1581,7 +1592,12 @@ def test_management_counts_follow_sends_and_acks(sbroker, clients, version):
         for m in msgs[:4]:
             consumer.ack(m)
     wait_queue(
-        sbroker, "mgmt", message_count=2, delivering_count=2, messages_acknowledged=4, consumer_count=1
+        sbroker,
+        "mgmt",
+        message_count=2,
+        delivering_count=2,
+        messages_acknowledged=4,
+        consumer_count=1,
     )
     conns = sbroker.status()["connections"]
     assert len([c for c in conns if c["protocol"] == "STOMP"]) == 2
