@@ -37,7 +37,7 @@ from junction.brokercore.message import (
 )
 from junction.brokercore.paging import PagePosition, PageStore, find_paged_addresses
 from junction.brokercore.queue import MessageRef, Queue, QueueDefinition
-from junction.brokercore.storage import JournalStorage, NullStorage, queue_record
+from junction.brokercore.storage import JournalStorage, NullStorage, quiet_failure, queue_record
 from junction.brokercore.wildcard import SettingsRepository, WildcardSyntax, address_matches
 from junction.config.model import ADDRESS_SETTINGS_DEFAULTS, BrokerConfig
 
@@ -373,7 +373,7 @@ class BrokerServer:
         for consumer in list(queue.consumers):
             queue.remove_consumer(consumer)
         for ref in queue.drain():
-            self._settle(ref)
+            quiet_failure(self._settle(ref))
         queue.deleted = True
         address = self.addresses.get(queue.address)
         if address is not None:
@@ -573,7 +573,7 @@ class BrokerServer:
             if queue.deleted:
                 if stored and queue.durable and not queue.definition.temporary:
                     # Deleted while a transaction held the message: release its record.
-                    self._settle(MessageRef(message, queue, persisted=True, size=size), account=False)
+                    quiet_failure(self._settle(MessageRef(message, queue, persisted=True, size=size), account=False))
                 continue
             persisted = stored and queue.durable and not queue.definition.temporary
             ref = MessageRef(message, queue, persisted=persisted, size=size)
@@ -790,7 +790,7 @@ class BrokerServer:
                 ref.queue.name,
                 reason,
             )
-        self._settle(ref)
+        quiet_failure(self._settle(ref))
 
     def expire(self, ref: MessageRef) -> None:
         settings = self.queue_settings(ref.queue)
@@ -804,7 +804,7 @@ class BrokerServer:
             if settings.auto_create_expiry_resources:
                 self._ensure_resource_queue(target, settings.expiry_queue_prefix, settings.expiry_queue_suffix, ref)
             self.route_internal(copy)
-        self._settle(ref)
+        quiet_failure(self._settle(ref))
 
     def _ensure_resource_queue(self, address: str, prefix: str, suffix: str, ref: MessageRef) -> None:
         """Artemis auto-created DLQ/expiry queues: one per original address, filtered."""
@@ -828,7 +828,7 @@ class BrokerServer:
     def consumers_gone(self, queue: Queue) -> None:
         if queue.definition.purge_on_no_consumers:
             for ref in queue.drain():
-                self._settle(ref)
+                quiet_failure(self._settle(ref))
         self._maybe_auto_delete(queue)
 
     def _maybe_auto_delete(self, queue: Queue) -> None:

@@ -20,6 +20,7 @@ from junction.brokercore import errors
 from junction.brokercore.filter import FilterError, parse_filter
 from junction.brokercore.message import Message, RoutingType
 from junction.brokercore.queue import Consumer, MessageRef, QueueDefinition
+from junction.brokercore.storage import quiet_failure
 
 log = logging.getLogger("junction.session")
 
@@ -70,7 +71,7 @@ class ServerConsumer:
     def _deliver(self, ref: MessageRef) -> None:
         self.on_delivery(self, ref)
         if self.auto_ack and not self.closed:
-            self.queue.acknowledge(ref)
+            quiet_failure(self.queue.acknowledge(ref))
             self.consumer.add_credit(1, ref.size)
 
     def in_flight(self):

@@ -655,13 +655,21 @@ class StompProtocol(Protocol):
         for ref in refs:
             stored = self.session.acknowledge(ref, tx)
             if stored is not None:
+                if last is not None:
+                    last.addErrback(self._ack_failed)
                 last = stored
         receipt = frame.get("receipt")
-        if last is not None and receipt is not None:
+        if last is not None and receipt is None:
+            last.addErrback(self._ack_failed)
+        elif last is not None and receipt is not None:
             # The receipt proves the ack is written: a crash cannot bring it back.
             self._confirm_after(last, receipt, what="ACK")
         else:
             self._receipt(frame)
+
+    def _ack_failed(self, failure) -> None:
+        """An unreceipted ACK could not be stored: tell the client, close."""
+        self._fail(f"ACK failed: {failure.value}")
 
     def _on_nack(self, frame: Frame) -> None:
         if self.version == "1.0":

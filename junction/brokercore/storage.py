@@ -19,12 +19,15 @@ seen.  The mapping follows Artemis's journal layout:
 from __future__ import annotations
 
 import json
+import logging
 import struct
 from dataclasses import dataclass, field
 
 from twisted.internet import defer
 
 from junction.brokercore.message import RoutingType, decode_message, encode_message
+
+log = logging.getLogger("junction.storage")
 
 __all__ = ["RecordType", "JournalStorage", "NullStorage", "Recovered", "RecoveredMessage"]
 
@@ -65,6 +68,24 @@ class Recovered:
     page_cursors: dict = field(default_factory=dict)  # address -> (record id, position bytes)
     torn_tail: bool = False
     notes: list = field(default_factory=list)
+
+
+def quiet_failure(d):
+    """Consume the failure of a record nobody waits for.
+
+    A journal failure is reported once, by the journal and by the node's
+    health check, and every later durable send is refused with it; the
+    records written on the side (bindings, acks, duplicate ids) need not
+    each log it again.
+    """
+    if d is not None:
+        d.addErrback(_note_failure)
+    return d
+
+
+def _note_failure(failure):
+    log.debug("journal record not written: %s", failure.getErrorMessage())
+    return None
 
 
 def _encode_json(obj) -> bytes:
@@ -219,7 +240,7 @@ class JournalStorage:
     def start(self):
         self.journal.start()
         for record_id in self._cleanup:
-            self.journal.append_delete(record_id, sync=False)
+            quiet_failure(self.journal.append_delete(record_id, sync=False))
         self._cleanup.clear()
 
     def stop(self):
@@ -242,26 +263,28 @@ class JournalStorage:
         payload = _encode_json(
             {"name": name, "routing_types": sorted(rt.name for rt in routing_types), "auto_created": auto_created}
         )
-        self.journal.append_add(record_id, RecordType.ADDRESS, payload, sync=True)
+        quiet_failure(self.journal.append_add(record_id, RecordType.ADDRESS, payload, sync=True))
         return record_id
 
     def delete_address(self, record_id) -> None:
-        self.journal.append_delete(record_id, sync=True)
+        quiet_failure(self.journal.append_delete(record_id, sync=True))
 
     def store_queue(self, queue_id, defn) -> None:
-        self.journal.append_add(queue_id, RecordType.QUEUE, _encode_json(queue_record(defn)), sync=True)
+        quiet_failure(self.journal.append_add(queue_id, RecordType.QUEUE, _encode_json(queue_record(defn)), sync=True))
 
     def delete_queue(self, queue_id) -> None:
-        self.journal.append_delete(queue_id, sync=True)
+        quiet_failure(self.journal.append_delete(queue_id, sync=True))
 
     # -- messages --------------------------------------------------------------------
     def store_message(self, message, queue_ids, sync) -> defer.Deferred:
         journal = self.journal
         mid = message.message_id
-        journal.append_add(mid, RecordType.MESSAGE, encode_message(message), sync=False)
+        quiet_failure(journal.append_add(mid, RecordType.MESSAGE, encode_message(message), sync=False))
         last = len(queue_ids) - 1
         d = None
         for i, queue_id in enumerate(queue_ids):
+            if d is not None:
+                quiet_failure(d)
             d = journal.append_update(mid, RecordType.ADD_REF, _U64.pack(queue_id), sync=sync and i == last)
         return d
 
@@ -271,20 +294,24 @@ class JournalStorage:
         return self.journal.append_update(message_id, RecordType.ACK_REF, _U64.pack(queue_id), sync=sync)
 
     def update_delivery_count(self, message_id, queue_id, count) -> None:
-        self.journal.append_update(
-            message_id, RecordType.DELIVERY_COUNT, _REF_COUNT.pack(queue_id, count), sync=False
+        quiet_failure(
+            self.journal.append_update(
+                message_id, RecordType.DELIVERY_COUNT, _REF_COUNT.pack(queue_id, count), sync=False
+            )
         )
 
     def store_duplicate(self, address, dup_id) -> int:
         record_id = self.journal.next_id()
         raw = address.encode("utf-8")
-        self.journal.append_add(
-            record_id, RecordType.DUPLICATE_ID, _U64.pack(len(raw)) + raw + bytes(dup_id), sync=False
+        quiet_failure(
+            self.journal.append_add(
+                record_id, RecordType.DUPLICATE_ID, _U64.pack(len(raw)) + raw + bytes(dup_id), sync=False
+            )
         )
         return record_id
 
     def delete_duplicate(self, record_id) -> None:
-        self.journal.append_delete(record_id, sync=False)
+        quiet_failure(self.journal.append_delete(record_id, sync=False))
 
     def transaction(self):
         return _JournalTx(self)
@@ -341,7 +368,7 @@ class _JournalTx:
     def rollback(self) -> None:
         self.after_commit.clear()
         if self.used:
-            self.journal.append_rollback(self.tx_id)
+            quiet_failure(self.journal.append_rollback(self.tx_id))
 
 
 def _encode_cursor(address: str, position: bytes) -> bytes:
