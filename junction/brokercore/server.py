@@ -37,7 +37,7 @@ from junction.brokercore.message import (
 )
 from junction.brokercore.paging import PagePosition, PageStore, find_paged_addresses
 from junction.brokercore.queue import MessageRef, Queue, QueueDefinition
-from junction.brokercore.storage import JournalStorage, NullStorage, quiet_failure, queue_record
+from junction.brokercore.storage import JournalStorage, NullStorage, queue_record, quiet_failure
 from junction.brokercore.wildcard import SettingsRepository, WildcardSyntax, address_matches
 from junction.config.model import ADDRESS_SETTINGS_DEFAULTS, BrokerConfig
 
