@@ -659,13 +659,14 @@ class StompProtocol(Protocol):
                     last.addErrback(self._ack_failed)
                 last = stored
         receipt = frame.get("receipt")
-        if last is not None and receipt is None:
-            last.addErrback(self._ack_failed)
-        elif last is not None and receipt is not None:
-            # The receipt proves the ack is written: a crash cannot bring it back.
-            self._confirm_after(last, receipt, what="ACK")
-        else:
+        if last is None:
             self._receipt(frame)
+        elif receipt is None and last.called and not self._confirm:
+            last.addErrback(self._ack_failed)  # already written; nothing to order
+        else:
+            # This RECEIPT, and every later one (a DISCONNECT's too), proves the
+            # ack is written: a process crash cannot bring the message back.
+            self._confirm_after(last, receipt, what="ACK")
 
     def _ack_failed(self, failure) -> None:
         """An unreceipted ACK could not be stored: tell the client, close."""

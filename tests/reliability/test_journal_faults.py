@@ -367,19 +367,24 @@ CHILD = textwrap.dedent(
     j.load()
     j.start()
     count = [0]
+    in_flight = [0]
+    MAX_IN_FLIGHT = 2000  # a broker bounds what producers may have unconfirmed
 
     def confirmed(_, rid):
+        in_flight[0] -= 1
         sys.stdout.write("%d\\n" % rid)
         sys.stdout.flush()
 
     def produce():
-        for _ in range(50):
-            count[0] += 1
-            rid = j.next_id()
-            j.append_add(rid, 1, b"k" * 200).addCallback(confirmed, rid)
-            if count[0] % 7 == 0:
-                j.append_delete(rid)
-        reactor.callLater(0, produce)
+        if in_flight[0] < MAX_IN_FLIGHT:
+            for _ in range(50):
+                count[0] += 1
+                in_flight[0] += 1
+                rid = j.next_id()
+                j.append_add(rid, 1, b"k" * 200).addCallback(confirmed, rid)
+                if count[0] % 7 == 0:
+                    j.append_delete(rid)
+        reactor.callLater(0 if in_flight[0] < MAX_IN_FLIGHT else 0.001, produce)
 
     reactor.callWhenRunning(produce)
     reactor.run()

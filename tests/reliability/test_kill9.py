@@ -89,8 +89,8 @@ TX_WINDOW = 4
 #: reclaimed and compacted many times over the run.
 SMALL_SEGMENT = 64 * 1024
 
-PHASE_TIMEOUT = 40.0
-DRAIN_TIMEOUT = 30.0
+PHASE_TIMEOUT = 20.0
+DRAIN_TIMEOUT = 20.0
 
 _SEQ_RE = re.compile(rb"seq=(\d+)")
 _PAD = b"." * 96
