@@ -623,7 +623,13 @@ def run_trial(
         cpu0 = proc_cpu_ticks(target.pid)
         client0 = time.process_time()
         t0 = time.monotonic_ns()
+        interval_ns = int(1e9 / args.rate) if args.rate > 0 else 0
         for i in range(n):
+            if interval_ns:
+                # Paced run: latency without queueing behind a flooding producer.
+                ahead = t0 + i * interval_ns - time.monotonic_ns()
+                if ahead > 0:
+                    time.sleep(ahead / 1e9)
             if use_receipts:
                 while not prod_l.window.acquire(timeout=0.05):
                     if prod_l.failed.is_set():
@@ -783,6 +789,7 @@ def print_report(results: list[dict], rat: list[dict] | None, args) -> None:
     print(
         f"\nSTOMP throughput: {args.messages:,} x {args.size} B, one producer + one consumer, "
         f"prefetch {args.prefetch}, receipt window {args.receipt_window}, STOMP {args.stomp_version}"
+        + (f", paced at {args.rate:g} msg/s" if args.rate > 0 else "")
     )
     print(header_line())
     for r in results:
@@ -856,6 +863,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--modes", type=parse_modes, default="all", help="all or ACK/PERSISTENT,...")
     p.add_argument("--warmup", type=int, default=0, help="messages per mode before measuring")
     p.add_argument("--prefetch", type=int, default=1000)
+    p.add_argument(
+        "--rate", type=float, default=0, help="send at most this many msg/s (0: as fast as possible); for latency"
+    )
     p.add_argument("--receipt-window", type=int, default=1000)
     p.add_argument(
         "--receipts",

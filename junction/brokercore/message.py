@@ -113,6 +113,8 @@ class Message:
     message_id: int = 0
     #: Protocol sections with no neutral meaning, keyed by protocol name.
     native: dict = field(default_factory=dict)
+    #: :meth:`encoded_size`, computed once the message is routed
+    _size: int = field(default=-1, repr=False, compare=False)
 
     # -- derived -------------------------------------------------------------
     @property
@@ -138,13 +140,20 @@ class Message:
         return now_ms >= self.expiration
 
     def encoded_size(self) -> int:
-        """An estimate of memory and journal cost, used for address limits."""
+        """An estimate of memory and journal cost, used for address limits.
+
+        Remembered after the first call: the broker calls it only once a
+        message is complete (routing), and copies start afresh.
+        """
+        if self._size >= 0:
+            return self._size
         size = 64 + len(self.body) + len(self.address)
         for key, value in self.properties.items():
             size += 16 + len(key)
             value = plain(value)
             if isinstance(value, (str, bytes)):
                 size += len(value)
+        self._size = size
         return size
 
     def copy(self, **changes) -> "Message":

@@ -121,12 +121,16 @@ class Consumer:
             self.credit_bytes -= ref.size
 
     def add_credit(self, messages: int = 0, size: int = 0) -> None:
-        """Return credit and let the queue deliver again."""
+        """Return credit; wake the queue only if this consumer was starved."""
+        starved = False
         if self.credit_messages is not None:
+            starved = self.credit_messages <= 0
             self.credit_messages += messages
         if self.credit_bytes is not None:
+            starved = starved or self.credit_bytes <= 0
             self.credit_bytes += size
-        self.queue.deliver_soon()
+        if starved and self.has_credit():
+            self.queue.deliver_soon()
 
     def set_paused(self, paused: bool) -> None:
         self.paused = paused

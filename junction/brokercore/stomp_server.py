@@ -582,10 +582,11 @@ class StompProtocol(Protocol):
         destination = sub.destination
         if destination is None or "#" in destination or "*" in destination:
             destination = sub.prefix + message.address
+        # Headers this connection produced itself (ids it sent, numbers) are
+        # always writable; the rest came from a producer and are checked.
         headers = [
             ("subscription", sub.id),
             ("message-id", tag),
-            ("destination", destination),
         ]
         if self.version == "1.2" and sub.ack != "auto":
             headers.append(("ack", tag))
@@ -595,23 +596,25 @@ class StompProtocol(Protocol):
         headers.append(("expires", str(message.expiration)))
         if ref.delivery_count > 1:
             headers.append(("redelivered", "true"))
+        extra = [("destination", destination)]
         if message.correlation_id is not None:
-            headers.append(("correlation-id", message.correlation_id))
+            extra.append(("correlation-id", message.correlation_id))
         if message.reply_to is not None:
-            headers.append(("reply-to", message.reply_to))
+            extra.append(("reply-to", message.reply_to))
         for key, value in message.properties.items():
             if key == "JMSType":
-                headers.append(("type", _header_value(value)))
+                extra.append(("type", _header_value(value)))
             elif key != "content-length":
-                headers.append((key, _header_value(value)))
+                extra.append((key, _header_value(value)))
         version = self.version
-        if not all(_carriable(name, value, version) for name, value in headers):
-            # A message from a newer-version (or other-protocol) producer can
-            # carry headers this connection's version cannot write: leave those
-            # out rather than fail the delivery.
-            dropped = [name for name, value in headers if not _carriable(name, value, version)]
-            log.debug("STOMP %s MESSAGE: leaving out headers %r", version, dropped)
-            headers = [(name, value) for name, value in headers if _carriable(name, value, version)]
+        for name, value in extra:
+            if _carriable(name, value, version):
+                headers.append((name, value))
+            else:
+                # A message from a newer-version (or other-protocol) producer
+                # can carry headers this version cannot write: leave them out
+                # rather than fail the delivery.
+                log.debug("STOMP %s MESSAGE: leaving out header %r", version, name)
         return Frame("MESSAGE", tuple(headers), message.body)
 
     # -- ACK / NACK -----------------------------------------------------------------------------------
