@@ -5,9 +5,10 @@ record that an address or queue exists, that a durable message was routed to
 some durable queues, that a queue acknowledged it, or that a duplicate id was
 seen.  The mapping follows Artemis's journal layout:
 
-* a MESSAGE record per durable message (id = message id), with an ADD_REF
-  update per durable queue it was routed to and an ACK_REF update as each
-  queue acknowledges; the record is deleted when the last queue acks;
+* a MESSAGE_REFS record per durable message (id = message id) holding the
+  message and the ids of the durable queues it was routed to, and an
+  ACK_REF update as each queue acknowledges; the record is deleted when the
+  last queue acks (a single-queue message costs two records in its life);
 * a QUEUE record per durable queue and an ADDRESS record per address created
   at runtime (bindings);
 * a DUPLICATE_ID record per remembered duplicate id;
@@ -38,6 +39,8 @@ class RecordType:
     ADDRESS = 1
     QUEUE = 2
     MESSAGE = 10
+    #: a message and the durable queues it was routed to, in one record
+    MESSAGE_REFS = 14
     ADD_REF = 11
     ACK_REF = 12
     DELIVERY_COUNT = 13
@@ -46,6 +49,7 @@ class RecordType:
     PAGE_CURSOR = 30
 
 
+_U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
 _REF_COUNT = struct.Struct(">QI")
 
@@ -211,9 +215,14 @@ class JournalStorage:
                 recovered.addresses[record_id] = json.loads(payload)
             elif user_type == RecordType.QUEUE:
                 recovered.queues[record_id] = json.loads(payload)
-            elif user_type == RecordType.MESSAGE:
-                message = decode_message(payload)
+            elif user_type in (RecordType.MESSAGE, RecordType.MESSAGE_REFS):
                 refs: dict = {}
+                if user_type == RecordType.MESSAGE_REFS:
+                    count = _U32.unpack_from(payload, 0)[0]
+                    for i in range(count):
+                        refs[_U64.unpack_from(payload, 4 + 8 * i)[0]] = 0
+                    payload = payload[4 + 8 * count :]
+                message = decode_message(payload)
                 for update_type, update in updates:
                     if update_type == RecordType.ADD_REF:
                         refs[_U64.unpack(update)[0]] = 0
@@ -277,16 +286,10 @@ class JournalStorage:
 
     # -- messages --------------------------------------------------------------------
     def store_message(self, message, queue_ids, sync) -> defer.Deferred:
-        journal = self.journal
-        mid = message.message_id
-        quiet_failure(journal.append_add(mid, RecordType.MESSAGE, encode_message(message), sync=False))
-        last = len(queue_ids) - 1
-        d = None
-        for i, queue_id in enumerate(queue_ids):
-            if d is not None:
-                quiet_failure(d)
-            d = journal.append_update(mid, RecordType.ADD_REF, _U64.pack(queue_id), sync=sync and i == last)
-        return d
+        """One MESSAGE_REFS record: the message and the queues that hold it."""
+        return self.journal.append_add(
+            message.message_id, RecordType.MESSAGE_REFS, _message_refs(message, queue_ids), sync=sync
+        )
 
     def ack(self, message_id, queue_id, remaining, sync=False) -> defer.Deferred:
         if remaining <= 0:
@@ -329,10 +332,9 @@ class _JournalTx:
 
     def store_message(self, message, queue_ids) -> None:
         self.used = True
-        mid = message.message_id
-        self.journal.append_add_tx(self.tx_id, mid, RecordType.MESSAGE, encode_message(message))
-        for queue_id in queue_ids:
-            self.journal.append_update_tx(self.tx_id, mid, RecordType.ADD_REF, _U64.pack(queue_id))
+        self.journal.append_add_tx(
+            self.tx_id, message.message_id, RecordType.MESSAGE_REFS, _message_refs(message, queue_ids)
+        )
 
     def ack(self, message_id, queue_id, remaining) -> None:
         self.used = True
@@ -369,6 +371,10 @@ class _JournalTx:
         self.after_commit.clear()
         if self.used:
             quiet_failure(self.journal.append_rollback(self.tx_id))
+
+
+def _message_refs(message, queue_ids) -> bytes:
+    return b"".join([_U32.pack(len(queue_ids)), *(_U64.pack(q) for q in queue_ids), encode_message(message)])
 
 
 def _encode_cursor(address: str, position: bytes) -> bytes:
