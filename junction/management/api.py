@@ -437,6 +437,9 @@ class NodeCollector:
             (GaugeMetricFamily, "junction_address_size_bytes", "Bytes of unacknowledged messages routed to the address (what max-size-bytes limits).", "size_bytes"),
             (GaugeMetricFamily, "junction_address_messages", "Unacknowledged message references on the address's queues.", "message_count"),
             (GaugeMetricFamily, "junction_address_blocked_producers", "Sends waiting for space under the BLOCK address-full policy.", "blocked_producers"),
+            (GaugeMetricFamily, "junction_address_paging", "1 while messages of the address wait in page files (address-full-policy PAGE).", "paging"),
+            (GaugeMetricFamily, "junction_address_paged_messages", "Messages of the address waiting in page files.", "paged_messages"),
+            (CounterMetricFamily, "junction_address_paged", "Messages written to the address's page files since the node started.", "paged_total"),
             (CounterMetricFamily, "junction_address_routed", "Message references routed to the address's queues since the node started.", "routed_total"),
         )
         out = []

@@ -4,6 +4,7 @@ spill to page files, come back in order, and survive ``kill -9``."""
 from __future__ import annotations
 
 import threading
+import urllib.request
 
 import pytest
 import stomp
@@ -125,6 +126,9 @@ def test_full_address_pages_instead_of_blocking_and_delivers_in_order(broker_fac
     assert address["paging"] is True
     assert address["paged_messages"] > 0
     assert address["size_bytes"] <= 16 * 1024 + BODY * 2  # memory stays near the limit
+    metrics = urllib.request.urlopen(broker.mgmt_url + "/metrics", timeout=5).read().decode()
+    paged = [line for line in metrics.splitlines() if line.startswith('junction_address_paged_messages{address="paged.orders"}')]
+    assert paged and float(paged[0].split()[-1]) == address["paged_messages"]
     bodies = drain(broker, "/queue/paged.orders", COUNT)
     assert [b[:6] for b in bodies] == [f"{i:06d}".encode() for i in range(COUNT)]
     wait_for(lambda: not paged_address(broker, "paged.orders")["paging"], 10, what="paging to end")
