@@ -51,6 +51,9 @@ cursor).  Layout (integers big-endian)::
     16    n  payload
     16+n  4  CRC32 of bytes 0..16+n
 
+(The header and record CRCs are framed as in the journal's format, by
+:mod:`.journal.framing`.)
+
 A page is closed and the next one started when a record would take it past
 ``page_size_bytes`` (Artemis ``page-size-bytes``, default
 :data:`DEFAULT_PAGE_SIZE` 10 MiB); a record bigger than a whole page gets a
@@ -60,10 +63,11 @@ once and deleted.
 Writing: group commit on one writer thread
 ==========================================
 
-As in the journal (:mod:`.journal.journal`): :meth:`PageStore.append` runs on
-the reactor thread, encodes the record, gives it its position at once and
-adds it to the pending batch; one writer thread takes the whole batch, writes
-it with one ``write`` and, if any record in it asked for ``sync``, one
+With the journal's group-commit writer (:mod:`.journal.groupcommit`, shared
+with :mod:`.journal.journal`): :meth:`PageStore.append` runs on the reactor
+thread, encodes the record, gives it its position at once and adds it to the
+pending batch; one writer thread takes the whole batch, writes it with one
+``write`` and, if any record in it asked for ``sync``, one
 ``fdatasync``, then fires the batch's Deferreds (with each record's
 :class:`PagePosition`) through one ``reactor.callFromThread``.  A record with
 ``sync=False`` fires once written to the OS (or with its batch's sync).
@@ -160,24 +164,39 @@ leaks disk space until the next load deletes it); it is counted in
 from __future__ import annotations
 
 import bisect
-import errno
 import hashlib
 import itertools
 import os
 import re
 import struct
-import threading
-import zlib
 from collections import deque
 from dataclasses import dataclass, field
+from functools import partial
 from typing import ClassVar
 from urllib.parse import unquote
 
 from twisted.internet.defer import Deferred, fail, succeed
-from twisted.python.failure import Failure
 
-from .journal.files import OSFiles
-from .journal.records import MAX_PAYLOAD_SIZE
+from .journal.files import OSFiles, truncate_durably
+from .journal.framing import (
+    CRC_SIZE,
+    MAX_PAYLOAD_SIZE,
+    check_sealed,
+    crc_matches,
+    crc_trailer,
+    find_next,
+    seal,
+)
+from .journal.groupcommit import (
+    FAILED,
+    LOADED,
+    NEW,
+    STARTED,
+    STOPPED,
+    STOPPING,
+    GroupCommitWriter,
+    default_reactor,
+)
 
 __all__ = [
     "PageStore",
@@ -241,20 +260,10 @@ _NAME_RE = re.compile(r"^(\d{20})\.page$")
 
 _HEADER = struct.Struct(">8sHHIQ")  # 24 bytes, then the address, then a CRC
 _RECORD = struct.Struct(">BBHIII")  # 16 bytes, then the payload, then a CRC
-_CRC = struct.Struct(">I")
 _POSITION = struct.Struct(">BQI")
 _POSITION_VERSION = 1
 #: Bytes a record costs on disk besides its payload (header + CRC).
-RECORD_OVERHEAD = _RECORD.size + _CRC.size
-
-_NEW, _LOADED, _STARTED, _STOPPING, _STOPPED, _FAILED = (
-    "new",
-    "loaded",
-    "started",
-    "stopping",
-    "stopped",
-    "failed",
-)
+RECORD_OVERHEAD = _RECORD.size + CRC_SIZE
 
 
 # -- errors ----------------------------------------------------------------------
@@ -391,7 +400,7 @@ def encode_page_header(page: int, address: str) -> bytes:
     """The header that opens page file ``page`` of ``address``."""
     raw = _address_bytes(address)
     body = _HEADER.pack(PAGE_MAGIC, FORMAT_VERSION, len(raw), 0, page) + raw
-    return body + _CRC.pack(zlib.crc32(body))
+    return body + crc_trailer(body)
 
 
 def decode_page_header(data) -> tuple[int, str, int]:
@@ -404,10 +413,9 @@ def decode_page_header(data) -> tuple[int, str, int]:
     if length > MAX_ADDRESS_BYTES:
         raise ValueError(f"page header address length {length} exceeds the limit")
     end = _HEADER.size + length
-    if len(data) < end + _CRC.size:
-        raise ValueError(f"page header truncated ({len(data)} of {end + _CRC.size} bytes)")
-    (crc,) = _CRC.unpack_from(data, end)
-    if crc != zlib.crc32(bytes(data[:end])):
+    if len(data) < end + CRC_SIZE:
+        raise ValueError(f"page header truncated ({len(data)} of {end + CRC_SIZE} bytes)")
+    if not crc_matches(data, 0, end):
         raise ValueError("page header CRC mismatch")
     if version != FORMAT_VERSION:
         raise ValueError(f"page format version {version} is not supported (this is {FORMAT_VERSION})")
@@ -415,13 +423,13 @@ def decode_page_header(data) -> tuple[int, str, int]:
         address = bytes(data[_HEADER.size : end]).decode("utf-8")
     except UnicodeDecodeError:
         raise ValueError("page header address is not UTF-8") from None
-    return page, address, end + _CRC.size
+    return page, address, end + CRC_SIZE
 
 
 def encode_page_record(page: int, index: int, payload: bytes) -> bytes:
     """One record (header, payload, CRC) for position ``(page, index)``."""
     head = _RECORD.pack(RECORD_MAGIC, 0, 0, page & 0xFFFFFFFF, index, len(payload))
-    return b"".join((head, payload, _CRC.pack(zlib.crc32(payload, zlib.crc32(head)))))
+    return seal(head, payload)
 
 
 def _check_record(mv: memoryview, pos: int, page32: int, index: int | None):
@@ -440,28 +448,15 @@ def _check_record(mv: memoryview, pos: int, page32: int, index: int | None):
         return 0, 0, f"record belongs to page {rpage}, not this one"
     if index is not None and rindex != index:
         return 0, 0, f"record index {rindex} where {index} was expected"
-    if n > MAX_PAYLOAD_SIZE:
-        return 0, 0, f"record length {n} exceeds the limit"
-    body_end = pos + _RECORD.size + n
-    if body_end + _CRC.size > size:
-        return 0, 0, f"truncated record ({size - pos} of {body_end + _CRC.size - pos} bytes present)"
-    (crc,) = _CRC.unpack_from(mv, body_end)
-    if crc != zlib.crc32(mv[pos:body_end]):
-        return 0, 0, "record CRC mismatch"
-    return n, body_end + _CRC.size, None
+    end, reason = check_sealed(mv, pos, pos + _RECORD.size, n)
+    if reason is not None:
+        return 0, 0, reason
+    return n, end, None
 
 
-def _find_next_record(mv: memoryview, page32: int, start: int) -> int | None:
-    raw = mv.obj if isinstance(mv.obj, bytes) else bytes(mv)
-    marker = bytes((RECORD_MAGIC,))
-    pos = start
-    while True:
-        pos = raw.find(marker, pos)
-        if pos < 0:
-            return None
-        if _check_record(mv, pos, page32, None)[2] is None:
-            return pos
-        pos += 1
+def _find_next_record(data, page32: int, start: int) -> int | None:
+    mv = memoryview(data)
+    return find_next(data, RECORD_MAGIC, start, lambda pos: _check_record(mv, pos, page32, None)[2] is None)
 
 
 # -- recovery report -----------------------------------------------------------------------
@@ -515,12 +510,6 @@ class _Page:
         self.written_end = header_size
 
 
-def _default_reactor():
-    from twisted.internet import reactor
-
-    return reactor
-
-
 class PageStore:
     """Page files of one address in ``directory/<address dir>/``.
 
@@ -567,13 +556,10 @@ class PageStore:
         )
         self._files = files
         self._page_size = page_size_bytes
-        self._reactor = reactor if reactor is not None else _default_reactor()
+        self._reactor = reactor if reactor is not None else default_reactor()
         self._inline = writer == "inline"
-        self._sync = bool(sync)
-        self._max_pending = max_pending_bytes
 
-        self._state = _NEW
-        self._failure: PageStoreFailedError | None = None
+        self._state = NEW
         self.recovery: PageRecovery | None = None
 
         # Pages, oldest first (reactor thread).
@@ -595,7 +581,6 @@ class PageStore:
         self._tail: deque = deque()
         self._tail_map: dict[PagePosition, tuple[int, bytes]] = {}
         self._unwritten_records = 0
-        self._unwritten_bytes = 0
         self._cache_bytes = 0
         #: Read-ahead: (page number, file offset, bytes) or None.
         self._ra: tuple[int, int, bytes] | None = None
@@ -603,27 +588,18 @@ class PageStore:
         self._pending_count = 0
         self._pending_bytes = 0
 
-        # Shared with the writer thread, under _cond.
-        self._cond = threading.Condition(threading.Lock())
-        self._items: list = []
-        self._waiters: list = []
-        self._want_sync = False
-        self._idle = False
-        self._thread: threading.Thread | None = None
-        self._flush_call = None
-
-        # Writer-thread state.
-        self._w_handle = None
-        #: The page being written, and the file the current operation is on.
-        self._w_file = ""
-        self._w_name = ""
-        self._w_offset = 0
-        self._w_dirty = False
-        self._w_op = ""
-        self._w_unsynced = 0
-
-        self._writable_waiters: list[Deferred] = []
         self._stop_watchers: list[Deferred] = []
+        # The group-commit writer; its file layer is set by load().
+        self._writer = GroupCommitWriter(
+            files,
+            self._reactor,
+            inline=self._inline,
+            sync=bool(sync),
+            on_batch=self._batch_done,
+            make_error=self._failed_error,
+            max_pending_bytes=max_pending_bytes,
+            thread_name=f"junction-page-writer {address}",
+        )
 
         # Statistics.
         self._records_appended = 0
@@ -632,10 +608,6 @@ class PageStore:
         self._disk_reads = 0
         self._disk_read_bytes = 0
         self._cache_hits = 0
-        self._batches = 0
-        self._syncs = 0
-        self._records_synced = 0
-        self._bytes_written = 0
         self._pages_created = 0
         self._pages_removed = 0
         self._remove_errors = 0
@@ -650,11 +622,11 @@ class PageStore:
         :meth:`start`.  Raises :class:`PageCorruptionError` on damage in a
         page that is not the last.  The outcome is in :attr:`recovery`.
         """
-        if self._state is not _NEW:
+        if self._state is not NEW:
             raise PageStoreStateError(f"load() must come first (page store is {self._state})")
         if self._files is None:
             self._files = OSFiles(_make_dirs_durable(self.path))
-        files = self._files
+        files = self._writer.files = self._files
         report = PageRecovery()
         found: dict[int, str] = {}
         for name in files.list():
@@ -730,14 +702,9 @@ class PageStore:
                         name,
                         pos,
                     )
-                after = _find_next_record(mv, page32, pos + 1)
+                after = _find_next_record(data, page32, pos + 1)
                 report.torn_tail = PageTornTail(name, pos, len(mv) - pos, bad_reason, after is not None)
-                handle = files.open(name)
-                try:
-                    handle.truncate(pos)
-                    handle.fsync()
-                finally:
-                    handle.close()
+                truncate_durably(files, name, pos)
             del mv, data
             if count == 0 or count - 1 <= skip:
                 # Empty, or every record at or before the cursor.
@@ -764,20 +731,16 @@ class PageStore:
         self._pending_count = report.records
         self._pending_bytes = report.bytes
         self.recovery = report
-        self._state = _LOADED
+        self._state = LOADED
 
     # -- life cycle ----------------------------------------------------------------------
     def start(self) -> None:
         """Start the writer.  Call after :meth:`load`.  The first append
         creates a new page (the pages found by :meth:`load` are not appended to)."""
-        if self._state is not _LOADED:
+        if self._state is not LOADED:
             raise PageStoreStateError(f"start() needs load() first (page store is {self._state})")
-        self._state = _STARTED
-        if not self._inline:
-            self._thread = threading.Thread(
-                target=self._writer_main, name=f"junction-page-writer {self.address}", daemon=True
-            )
-            self._thread.start()
+        self._state = STARTED
+        self._writer.start()
 
     def stop(self) -> Deferred:
         """Write and sync everything appended, close the file; fires (None) when done.
@@ -786,31 +749,27 @@ class PageStore:
         even if the final write fails (the store is then FAILED and the
         records' own Deferreds report it).
         """
-        if self._state in (_NEW, _LOADED, _STOPPED):
-            self._state = _STOPPED
+        if self._state in (NEW, LOADED, STOPPED):
+            self._state = STOPPED
             return succeed(None)
-        if self._state is _FAILED:
-            self._w_abandon_if_inline()
-            if self._thread is not None:
-                self._thread.join()  # it ended with the failure
-                self._thread = None
+        if self._state is FAILED:
+            self._writer.abandon_if_inline()
+            self._writer.join()  # it ended with the failure
             return succeed(None)
         d = Deferred()
         self._stop_watchers.append(d)
-        if self._state is _STOPPING:
+        if self._state is STOPPING:
             return d
-        self._state = _STOPPING
-        self._enqueue(("stop",))
+        self._state = STOPPING
+        self._writer.request_stop()
         if self._inline:
             self.flush()
         return d
 
     def flush(self) -> None:
         """Inline writer: do the pending I/O now.  Thread writer: nothing."""
-        if self._inline and self._state in (_STARTED, _STOPPING):
-            if self._flush_call is not None and self._flush_call.active():
-                self._flush_call.cancel()
-            self._flush_inline()
+        if self._state in (STARTED, STOPPING):
+            self._writer.flush()
 
     # -- appends ---------------------------------------------------------------------------
     def append(self, payload: bytes, *, sync: bool) -> Deferred:
@@ -821,7 +780,7 @@ class PageStore:
         :class:`PageRecordTooLargeError` for payloads over
         :data:`MAX_PAYLOAD_SIZE`; errbacks after a failure or stop.
         """
-        if self._state is not _STARTED:
+        if self._state is not STARTED:
             return self._refused()
         if not isinstance(payload, bytes):
             payload = bytes(payload)
@@ -845,20 +804,11 @@ class PageStore:
         cur.count += 1
         cur.end += size
         self._unwritten_records += 1
-        self._unwritten_bytes += size
         self._pending_count += 1
         self._pending_bytes += n
         self._records_appended += 1
         d = Deferred()
-        with self._cond:
-            self._items.append(record)
-            self._waiters.append((d, position))
-            if sync:
-                self._want_sync = True
-            if self._idle:
-                self._cond.notify()
-        if self._inline and self._flush_call is None:
-            self._flush_call = self._reactor.callLater(0, self._flush_inline)
+        self._writer.submit(record, d, position, sync)
         return d
 
     # -- reading and consuming ------------------------------------------------------------
@@ -908,7 +858,7 @@ class PageStore:
         otherwise); a position at or before the consumed cursor is ignored.
         The deletion is queued behind the records appended so far.
         """
-        if self._state is _NEW:
+        if self._state is NEW:
             raise PageStoreStateError("consumed() needs load() first")
         if self._consumed is not None and position <= self._consumed:
             return
@@ -963,31 +913,30 @@ class PageStore:
     @property
     def unwritten_bytes(self) -> int:
         """Encoded bytes appended but not yet written."""
-        return self._unwritten_bytes
+        return self._writer.pending_bytes
 
     @property
     def writable(self) -> bool:
         """False while :attr:`unwritten_bytes` >= the limit: pause producers."""
-        return self._unwritten_bytes < self._max_pending
+        return self._writer.writable
 
     def wait_writable(self) -> Deferred:
         """Fires when unwritten bytes fall to half the limit (at once if writable)."""
-        if self.writable or self._state is not _STARTED:
+        if self._state is not STARTED:
             return succeed(None)
-        d = Deferred()
-        self._writable_waiters.append(d)
-        return d
+        return self._writer.wait_writable()
 
     @property
     def failed(self) -> bool:
-        return self._state is _FAILED
+        return self._state is FAILED
 
     @property
     def failure(self) -> PageStoreFailedError | None:
-        return self._failure
+        return self._writer.failure
 
     def stats(self) -> dict:
         """Counters for management and tests."""
+        w = self._writer
         return {
             "address": self.address,
             "directory": self.path,
@@ -999,7 +948,7 @@ class PageStore:
             "consumed_position": self._consumed,
             "read_position": self._rpos,
             "in_flight": len(self._inflight),
-            "unwritten_bytes": self._unwritten_bytes,
+            "unwritten_bytes": w.pending_bytes,
             "cached_bytes": self._cache_bytes,
             "records_appended": self._records_appended,
             "records_read": self._records_read,
@@ -1007,23 +956,23 @@ class PageStore:
             "cache_hits": self._cache_hits,
             "disk_reads": self._disk_reads,
             "disk_read_bytes": self._disk_read_bytes,
-            "batches": self._batches,
-            "syncs": self._syncs,
-            "records_synced": self._records_synced,
-            "records_per_sync": self._records_synced / self._syncs if self._syncs else 0.0,
-            "bytes_written": self._bytes_written,
+            "batches": w.batches,
+            "syncs": w.syncs,
+            "records_synced": w.records_synced,
+            "records_per_sync": w.records_synced / w.syncs if w.syncs else 0.0,
+            "bytes_written": w.bytes_written,
             "pages_created": self._pages_created,
             "pages_removed": self._pages_removed,
             "remove_errors": self._remove_errors,
             "last_remove_error": self._last_remove_error,
-            "failure": str(self._failure) if self._failure is not None else None,
+            "failure": str(w.failure) if w.failure is not None else None,
         }
 
     # -- internals: reactor side ---------------------------------------------------------
     def _refused(self) -> Deferred:
-        if self._state is _FAILED:
-            return fail(self._failure)
-        if self._state in (_STOPPING, _STOPPED):
+        if self._state is FAILED:
+            return fail(self._writer.failure)
+        if self._state in (STOPPING, STOPPED):
             return fail(
                 PageStoreClosedError(
                     f"page store of address {self.address!r} is stopped; paged sends are refused"
@@ -1032,11 +981,11 @@ class PageStore:
         raise PageStoreStateError(f"append before start() (page store is {self._state})")
 
     def _check_readable(self) -> None:
-        if self._state is _FAILED:
-            raise self._failure
-        if self._state is _NEW:
+        if self._state is FAILED:
+            raise self._writer.failure
+        if self._state is NEW:
             raise PageStoreStateError("read() needs load() first")
-        if self._state is _STOPPED:
+        if self._state is STOPPED:
             raise PageStoreClosedError(f"page store of address {self.address!r} is stopped")
 
     def _roll(self) -> _Page:
@@ -1049,19 +998,11 @@ class PageStore:
         self._order.append(number)
         self._cur = page
         self._pages_created += 1
-        self._enqueue(("roll", page.name, encode_page_header(number, self.address)))
+        self._writer.roll(page.name, encode_page_header(number, self.address))
         if self._consumed is not None:
             # The page just closed may already be wholly consumed.
             self._release_pages()
         return page
-
-    def _enqueue(self, op: tuple) -> None:
-        """Queue a writer operation behind everything appended so far."""
-        with self._cond:
-            self._items.append(op)
-            self._cond.notify()
-        if self._inline and self._flush_call is None:
-            self._flush_call = self._reactor.callLater(0, self._flush_inline)
 
     def _read_page(self) -> _Page | None:
         """The page holding the record at the read cursor, moving the cursor
@@ -1109,7 +1050,7 @@ class PageStore:
         n, end, reason = _check_record(mv, rel, page.number & 0xFFFFFFFF, index)
         if reason is not None:
             raise self._corrupt(page, offset, reason)
-        return mv[rel + _RECORD.size : end - _CRC.size].tobytes()
+        return mv[rel + _RECORD.size : end - CRC_SIZE].tobytes()
 
     def _read_ahead(self, page: _Page, offset: int, need: int) -> tuple[bytes, int]:
         """Bytes of ``page`` covering ``offset .. offset+need``: ``(data, start)``."""
@@ -1168,9 +1109,10 @@ class PageStore:
         if not dead:
             return
         self._pages_removed += len(dead)
-        if self._state is _STARTED:
-            self._enqueue(("remove", dead))
-        elif self._state is _LOADED:
+        if self._state is STARTED:
+            # Behind the records appended so far (those of these pages).
+            self._writer.enqueue(partial(self._w_remove, dead))
+        elif self._state is LOADED:
             for name in dead:
                 self._remove_quietly(name)
         # Stopping, stopped or failed: the files stay; the next load() deletes
@@ -1189,14 +1131,7 @@ class PageStore:
             self._fail(error, waiters)
             return
         self._mark_written(records)
-        self._unwritten_bytes -= nbytes
-        self._batches += 1
-        for d, position in waiters:
-            d.callback(position)
-        if self._writable_waiters and self._unwritten_bytes <= self._max_pending // 2:
-            ready, self._writable_waiters = self._writable_waiters, []
-            for d in ready:
-                d.callback(None)
+        self._writer.confirm(waiters, nbytes)
         self._trim_tail()
         if stop:
             self._finish_stop()
@@ -1217,179 +1152,37 @@ class PageStore:
             self._cache_bytes += len(payload)
         self._unwritten_records -= records
 
+    def _failed_error(self, op: str, name: str, exc) -> PageStoreFailedError:
+        return PageStoreFailedError(
+            f"page store of address {self.address!r}: {op} failed on {name}: {exc}; "
+            f"paged sends are refused"
+        )
+
     def _fail(self, error, waiters: list) -> None:
-        op, name, exc = error
-        if self._failure is None:
-            self._failure = PageStoreFailedError(
-                f"page store of address {self.address!r}: {op} failed on {name}: {exc}; "
-                f"paged sends are refused"
-            )
-            self._failure.__cause__ = exc if isinstance(exc, BaseException) else None
-        stopping = self._state is _STOPPING
-        self._state = _FAILED
-        with self._cond:
-            rest, self._waiters = self._waiters, []
-            self._items = []
-        if self._flush_call is not None and self._flush_call.active():
-            self._flush_call.cancel()
-        self._flush_call = None
-        self._unwritten_bytes = 0
+        stopping = self._state is STOPPING
+        self._state = FAILED
         self._unwritten_records = 0
         self._tail.clear()
         self._tail_map.clear()
         self._cache_bytes = 0
-        failure = Failure(self._failure)
-        for d, _position in list(waiters) + rest:
-            d.errback(failure)
-        writable, self._writable_waiters = self._writable_waiters, []
-        for d in writable:
-            d.errback(failure)
-        self._w_abandon_if_inline()
+        self._writer.fail(error, waiters)
         if stopping or self._stop_watchers:
             self._finish_stop()
 
     def _finish_stop(self) -> None:
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-        if self._state is not _FAILED:
-            self._state = _STOPPED
+        self._writer.join()
+        if self._state is not FAILED:
+            self._state = STOPPED
         watchers, self._stop_watchers = self._stop_watchers, []
         for d in watchers:
             d.callback(None)
 
-    def _w_abandon_if_inline(self) -> None:
-        if self._inline:
-            self._w_abandon()
-
-    # -- internals: the writer ----------------------------------------------------------------
-    def _flush_inline(self) -> None:
-        self._flush_call = None
-        with self._cond:
-            items, self._items = self._items, []
-            waiters, self._waiters = self._waiters, []
-            want_sync, self._want_sync = self._want_sync, False
-        if not items:
-            return
-        self._batch_done(waiters, *self._w_process(items, want_sync))
-
-    def _writer_main(self) -> None:
-        cond = self._cond
-        reactor = self._reactor
-        while True:
-            with cond:
-                while not self._items:
-                    self._idle = True
-                    cond.wait()
-                self._idle = False
-                items, self._items = self._items, []
-                waiters, self._waiters = self._waiters, []
-                want_sync, self._want_sync = self._want_sync, False
-            result = self._w_process(items, want_sync)
-            reactor.callFromThread(self._batch_done, waiters, *result)
-            _records, _nbytes, error, stop = result
-            if error is not None or stop:
-                if error is not None:
-                    self._w_abandon()
-                return
-
-    def _w_process(self, items: list, want_sync: bool):
-        """Write one batch: ``(records written, their bytes, error or None, stopped)``."""
-        chunks: list = []
-        records = 0
-        nbytes = 0
-        stop = False
-        try:
-            for item in items:
-                if item.__class__ is bytes:
-                    chunks.append(item)
-                    continue
-                if chunks:
-                    nbytes += self._w_write(chunks)
-                    records += len(chunks)
-                    chunks = []
-                op = item[0]
-                if op == "roll":
-                    self._w_roll(item[1], item[2])
-                elif op == "remove":
-                    # Everything queued before (the records of these pages) is written.
-                    for name in item[1]:
-                        self._w_op, self._w_name = "remove", name
-                        try:
-                            self._files.remove(name)
-                        except OSError as exc:
-                            self._remove_errors += 1
-                            self._last_remove_error = f"{name}: {exc}"
-                elif op == "stop":
-                    if self._w_dirty:
-                        self._w_fsync()
-                    if self._w_handle is not None:
-                        self._w_handle.close()
-                        self._w_handle = None
-                    stop = True
-            if chunks:
-                nbytes += self._w_write(chunks)
-                records += len(chunks)
-            if want_sync and self._sync and self._w_dirty:
-                self._w_fsync()
-        except Exception as exc:
-            return records, nbytes, (self._w_op, self._w_name, exc), True
-        return records, nbytes, None, stop
-
-    def _w_write(self, chunks: list) -> int:
-        data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-        self._w_op, self._w_name = "write", self._w_file
-        self._w_offset = _write_all(self._w_handle, data, self._w_offset)
-        self._w_dirty = True
-        self._w_unsynced += len(chunks)
-        self._bytes_written += len(data)
-        return len(data)
-
-    def _w_fsync(self) -> None:
-        self._w_op, self._w_name = "fsync", self._w_file
-        self._w_handle.fsync()
-        self._w_dirty = False
-        self._syncs += 1
-        self._records_synced += self._w_unsynced
-        self._w_unsynced = 0
-
-    def _w_roll(self, name: str, header: bytes) -> None:
-        if self._w_handle is not None:
-            # Invariant: only the last page may have a torn tail.
-            if self._w_dirty:
-                self._w_fsync()
-            self._w_handle.close()
-            self._w_handle = None
-        self._w_file = self._w_name = name
-        self._w_op = "create"
-        handle = self._w_handle = self._files.open(name, create=True)
-        self._w_op = "write"
-        self._w_offset = _write_all(handle, header, 0)
-        self._w_op = "fsync"
-        handle.fsync()
-        self._w_op = "directory sync"
-        self._files.sync_directory()
-        self._w_dirty = False
-
-    def _w_abandon(self) -> None:
-        if self._w_handle is not None:
-            try:
-                self._w_handle.close()
-            except Exception:
-                pass
-            self._w_handle = None
-
-
-def _write_all(handle, data, offset: int) -> int:
-    """Write all of ``data`` at ``offset`` despite short writes; the new offset."""
-    view = memoryview(data)
-    done = 0
-    while done < len(view):
-        n = handle.write(view[done:], offset + done)
-        if not n or n < 0:
-            raise OSError(errno.EIO, "write made no progress")
-        done += n
-    return offset + len(view)
+    # -- internals: the store's own writer operation (writer thread) -----------
+    def _w_remove(self, names: list) -> None:
+        """Remove consumed pages; a failure only leaks disk space (counted)."""
+        for name in names:
+            self._writer.doing("remove", name)
+            self._remove_quietly(name)
 
 
 def _make_dirs_durable(path: str) -> str:

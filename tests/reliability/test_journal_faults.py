@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 from twisted.internet.task import Clock
 
 from junction.brokercore.journal import FaultyFiles, Journal, JournalFailedError
-from tests.unit.test_journal import InlineReactor, ThreadReactor, settle
+from tests.unit.writer_fixtures import InlineReactor, ThreadReactor, settle
 
 # -- an independent model of the record semantics --------------------------------
 

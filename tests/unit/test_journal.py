@@ -10,7 +10,6 @@ deadline, never a sleep), and against real files in ``tmp_path``.
 from __future__ import annotations
 
 import errno
-import queue
 import subprocess
 import sys
 import time
@@ -18,9 +17,9 @@ import time
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from twisted.internet.task import Clock
 
 from junction.brokercore.journal import (
+    DuplicateRecordError,
     FaultyFiles,
     Journal,
     JournalClosedError,
@@ -34,47 +33,9 @@ from junction.brokercore.journal import (
 from junction.brokercore.journal import journal as jmod
 from junction.brokercore.journal import records as rec
 from junction.brokercore.journal.records import FILE_HEADER_SIZE, RECORD_OVERHEAD, Kind
+from tests.unit.writer_fixtures import InlineReactor, ThreadReactor, settle
 
 # -- harness ---------------------------------------------------------------
-
-
-class InlineReactor(Clock):
-    """A Clock whose callFromThread runs the call immediately."""
-
-    def callFromThread(self, f, *args, **kwargs):
-        f(*args, **kwargs)
-
-
-class ThreadReactor(Clock):
-    """callFromThread from any thread queues; the test thread runs the calls."""
-
-    def __init__(self):
-        super().__init__()
-        self.calls: queue.Queue = queue.Queue()
-
-    def callFromThread(self, f, *args, **kwargs):
-        self.calls.put((f, args, kwargs))
-
-    def pump_until(self, predicate, timeout: float = 20.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not predicate():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise AssertionError("timed out waiting for the journal writer")
-            try:
-                f, args, kwargs = self.calls.get(timeout=remaining)
-            except queue.Empty:
-                continue
-            f(*args, **kwargs)
-
-
-def settle(reactor: Clock) -> None:
-    """Run delayed calls (inline flushes) until none are left."""
-    for _ in range(1000):
-        if not reactor.getDelayedCalls():
-            return
-        reactor.advance(0)
-    raise AssertionError("delayed calls keep coming")
 
 
 def open_journal(files, reactor=None, **kwargs):
@@ -183,7 +144,8 @@ def test_round_trip_updates_and_deletes_inline():
     j.append_update(2, 7, b"delivery=2")
     j.append_delete(3)
     j.append_add(4, 1, b"first")
-    j.append_add(4, 2, b"replaced")  # last ADD wins
+    with pytest.raises(DuplicateRecordError, match="record 4: it is live"):
+        j.append_add(4, 2, b"replaced")  # ids are never reused while live
     settle(r)
     assert fired == [None, None, None]
     stop(j, r)
@@ -191,7 +153,7 @@ def test_round_trip_updates_and_deletes_inline():
     assert got == {
         1: (1, b"m1", []),
         2: (1, b"m2", [(7, b"delivery=1"), (7, b"delivery=2")]),
-        4: (2, b"replaced", []),
+        4: (1, b"first", []),
     }
 
 
@@ -785,12 +747,137 @@ def test_leftovers_of_an_interrupted_compaction_are_finished_at_load():
     assert covered and not set(covered) & set(mixed.list())
 
 
+# -- record ids are not reused while anything refers to them -------------------------
+
+
+def test_adding_an_id_that_is_live_or_held_by_an_open_transaction_is_refused():
+    fs = FaultyFiles()
+    j, _s, r = open_journal(fs)
+
+    def refused(append, *args, match="open transaction"):
+        records, pending = j.stats()["records"], j.pending_bytes
+        with pytest.raises(DuplicateRecordError, match=match):
+            append(*args)
+        assert (j.stats()["records"], j.pending_bytes) == (records, pending)  # nothing written
+
+    j.append_add(1, 1, b"live")
+    refused(j.append_add, 1, 1, b"again", match="record 1: it is live")
+    refused(j.append_add_tx, 9, 1, 1, b"again", match="record 1: it is live")
+    # Ids that an open transaction adds, updates or deletes (live or not).
+    j.append_update_tx(10, 5, 2, b"u")
+    j.append_delete_tx(11, 1)
+    j.append_add_tx(12, 6, 1, b"tx-add")
+    for rid in (5, 6):
+        refused(j.append_add, rid, 1, b"x")
+        refused(j.append_add_tx, 13, rid, 1, b"x")
+    refused(j.append_add_tx, 12, 6, 1, b"x")  # the same transaction too
+    refused(j.append_add_tx, 10, 5, 1, b"x")
+    # Once the transactions end, the rules for what they did apply.
+    j.append_rollback(10)
+    j.append_add(5, 1, b"five")  # nothing refers to 5 any more
+    j.append_commit(12)
+    refused(j.append_add, 6, 1, b"x", match="it is live")
+    j.append_commit(11)  # deletes 1
+    j.append_add(1, 1, b"re-added")  # deleted, and no open transaction names it
+    j.append_delete(6)
+    j.append_add_tx(14, 6, 1, b"six again")
+    j.append_commit(14)
+    settle(r)
+    stop(j, r)
+    assert simple(load_state(fs.crash())) == {
+        1: (1, b"re-added", []),
+        5: (1, b"five", []),
+        6: (1, b"six again", []),
+    }
+
+
+def test_delete_tx_then_add_of_the_same_id_cannot_resurrect_it():
+    """Found by Hypothesis when the journal still accepted re-adds of live ids.
+
+    A DELETE_TX acts at its COMMIT on whatever record of its id is live
+    then.  ``ADD(1), DELETE_TX(t, 1), ADD(1)`` (in a newer segment),
+    ``COMMIT(t)`` killed the *newer* ADD and left the DELETE_TX's segment
+    dead; reclaiming it made recovery replay ``ADD(1)`` and an empty COMMIT,
+    so record 1 came back.  The second ADD is now refused, also when a plain
+    DELETE has made the id dead while the DELETE_TX is open; after the
+    COMMIT the id may be added again, and recovery agrees with the index.
+    """
+    fs = FaultyFiles()
+    j, _s, r = open_journal(fs, file_size=512, compact_min_files=1000)
+    j.append_add(1, 1, b"x")
+    j.append_delete_tx(50, 1)
+    for rid in range(100, 120):  # fill segments with dead records
+        j.append_add(rid, 1, b"f" * 40)
+        j.append_delete(rid)
+    assert j.stats()["files"] > 2
+    with pytest.raises(DuplicateRecordError, match="record 1: it is live"):
+        j.append_add(1, 1, b"x")
+    # Not live any more, but the open DELETE_TX would still act on a new ADD.
+    j.append_delete(1)
+    with pytest.raises(DuplicateRecordError, match="record 1: an open transaction"):
+        j.append_add(1, 1, b"x")
+    j.append_commit(50)
+    settle(r)
+    assert j._index.live == {} and j.stats()["files_removed"] > 0
+    stop(j, r)
+    fs = fs.crash()
+    assert load_state(fs).records == {}
+    # Deleted and out of every transaction: adding 1 again is allowed and safe.
+    j, state, r = open_journal(fs, file_size=512, compact_min_files=1000)
+    assert state.records == {}
+    j.append_add(1, 1, b"back")
+    for rid in range(200, 220):
+        j.append_add(rid, 1, b"f" * 40)
+        j.append_delete(rid)
+    settle(r)
+    stop(j, r)
+    assert simple(load_state(fs.crash())) == {1: (1, b"back", [])}
+
+
+def test_journals_written_with_re_adds_still_recover_and_compact():
+    """Files from before the id contract was enforced: last ADD wins, as before."""
+    fs = FaultyFiles()
+    j, _s, r = open_journal(fs, file_size=512, compact_min_files=1000)
+    j.append_add(4, 1, b"first")
+    j.append_update(4, 7, b"dropped with the first ADD")
+    # What an older journal accepted: a second ADD of live record 4.
+    j._append(Kind.ADD.value, 0, 4, 2, b"replaced", True, True)
+    for rid in range(100, 130):
+        j.append_add(rid, 1, b"o" * 40)
+        j.append_delete(rid)
+    settle(r)
+    stop(j, r)
+    fs = fs.crash()
+    assert simple(load_state(fs)) == {4: (2, b"replaced", [])}
+    j, state, r = open_journal(fs, file_size=512, compact_min_files=1000)
+    assert simple(state) == {4: (2, b"replaced", [])}
+    with pytest.raises(DuplicateRecordError):
+        j.append_add(4, 1, b"x")
+    j.append_update(4, 7, b"kept")
+    done = j.compact()
+    settle(r)
+    assert outcome(done) is None and j.stats()["compactions"] == 1
+    assert any(name.endswith(".cjnl") for name in fs.list())
+    stop(j, r)
+    assert simple(load_state(fs.crash())) == {4: (2, b"replaced", [(7, b"kept")])}
+
+
 # -- the fold and the run-time index agree --------------------------------------------
 
 _ops = st.lists(
     st.tuples(
         st.sampled_from(
-            ["add", "update", "delete", "add_tx", "update_tx", "delete_tx", "commit", "rollback"]
+            [
+                "add",
+                "update",
+                "delete",
+                "add_tx",
+                "update_tx",
+                "delete_tx",
+                "commit",
+                "rollback",
+                "compact",
+            ]
         ),
         st.integers(1, 4),
         st.integers(1, 2),
@@ -804,32 +891,74 @@ _ops = st.lists(
 @example(ops=[("add", 1, 1), ("update_tx", 1, 1), ("commit", 1, 1)])
 @example(ops=[("add", 1, 1), ("delete_tx", 1, 1), ("add", 1, 1), ("commit", 1, 1)])
 @example(ops=[("add_tx", 2, 1), ("add", 2, 2), ("commit", 2, 1), ("update", 2, 1)])
+# Found when re-adds were accepted: the COMMIT killed the newer ADD(1), the
+# segment of the DELETE_TX was reclaimed, and recovery brought record 1 back.
+@example(ops=[("add", 1, 1)] * 13 + [("delete_tx", 1, 1), ("add", 1, 1), ("commit", 1, 1)])
+@example(
+    ops=[("add", 1, 1), ("delete_tx", 1, 1), ("commit", 1, 1)]
+    + [("add", 2, 1), ("delete", 2, 1)] * 8
+    + [("add", 1, 1), ("compact", 1, 1), ("add", 3, 1), ("delete_tx", 1, 2), ("commit", 1, 2)]
+)
 def test_index_live_set_matches_the_fold(ops):
+    """The run-time index and recovery's fold agree on any sequence of appends.
+
+    The operations are drawn freely; an ADD that breaks the id contract (its
+    id is live or an open transaction refers to it) must raise
+    :class:`DuplicateRecordError` and write nothing.  A small model of the
+    live set and of the open transactions decides which ADDs those are.
+    """
     fs = FaultyFiles()
-    j, _s, r = open_journal(fs, file_size=512, compact_min_files=1000)
+    j, _s, reactor = open_journal(fs, file_size=512, compact_min_files=1000)
+    live: set = set()
+    txs: dict = {}  # open transaction -> [(op, record id)]
     for op, rid, tx in ops:
-        live = rid in j._index.live
-        if op == "add":
+        held = rid in live or any(rid == other for t in txs.values() for _op, other in t)
+        if op in ("add", "add_tx") and held:
+            records = j.stats()["records"]
+            with pytest.raises(DuplicateRecordError):
+                if op == "add":
+                    j.append_add(rid, 1, b"x" * rid)
+                else:
+                    j.append_add_tx(tx, rid, 1, b"t")
+            assert j.stats()["records"] == records
+        elif op == "add":
             j.append_add(rid, 1, b"x" * rid)
-        elif op == "update" and live:
+            live.add(rid)
+        elif op == "update" and rid in live:
             j.append_update(rid, 2, b"u")
-        elif op == "delete" and live:
+        elif op == "delete" and rid in live:
             j.append_delete(rid)
+            live.discard(rid)
         elif op == "add_tx":
             j.append_add_tx(tx, rid, 1, b"t")
+            txs.setdefault(tx, []).append((op, rid))
         elif op == "update_tx":
             j.append_update_tx(tx, rid, 2, b"tu")
+            txs.setdefault(tx, []).append((op, rid))
         elif op == "delete_tx":
             j.append_delete_tx(tx, rid)
+            txs.setdefault(tx, []).append((op, rid))
         elif op == "commit":
             j.append_commit(tx)
+            for tx_op, tx_rid in txs.pop(tx, ()):
+                if tx_op == "add_tx":
+                    live.add(tx_rid)
+                elif tx_op == "delete_tx":
+                    live.discard(tx_rid)
         elif op == "rollback":
             j.append_rollback(tx)
-    settle(r)
+            txs.pop(tx, None)
+        elif op == "compact":
+            done = j.compact()
+            settle(reactor)
+            assert outcome(done) is None
+        assert set(j._index.live) == live
+    settle(reactor)
     index_live = set(j._index.live)
     index_bytes = sum(f.live for f in j._index.order)
     open_txs = set(j._index.txs)
-    stop(j, r)
+    assert open_txs == set(txs)
+    stop(j, reactor)
     fresh = Journal(None, reactor=InlineReactor(), files=fs.crash(), writer="inline", file_size=512)
     state = fresh.load()
     assert set(state.records) == index_live

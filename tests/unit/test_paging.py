@@ -13,14 +13,11 @@ from __future__ import annotations
 
 import errno
 import os
-import queue
-import time
 from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from twisted.internet.task import Clock
 
 from junction.brokercore import paging
 from junction.brokercore.journal import FaultyFiles, OSFiles, SimulatedCrash
@@ -39,50 +36,12 @@ from junction.brokercore.paging import (
     find_paged_addresses,
     page_file_name,
 )
+from tests.unit.writer_fixtures import InlineReactor, ThreadReactor, settle
 
 ADDRESS = "orders.eu"
 HEADER_SIZE = len(encode_page_header(1, ADDRESS))
 
 # -- harness -------------------------------------------------------------------------
-
-
-class InlineReactor(Clock):
-    """A Clock whose callFromThread runs the call immediately."""
-
-    def callFromThread(self, f, *args, **kwargs):
-        f(*args, **kwargs)
-
-
-class ThreadReactor(Clock):
-    """callFromThread from any thread queues; the test thread runs the calls."""
-
-    def __init__(self):
-        super().__init__()
-        self.queued: queue.Queue = queue.Queue()  # not Clock.calls
-
-    def callFromThread(self, f, *args, **kwargs):
-        self.queued.put((f, args, kwargs))
-
-    def pump_until(self, predicate, timeout: float = 20.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not predicate():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise AssertionError("timed out waiting for the page writer")
-            try:
-                f, args, kwargs = self.queued.get(timeout=remaining)
-            except queue.Empty:
-                continue
-            f(*args, **kwargs)
-
-
-def settle(reactor: Clock) -> None:
-    """Run delayed calls (inline flushes) until none are left."""
-    for _ in range(1000):
-        if not reactor.getDelayedCalls():
-            return
-        reactor.advance(0)
-    raise AssertionError("delayed calls keep coming")
 
 
 def open_store(files, cursor=None, *, reactor=None, page_size=4096, address=ADDRESS, **kwargs):
@@ -827,7 +786,7 @@ def test_threaded_writer_round_trip_on_real_files(tmp_path):
     store.consumed(got[-1][0])
     stopped = Outcome(store.stop())
     reactor.pump_until(lambda: stopped.done)
-    assert stopped.failure is None and store._thread is None
+    assert stopped.failure is None and store._writer.thread is None
     assert find_paged_addresses(tmp_path) == {address: str(folder)}
     again = PageStore(tmp_path, address, reactor=ThreadReactor(), page_size_bytes=4096)
     again.load(got[-1][0])
@@ -872,7 +831,7 @@ def test_threaded_writer_fsync_failure(tmp_path):
     assert first.failure is None
     assert all(o.failure.check(PageStoreFailedError) for o in outcomes)
     assert Outcome(store.stop()).done
-    assert store._thread is None
+    assert store._writer.thread is None
 
 
 def test_find_paged_addresses(tmp_path):

@@ -836,3 +836,12 @@ def test_byte_at_a_time_equals_all_at_once(originals):
     sender = codec("1.2")
     wire = b"\n".join(sender.send(frame) for frame in originals)
     assert parse_bytewise(wire, "1.2") == parse(wire, "1.2")
+
+
+def test_an_overlong_complete_header_line_is_refused_however_the_reads_are_cut():
+    # Found by Hypothesis: a complete header line over the limit inside an
+    # unfinished header block was refused only when it arrived in pieces.
+    garbage = b"A\n" + b"\x01" * 870 + b"content-length:3content-length:3\n"
+    whole = outcome(codec(None, SMALL), garbage, [])
+    assert whole == outcome(codec(None, SMALL), garbage, [880])
+    assert whole[1] is True, "the over-long header line is an error"

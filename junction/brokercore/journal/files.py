@@ -35,9 +35,20 @@ import errno
 import os
 import threading
 
-__all__ = ["OSFiles", "FaultyFiles", "SimulatedCrash"]
+__all__ = ["OSFiles", "FaultyFiles", "SimulatedCrash", "truncate_durably"]
 
 _fdatasync = getattr(os, "fdatasync", os.fsync)
+
+
+def truncate_durably(files, name: str, size: int) -> None:
+    """Cut file ``name`` of file layer ``files`` to ``size`` bytes and sync it
+    (recovery dropping a torn tail)."""
+    handle = files.open(name)
+    try:
+        handle.truncate(size)
+        handle.fsync()
+    finally:
+        handle.close()
 
 
 class _OSHandle:

@@ -8,8 +8,7 @@ Records ``(kind, tx_id, record_id, user_type, payload)`` in the format of
 ack, binding, duplicate id ...) and the payload bytes; the journal gives them
 meaning only through the kinds:
 
-* ``ADD(id)``    creates live record ``id`` (an ADD of a live id replaces it:
-  last ADD wins, its updates are dropped);
+* ``ADD(id)``    creates live record ``id``;
 * ``UPDATE(id)`` appends an update to live record ``id`` (Artemis's
   ``appendUpdateRecord``, e.g. a delivery count); recovery returns a record's
   updates in order;
@@ -20,6 +19,19 @@ meaning only through the kinds:
   a crash is dropped (and :meth:`Journal.start` then writes a ROLLBACK for
   it, so it is not carried into compacted files or reported again).
 
+Record ids are the caller's, and the journal holds it to one contract:
+**an id is not added again while anything still refers to it.**
+:meth:`Journal.append_add` and :meth:`Journal.append_add_tx` raise
+:class:`DuplicateRecordError` (and write nothing) for an id that is live, or
+that an open transaction adds, updates or deletes (the same transaction
+included).  An id whose record was deleted, and which no open transaction
+refers to, may be added again: its DELETE (or the COMMIT of its DELETE_TX)
+comes before the new ADD in replay order too.  The broker never reuses ids
+at all (it takes each from :meth:`Journal.next_id` and adds it once); the
+contract is what makes reclaiming safe (see "Compaction and reclaiming
+files").  Files written before the journal enforced it fold an ADD of a live
+id as before: the last ADD wins and the old record's updates are dropped.
+
 Replaying all records in order from an empty state gives the live state.
 That fold (:class:`_Fold`) is the single definition of what the journal
 means; recovery applies it to every file and compaction applies it to a
@@ -27,6 +39,10 @@ prefix of the files.
 
 Writing: group commit on one writer thread
 ==========================================
+
+(The writer, :class:`.groupcommit.GroupCommitWriter`, is shared with the
+page store; the journal adds its own writer operations: removing reclaimed
+segments and swapping in a compacted file.)
 
 Appends run on the reactor thread: each record is encoded (header, payload,
 CRC) and added to an in-memory batch, and the append returns a Deferred.  A
@@ -94,7 +110,7 @@ New segments are preallocated by default: filled with zeros to
 ``file_size`` and synced before use, so later ``fdatasync`` calls need not
 update the file size in the file-system journal (measured on ext4: about
 90 us instead of 140 us per 4 KiB sync).  Zero-filling 10 MiB costs ~11 ms,
-so a background thread (:class:`_Preallocator`) prepares the next segment as
+so a background thread (:class:`.groupcommit.Preallocator`) prepares the next segment as
 ``journal-<seq>.jnl.tmp`` while the current one fills; the switch then only
 writes the header, syncs, renames and syncs the directory.  (``posix_fallocate``
 is no substitute: ext4 still converts the unwritten extents at each sync.)
@@ -138,12 +154,20 @@ something that folds to the same state, which is what makes them safe at any
 crash point:
 
 1. *Reclaim*: while the oldest segment (never the current one) has no live
-   bytes, it is removed.  A DELETE or COMMIT can only refer to records
-   written before it; since nothing is older than the oldest segment, its
-   dead content has no effect on any later segment, and removing it leaves
-   the fold unchanged.  A DELETE in a newer segment that killed one of its
-   records is harmless once the record is gone, while the reverse (removing
-   the DELETE first) cannot happen, because segments go oldest first.  The
+   bytes, it is removed.  A record can only kill records written before it:
+   a DELETE kills the live record of its id, and a DELETE_TX (or UPDATE_TX)
+   acts at its COMMIT on the record of its id live then, which -- because
+   the journal refuses to add an id that an open transaction refers to (see
+   "What it stores") -- was already written when the DELETE_TX was, or is
+   an earlier ADD_TX of the same transaction.  Since nothing is older than
+   the oldest segment, its dead content has no effect on any later segment,
+   and removing it leaves the fold unchanged.  A DELETE (or a COMMIT) in a
+   newer segment that killed one of its records is harmless once the record
+   is gone, while the reverse (removing the DELETE first) cannot happen,
+   because segments go oldest first.  (Were an id re-added while a
+   transaction's DELETE_TX of it is open, the COMMIT would kill the *newer*
+   ADD and make the DELETE_TX's older segment dead; removing that segment
+   would bring the record back at the next recovery.)  The
    removal is queued to the writer behind all records appended so far and
    runs only after they are synced: the DELETEs that made the file dead are
    durable before the file disappears, so a transaction can never be half
@@ -190,15 +214,26 @@ from __future__ import annotations
 import os
 import re
 import threading
-import time
 import zlib
 from dataclasses import dataclass, field
+from functools import partial
 from typing import NamedTuple
 
 from twisted.internet.defer import Deferred, fail, succeed
 from twisted.python.failure import Failure
 
-from .files import OSFiles
+from .files import OSFiles, truncate_durably
+from .groupcommit import (
+    FAILED,
+    LOADED,
+    NEW,
+    STARTED,
+    STOPPED,
+    STOPPING,
+    GroupCommitWriter,
+    default_reactor,
+    write_all,
+)
 from .records import (
     CRC_STRUCT,
     FILE_HEADER_SIZE,
@@ -230,6 +265,7 @@ __all__ = [
     "JournalStateError",
     "JournalClosedError",
     "UnknownRecordError",
+    "DuplicateRecordError",
     "RecordTooLargeError",
     "DEFAULT_FILE_SIZE",
     "MIN_FILE_SIZE",
@@ -260,8 +296,6 @@ COMPACT_MIN_FILES = 10
 COMPACT_PERCENTAGE = 30
 #: Ids reserved per ``ID_MARK`` record.
 ID_BLOCK_SIZE = 10_000
-#: Writes of zeros when preallocating a segment go in chunks of this size.
-_ZERO_CHUNK = 1024 * 1024
 #: The compactor writes its output in chunks of about this size.
 _COMPACT_CHUNK = 1024 * 1024
 
@@ -282,15 +316,6 @@ _RECORD_HEADER_PACK = RECORD_HEADER_STRUCT.pack
 _CRC_PACK = CRC_STRUCT.pack
 _crc32 = zlib.crc32
 _MAX_RECORD = RECORD_OVERHEAD + MAX_PAYLOAD_SIZE
-
-_NEW, _LOADED, _STARTED, _STOPPING, _STOPPED, _FAILED = (
-    "new",
-    "loaded",
-    "started",
-    "stopping",
-    "stopped",
-    "failed",
-)
 
 _SIZE_MASK = 0xFFFFFFFF
 
@@ -333,6 +358,14 @@ class JournalClosedError(JournalError):
 
 class UnknownRecordError(JournalError, LookupError):
     """UPDATE or DELETE of a record id that is not live."""
+
+
+class DuplicateRecordError(JournalError):
+    """ADD of a record id that is live or that an open transaction refers to.
+
+    Record ids must not be reused while anything refers to them (see the
+    module documentation); take new ids from :meth:`Journal.next_id`.
+    """
 
 
 # -- recovery results ------------------------------------------------------
@@ -475,13 +508,16 @@ class _Index:
     cost more CPU than the journal itself.
     """
 
-    __slots__ = ("files", "order", "live", "txs", "dead_hint")
+    __slots__ = ("files", "order", "live", "txs", "tx_refs", "dead_hint")
 
     def __init__(self):
         self.files: dict[int, _FileInfo] = {}
         self.order: list[_FileInfo] = []
         self.live: dict[int, int | list] = {}
         self.txs: dict[int, list] = {}
+        #: Record id -> how many records of open transactions name it (the
+        #: ids :meth:`Journal.append_add` must refuse).
+        self.tx_refs: dict[int, int] = {}
         self.dead_hint = False
 
     def new_file(self, info: _FileInfo) -> None:
@@ -531,9 +567,13 @@ class _Index:
             if ops is None:
                 ops = self.txs[tx_id] = []
             ops.append((kind, record_id, loc))
+            refs = self.tx_refs
+            refs[record_id] = refs.get(record_id, 0) + 1
             info.live += n
         elif kind == _COMMIT:
-            for op_kind, rid, op_loc in self.txs.pop(tx_id, ()):
+            ops = self.txs.pop(tx_id, ())
+            self._unref(ops)
+            for op_kind, rid, op_loc in ops:
                 if op_kind == _ADD_TX:
                     old = self.live.get(rid)
                     if old is not None:
@@ -548,13 +588,24 @@ class _Index:
                         self._kill(locs)
                     self._kill(op_loc)
         elif kind == _ROLLBACK:
-            self._kill([op_loc for _k, _r, op_loc in self.txs.pop(tx_id, ())])
+            self.drop_tx(tx_id)
         if not info.live:
             self.dead_hint = True
 
+    def _unref(self, ops) -> None:
+        refs = self.tx_refs
+        for _k, rid, _loc in ops:
+            count = refs[rid] - 1
+            if count:
+                refs[rid] = count
+            else:
+                del refs[rid]
+
     def drop_tx(self, tx_id: int) -> None:
-        """Forget an open transaction (recovery drops uncommitted ones)."""
-        self._kill([op_loc for _k, _r, op_loc in self.txs.pop(tx_id, ())])
+        """Forget an open transaction (a ROLLBACK; recovery drops uncommitted ones)."""
+        ops = self.txs.pop(tx_id, ())
+        self._unref(ops)
+        self._kill([op_loc for _k, _r, op_loc in ops])
 
     def replace_prefix(self, count: int, info: _FileInfo) -> list[_FileInfo]:
         """Make compacted file ``info`` stand for the oldest ``count`` files.
@@ -585,93 +636,6 @@ class _Index:
 
 class _Cancelled(Exception):
     pass
-
-
-class _Preallocator:
-    """Zero-fills the next segment on its own thread before the writer needs it.
-
-    Filling a 10 MiB segment and syncing it takes ~11 ms; done at the switch
-    itself it would stall one batch for that long.  The file is prepared as
-    ``journal-<seq>.jnl.tmp`` (a name recovery deletes); at the switch the
-    writer writes the header into it, syncs, renames it and syncs the
-    directory (~0.3 ms).  Only one file is prepared ahead.
-    """
-
-    def __init__(self, files, file_size: int):
-        self._files = files
-        self._file_size = file_size
-        self._cond = threading.Condition()
-        self._wanted: str | None = None
-        self._busy: str | None = None
-        self._done: dict[str, BaseException | None] = {}
-        self._stopping = False
-        self._thread = threading.Thread(
-            target=self._main, name="junction-journal-prealloc", daemon=True
-        )
-        self._thread.start()
-
-    def request(self, name: str) -> None:
-        with self._cond:
-            self._wanted = name
-            self._cond.notify_all()
-
-    def take(self, name: str) -> bool:
-        """True if ``name`` is prepared and now belongs to the caller."""
-        with self._cond:
-            if self._wanted != name and self._busy != name and name not in self._done:
-                return False
-            while name not in self._done:
-                self._cond.wait()
-            return self._done.pop(name) is None
-
-    def stop(self) -> None:
-        """Stop the thread and delete a prepared file nobody took."""
-        with self._cond:
-            self._stopping = True
-            self._wanted = None
-            self._cond.notify_all()
-        self._thread.join()
-        for name, error in self._done.items():
-            if error is None:
-                try:
-                    self._files.remove(name)
-                except Exception:
-                    pass
-        self._done.clear()
-
-    def _main(self) -> None:
-        while True:
-            with self._cond:
-                while self._wanted is None and not self._stopping:
-                    self._cond.wait()
-                if self._stopping:
-                    return
-                name, self._wanted = self._wanted, None
-                self._busy = name
-            error = None
-            try:
-                handle = self._files.open(name, create=True)
-                try:
-                    offset = 0
-                    while offset < self._file_size:
-                        offset = _write_all(
-                            handle, _zeros(min(_ZERO_CHUNK, self._file_size - offset)), offset
-                        )
-                    handle.fsync()
-                finally:
-                    handle.close()
-            except Exception as exc:
-                error = exc
-            with self._cond:
-                self._busy = None
-                self._done[name] = error
-                self._cond.notify_all()
-
-
-def _default_reactor():
-    from twisted.internet import reactor
-
-    return reactor
 
 
 # -- the journal -----------------------------------------------------------
@@ -714,17 +678,12 @@ class Journal:
         self.directory = os.fspath(directory) if directory is not None else None
         self._files = files if files is not None else OSFiles(self.directory)
         self._file_size = file_size
-        self._buffer_timeout_ns = int(buffer_timeout_ns)
-        self._sync = bool(sync)
-        self._reactor = reactor if reactor is not None else _default_reactor()
+        self._reactor = reactor if reactor is not None else default_reactor()
         self._inline = writer == "inline"
-        self._preallocate = preallocate
         self._compact_min_files = compact_min_files
         self._compact_percentage = compact_percentage
-        self._max_pending = max_pending_bytes
 
-        self._state = _NEW
-        self._failure: JournalFailedError | None = None
+        self._state = NEW
         self._index = _Index()
         self._next_seq = 1
         self._last_id = 0
@@ -733,31 +692,23 @@ class Journal:
         self._cur_used = 0
         self._dropped_txs: list[int] = []
 
-        # Shared with the writer thread, under _cond.
-        self._lock = threading.Lock()
-        self._cond = threading.Condition(self._lock)
-        self._items: list = []
-        self._waiters: list = []
-        self._want_sync = False
-        self._idle = False
-        self._thread: threading.Thread | None = None
-        self._preallocator: _Preallocator | None = None
-        self._flush_call = None
-
-        # Writer-thread state.
-        self._w_handle = None
-        self._w_name = ""
-        self._w_offset = 0
-        self._w_dirty = False
-        self._w_unsynced_records = 0
-        #: Records in the last synced batch: > 1 means concurrent producers.
-        self._w_last_batch_records = 0
-        self._w_op = ""
-        self._last_sync_ns = 0
+        self._writer = GroupCommitWriter(
+            self._files,
+            self._reactor,
+            inline=self._inline,
+            sync=bool(sync),
+            on_batch=self._batch_done,
+            make_error=_failed_error,
+            max_pending_bytes=max_pending_bytes,
+            thread_name="junction-journal-writer",
+            buffer_timeout_ns=buffer_timeout_ns,
+            preallocate=file_size if preallocate else 0,
+            prealloc_thread_name="junction-journal-prealloc",
+            directory_label=self.directory or "journal directory",
+        )
+        self._submit = self._writer.submit
 
         # Reactor-side bookkeeping.
-        self._pending_bytes = 0
-        self._writable_waiters: list[Deferred] = []
         self._stop_d: Deferred | None = None
         self._compacting = False
         #: Fired (None, or the error) when the compaction in progress ends.
@@ -768,10 +719,6 @@ class Journal:
         # Statistics.
         self._records_appended = 0
         self._records_loaded = 0
-        self._syncs = 0
-        self._records_synced = 0
-        self._batches = 0
-        self._bytes_written = 0
         self._compactions = 0
         self._compaction_errors = 0
         self._last_compaction_error: str | None = None
@@ -785,7 +732,7 @@ class Journal:
         ``"raise"`` (default: :class:`JournalCorruptionError` on damage in a
         segment that is not the last) or ``"skip"``.
         """
-        if self._state is not _NEW:
+        if self._state is not NEW:
             raise JournalStateError(f"load() must come first (journal is {self._state})")
         if on_corruption not in ("raise", "skip"):
             raise ValueError("on_corruption must be 'raise' or 'skip'")
@@ -876,12 +823,7 @@ class Journal:
                     state.torn_tail = TornTail(
                         name, bad, len(data) - bad, result.bad_reason, after is not None
                     )
-                    handle = files.open(name)
-                    try:
-                        handle.truncate(bad)
-                        handle.fsync()
-                    finally:
-                        handle.close()
+                    truncate_durably(files, name, bad)
                     break
                 where = f"journal file {name} at offset {bad}: {result.bad_reason}"
                 if on_corruption == "raise":
@@ -916,27 +858,21 @@ class Journal:
         state.next_id = self._last_id + 1
         self._next_seq = last_seq + 1
         self._records_loaded = state.records_read
-        self._state = _LOADED
+        self._state = LOADED
         return state
 
     # -- life cycle -----------------------------------------------------------
     def start(self) -> None:
         """Open a new segment and start the writer.  Call after :meth:`load`."""
-        if self._state is not _LOADED:
+        if self._state is not LOADED:
             raise JournalStateError(f"start() needs load() first (journal is {self._state})")
-        self._state = _STARTED
+        self._state = STARTED
         self._reserved_id = self._last_id + ID_BLOCK_SIZE
-        if self._preallocate and not self._inline:
-            self._preallocator = _Preallocator(self._files, self._file_size)
         self._roll()
         for tx in self._dropped_txs:
             self._append(_ROLLBACK, tx, 0, 0, b"", False, False)
         self._dropped_txs = []
-        if not self._inline:
-            self._thread = threading.Thread(
-                target=self._writer_main, name="junction-journal-writer", daemon=True
-            )
-            self._thread.start()
+        self._writer.start()
 
     def stop(self) -> Deferred:
         """Write and sync everything appended, close the files; fires when done.
@@ -945,25 +881,23 @@ class Journal:
         compaction in progress is abandoned (its temporary file is deleted,
         or left for the next :meth:`load` to delete).
         """
-        if self._state in (_NEW, _LOADED, _STOPPED):
-            self._state = _STOPPED
+        if self._state in (NEW, LOADED, STOPPED):
+            self._state = STOPPED
             return succeed(None)
-        if self._state is _FAILED and self._stop_d is None:
-            self._close_after_failure()
+        if self._state is FAILED and self._stop_d is None:
+            self._writer.abandon_if_inline()
             return succeed(None)
         stopped = Deferred()
         self._stop_watchers.append(stopped)
         if self._stop_d is not None:
             return stopped  # already stopping
-        self._state = _STOPPING
+        self._state = STOPPING
         self._compaction_cancel = True
         self._stop_d = Deferred()
-        self._enqueue_op(("stop",), self._stop_d)
+        self._writer.request_stop(self._stop_d)
 
         def writer_done(_):
-            if self._thread is not None:
-                self._thread.join()
-                self._thread = None
+            self._writer.join()
             if self._compacting:
                 waiter = Deferred()
                 self._compaction_watchers.append(waiter)
@@ -971,8 +905,8 @@ class Journal:
 
         def finished(_):
             self._stop_d = None
-            if self._state is not _FAILED:
-                self._state = _STOPPED
+            if self._state is not FAILED:
+                self._state = STOPPED
             watchers, self._stop_watchers = self._stop_watchers, []
             for d in watchers:
                 d.callback(None)
@@ -985,25 +919,30 @@ class Journal:
 
     def flush(self) -> None:
         """Inline writer: do the pending I/O now.  Thread writer: nothing."""
-        if self._inline and self._state in (_STARTED, _STOPPING):
-            if self._flush_call is not None and self._flush_call.active():
-                self._flush_call.cancel()
-            self._flush_inline()
+        if self._state in (STARTED, STOPPING):
+            self._writer.flush()
 
     # -- appends (reactor thread) ---------------------------------------------
     def append_add(self, record_id: int, user_type: int, payload, sync: bool = True) -> Deferred:
-        """Add live record ``record_id``; fires (None) once durable (or written, sync=False)."""
-        if self._state is not _STARTED:
+        """Add live record ``record_id``; fires (None) once durable (or written, sync=False).
+
+        Raises :class:`DuplicateRecordError` if ``record_id`` is live or an
+        open transaction refers to it (see the module documentation).
+        """
+        if self._state is not STARTED:
             return self._refused()
         if not (0 <= record_id <= MAX_ID and 0 <= user_type <= MAX_USER_TYPE):
             _check_record(record_id, user_type)
+        index = self._index
+        if record_id in index.live or record_id in index.tx_refs:
+            self._duplicate(record_id)
         if record_id > self._last_id:
             self._last_id = record_id
         return self._append(_ADD, 0, record_id, user_type, payload, sync, True)
 
     def append_update(self, record_id: int, user_type: int, payload, sync: bool = True) -> Deferred:
         """Append an update to live record ``record_id`` (UnknownRecordError if not live)."""
-        if self._state is not _STARTED:
+        if self._state is not STARTED:
             return self._refused()
         _check_record(record_id, user_type)
         if record_id not in self._index.live:
@@ -1012,7 +951,7 @@ class Journal:
 
     def append_delete(self, record_id: int, sync: bool = True) -> Deferred:
         """Delete live record ``record_id`` (UnknownRecordError if not live)."""
-        if self._state is not _STARTED:
+        if self._state is not STARTED:
             return self._refused()
         if record_id not in self._index.live:
             raise UnknownRecordError(f"cannot delete journal record {record_id}: it is not live")
@@ -1022,12 +961,18 @@ class Journal:
         """ADD inside transaction ``tx_id``; effective at :meth:`append_commit`.
 
         Returns nothing: the commit's Deferred reports the outcome.  After a
-        failure or stop this is a no-op (the commit will errback).
+        failure or stop this is a no-op (the commit will errback).  Raises
+        :class:`DuplicateRecordError`, as :meth:`append_add` does, if
+        ``record_id`` is live or an open transaction (``tx_id`` included)
+        refers to it.
         """
         if self._tx_refused():
             return
         _check_record(record_id, user_type)
         _check_id(tx_id, "transaction id")
+        index = self._index
+        if record_id in index.live or record_id in index.tx_refs:
+            self._duplicate(record_id)
         self._bump_ids(tx_id, record_id)
         self._append(_ADD_TX, tx_id, record_id, user_type, payload, False, False)
 
@@ -1051,7 +996,7 @@ class Journal:
 
     def append_commit(self, tx_id: int, sync: bool = True) -> Deferred:
         """Commit ``tx_id``: its records take effect; fires once durable."""
-        if self._state is not _STARTED:
+        if self._state is not STARTED:
             return self._refused()
         _check_id(tx_id, "transaction id")
         self._bump_ids(tx_id, 0)
@@ -1060,20 +1005,20 @@ class Journal:
     def append_rollback(self, tx_id: int, sync: bool = False) -> Deferred:
         """Discard ``tx_id``.  Not synced by default: a lost rollback is an
         uncommitted transaction, which recovery drops anyway."""
-        if self._state is not _STARTED:
+        if self._state is not STARTED:
             return self._refused()
         _check_id(tx_id, "transaction id")
         return self._append(_ROLLBACK, tx_id, 0, 0, b"", sync, True)
 
     def next_id(self) -> int:
         """A new id, larger than every id handed out or seen in the journal."""
-        if self._state is _NEW:
+        if self._state is NEW:
             raise JournalStateError("next_id() needs load() first")
         self._last_id += 1
         value = self._last_id
         if value > self._reserved_id:
             self._reserved_id = value + ID_BLOCK_SIZE
-            if self._state is _STARTED:
+            if self._state is STARTED:
                 self._append(_ID_MARK, 0, self._reserved_id, 0, b"", False, False)
         return value
 
@@ -1081,34 +1026,32 @@ class Journal:
     @property
     def pending_bytes(self) -> int:
         """Bytes appended but not yet written (and synced, if asked)."""
-        return self._pending_bytes
+        return self._writer.pending_bytes
 
     @property
     def writable(self) -> bool:
         """False while :attr:`pending_bytes` >= the limit: pause producers."""
-        return self._pending_bytes < self._max_pending
+        return self._writer.writable
 
     def wait_writable(self) -> Deferred:
         """Fires when pending bytes fall to half the limit (at once if writable)."""
-        if self.writable or self._state is not _STARTED:
+        if self._state is not STARTED:
             return succeed(None)
-        d = Deferred()
-        self._writable_waiters.append(d)
-        return d
+        return self._writer.wait_writable()
 
     @property
     def failed(self) -> bool:
-        return self._state is _FAILED
+        return self._state is FAILED
 
     @property
     def failure(self) -> JournalFailedError | None:
         """The error that failed the journal, if any."""
-        return self._failure
+        return self._writer.failure
 
     # -- compaction --------------------------------------------------------------
     def compact(self) -> Deferred:
         """Compact all closed segments now (normally automatic); fires when done."""
-        if self._state is not _STARTED:
+        if self._state is not STARTED:
             return self._refused()
         d = Deferred()
         self._compaction_watchers.append(d)
@@ -1121,6 +1064,7 @@ class Journal:
         order = self._index.order
         live = sum(f.live for f in order)
         dead = sum(f.dead for f in order)
+        w = self._writer
         return {
             "state": self._state,
             "files": len(order),
@@ -1130,12 +1074,12 @@ class Journal:
             "open_transactions": len(self._index.txs),
             "live_bytes": live,
             "dead_bytes": dead,
-            "syncs": self._syncs,
-            "records_synced": self._records_synced,
-            "records_per_sync": self._records_synced / self._syncs if self._syncs else 0.0,
-            "batches": self._batches,
-            "bytes_written": self._bytes_written,
-            "pending_bytes": self._pending_bytes,
+            "syncs": w.syncs,
+            "records_synced": w.records_synced,
+            "records_per_sync": w.records_synced / w.syncs if w.syncs else 0.0,
+            "batches": w.batches,
+            "bytes_written": w.bytes_written,
+            "pending_bytes": w.pending_bytes,
             "compactions": self._compactions,
             "compaction_errors": self._compaction_errors,
             "last_compaction_error": self._last_compaction_error,
@@ -1144,18 +1088,29 @@ class Journal:
 
     # -- internals: reactor side ---------------------------------------------------
     def _refused(self) -> Deferred:
-        if self._state is _FAILED:
-            return fail(self._failure)
-        if self._state in (_STOPPING, _STOPPED):
+        if self._state is FAILED:
+            return fail(self._writer.failure)
+        if self._state in (STOPPING, STOPPED):
             return fail(JournalClosedError("the journal is stopped; durable sends are refused"))
         raise JournalStateError(f"append before start() (journal is {self._state})")
 
     def _tx_refused(self) -> bool:
-        if self._state is _STARTED:
+        if self._state is STARTED:
             return False
-        if self._state in (_FAILED, _STOPPING, _STOPPED):
+        if self._state in (FAILED, STOPPING, STOPPED):
             return True
         raise JournalStateError(f"append before start() (journal is {self._state})")
+
+    def _duplicate(self, record_id: int):
+        """Raise the :class:`DuplicateRecordError` for adding ``record_id``."""
+        if record_id in self._index.live:
+            why = "it is live"
+        else:
+            why = "an open transaction adds, updates or deletes it"
+        raise DuplicateRecordError(
+            f"cannot add journal record {record_id}: {why} (a record id must not be "
+            f"reused while anything refers to it; take new ids from next_id())"
+        )
 
     def _bump_ids(self, a: int, b: int) -> None:
         if a > self._last_id:
@@ -1188,28 +1143,9 @@ class Journal:
         self._cur_used += n
         self._index.apply(kind, tx_id, record_id, seq, n)
         self._records_appended += 1
-        self._pending_bytes += n
         d = Deferred() if want_deferred else None
-        with self._lock:
-            self._items.append(record)
-            if d is not None:
-                self._waiters.append(d)
-            if sync:
-                self._want_sync = True
-            if self._idle:
-                self._cond.notify()
-        if self._inline and self._flush_call is None:
-            self._flush_call = self._reactor.callLater(0, self._flush_inline)
+        self._submit(record, d, None, sync)
         return d
-
-    def _enqueue_op(self, op: tuple, d: Deferred | None) -> None:
-        with self._lock:
-            self._items.append(op)
-            if d is not None:
-                self._waiters.append(d)
-            self._cond.notify()
-        if self._inline and self._flush_call is None:
-            self._flush_call = self._reactor.callLater(0, self._flush_inline)
 
     def _roll(self) -> None:
         """Start segment ``_next_seq``; the writer creates it in queue order."""
@@ -1220,55 +1156,26 @@ class Journal:
         self._cur_seq = seq
         self._cur_used = FILE_HEADER_SIZE
         self._index.new_file(_FileInfo(name, seq, seq, False))
-        self._enqueue_op(("roll", seq, name, header), None)
+        self._writer.roll(name, header, name + TMP_SUFFIX, data_name(seq + 1) + TMP_SUFFIX)
         if len(self._index.order) > 1:
             self._index.dead_hint = True  # a closed file may now be reclaimable
             self._maybe_compact()
 
-    def _batch_done(self, waiters: list, nbytes: int, error) -> None:
+    def _batch_done(self, waiters: list, _records: int, nbytes: int, error, _stop) -> None:
         """Reactor side of one written batch: fire its Deferreds."""
-        self._pending_bytes -= nbytes
         if error is not None:
             self._fail(error, waiters)
             return
-        for d in waiters:
-            d.callback(None)
-        if self._writable_waiters and self._pending_bytes <= self._max_pending // 2:
-            ready, self._writable_waiters = self._writable_waiters, []
-            for d in ready:
-                d.callback(None)
-        if self._index.dead_hint and self._state is _STARTED:
+        self._writer.confirm(waiters, nbytes)
+        if self._index.dead_hint and self._state is STARTED:
             self._reclaim()
 
     def _fail(self, error, waiters: list) -> None:
-        op, name, exc = error
-        if self._failure is None:
-            self._failure = JournalFailedError(
-                f"journal {op} failed on {name}: {exc}; durable sends are refused"
-            )
-            self._failure.__cause__ = exc if isinstance(exc, BaseException) else None
-        self._state = _FAILED
-        with self._cond:
-            rest, self._waiters = self._waiters, []
-            self._items = []
-        self._pending_bytes = 0
-        if self._flush_call is not None and self._flush_call.active():
-            self._flush_call.cancel()
-        self._flush_call = None
-        failure = Failure(self._failure)
+        self._state = FAILED
         stop_d, self._stop_d = self._stop_d, None
-        for d in list(waiters) + rest + self._writable_waiters:
-            if d is stop_d:
-                continue
-            d.errback(failure)
-        self._writable_waiters = []
-        self._close_after_failure()
+        self._writer.fail(error, waiters, spare=stop_d)
         if stop_d is not None:
             stop_d.callback(None)
-
-    def _close_after_failure(self) -> None:
-        if self._inline:
-            self._w_abandon()
 
     def _reclaim(self) -> None:
         """Queue removal of the oldest segments that hold nothing live."""
@@ -1283,10 +1190,10 @@ class Journal:
         if dead:
             self._files_removed += len(dead)
             # The writer syncs everything queued before this op first.
-            self._enqueue_op(("remove", dead), None)
+            self._writer.enqueue(partial(self._w_remove, dead))
 
     def _maybe_compact(self) -> None:
-        if self._compacting or self._state is not _STARTED:
+        if self._compacting or self._state is not STARTED:
             return
         closed = self._index.order[:-1]
         if len(closed) < self._compact_min_files:
@@ -1305,13 +1212,13 @@ class Journal:
         self._compaction_cancel = False
         barrier = Deferred()
         # Run after everything queued so far: the prefix is then written and synced.
-        self._enqueue_op(("barrier",), barrier)
+        self._writer.barrier(barrier)
         jobs = [(f.name, f.seq) for f in prefix]
         seq = prefix[-1].seq
         first = prefix[0].first_seq
 
         def go(_):
-            if self._state is not _STARTED:
+            if self._state is not STARTED:
                 self._compaction_built(_Cancelled(), len(prefix), seq, first)
             elif self._inline:
                 try:
@@ -1347,7 +1254,7 @@ class Journal:
         if isinstance(outcome, BaseException):
             self._compaction_finished(outcome)
             return
-        if self._state is not _STARTED:
+        if self._state is not STARTED:
             # Stopping or failed: leave the .tmp for the next load() to delete.
             self._compaction_finished(_Cancelled())
             return
@@ -1356,12 +1263,13 @@ class Journal:
         info.size = outcome
         prefix = self._index.replace_prefix(count, info)
         swapped = Deferred()
-        self._enqueue_op(("swap", name + TMP_SUFFIX, name, [f.name for f in prefix]), swapped)
+        obsolete = [f.name for f in prefix]
+        self._writer.enqueue(partial(self._w_swap, name + TMP_SUFFIX, name, obsolete), swapped)
 
         def done(_):
             self._compactions += 1
             self._compaction_finished(None)
-            if self._state is _STARTED:
+            if self._state is STARTED:
                 self._reclaim()
 
         swapped.addCallbacks(done, lambda f: self._compaction_finished(f.value))
@@ -1415,7 +1323,7 @@ class Journal:
                 chunk.append(record)
                 chunk_bytes += len(record)
                 if chunk_bytes >= _COMPACT_CHUNK:
-                    offset = _write_all(handle, b"".join(chunk), offset)
+                    offset = write_all(handle, b"".join(chunk), offset)
                     chunk, chunk_bytes = [], 0
                     if self._compaction_cancel:
                         raise _Cancelled()
@@ -1428,7 +1336,7 @@ class Journal:
                 for kind, record_id, utype, payload in ops:
                     put(encode_record(kind, seq, tx_id, record_id, utype, payload))
             if chunk:
-                offset = _write_all(handle, b"".join(chunk), offset)
+                offset = write_all(handle, b"".join(chunk), offset)
             handle.fsync()
         except BaseException:
             handle.close()
@@ -1440,198 +1348,30 @@ class Journal:
         handle.close()
         return offset
 
-    # -- internals: the writer --------------------------------------------------
-    def _flush_inline(self) -> None:
-        self._flush_call = None
-        with self._cond:
-            items, self._items = self._items, []
-            waiters, self._waiters = self._waiters, []
-            want_sync, self._want_sync = self._want_sync, False
-        if not items:
-            return
-        nbytes, error, _stop = self._w_process(items, want_sync)
-        self._batch_done(waiters, nbytes, error)
+    # -- internals: the journal's own writer operations (writer thread) ---------
+    def _w_remove(self, names: list) -> None:
+        """Remove reclaimed segments once everything queued before is synced."""
+        w = self._writer
+        w.sync_if_dirty()
+        for name in names:
+            w.doing("remove", name)
+            self._files.remove(name)
+        w.dir_sync()
 
-    def _writer_main(self) -> None:
-        cond = self._cond
-        timeout = self._buffer_timeout_ns
-        reactor = self._reactor
-        while True:
-            with cond:
-                while not self._items:
-                    self._idle = True
-                    cond.wait()
-                self._idle = False
-                if timeout and self._want_sync and self._w_last_batch_records > 1:
-                    remaining = self._last_sync_ns + timeout - time.monotonic_ns()
-                    if remaining > 0:
-                        cond.wait(remaining / 1e9)
-                items, self._items = self._items, []
-                waiters, self._waiters = self._waiters, []
-                want_sync, self._want_sync = self._want_sync, False
-            nbytes, error, stop = self._w_process(items, want_sync)
-            reactor.callFromThread(self._batch_done, waiters, nbytes, error)
-            if error is not None or stop:
-                if error is not None:
-                    self._w_abandon()
-                return
-
-    def _w_process(self, items: list, want_sync: bool):
-        """Write one batch; returns ``(record bytes, error or None, stopped)``."""
-        chunks: list = []
-        nbytes = 0
-        stop = False
-        try:
-            for item in items:
-                if item.__class__ is bytes:
-                    chunks.append(item)
-                    continue
-                if chunks:
-                    nbytes += self._w_write_records(chunks)
-                    chunks = []
-                op = item[0]
-                if op == "roll":
-                    self._w_roll(item[1], item[2], item[3])
-                elif op == "remove":
-                    self._w_sync_if_dirty()
-                    for name in item[1]:
-                        self._w_op, self._w_name = "remove", name
-                        self._files.remove(name)
-                    self._w_dir_sync()
-                elif op == "swap":
-                    _op, tmp, final, obsolete = item
-                    self._w_op, self._w_name = "rename", tmp
-                    self._files.rename(tmp, final)
-                    self._w_dir_sync()
-                    for name in obsolete:
-                        self._w_op, self._w_name = "remove", name
-                        self._files.remove(name)
-                    self._w_dir_sync()
-                elif op == "stop":
-                    self._w_sync_if_dirty()
-                    if self._w_handle is not None:
-                        self._w_handle.close()
-                        self._w_handle = None
-                    if self._preallocator is not None:
-                        self._preallocator.stop()
-                        self._preallocator = None
-                    stop = True
-                # "barrier": nothing to do; its Deferred fires with the batch
-            if chunks:
-                nbytes += self._w_write_records(chunks)
-            if want_sync and self._sync and self._w_dirty:
-                self._w_fsync()
-            self._batches += 1
-        except Exception as exc:
-            # Count what was encoded but never confirmed out of pending bytes.
-            for item in items:
-                if item.__class__ is bytes:
-                    nbytes += len(item)
-            return nbytes, (self._w_op, self._w_name, exc), True
-        return nbytes, None, stop
-
-    def _w_abandon(self) -> None:
-        """After a failure: release the file and the preallocator, quietly."""
-        if self._w_handle is not None:
-            try:
-                self._w_handle.close()
-            except Exception:
-                pass
-            self._w_handle = None
-        if self._preallocator is not None:
-            try:
-                self._preallocator.stop()
-            except Exception:
-                pass
-            self._preallocator = None
-
-    def _w_write_records(self, chunks: list) -> int:
-        data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-        self._w_op = "write"
-        self._w_offset = _write_all(self._w_handle, data, self._w_offset)
-        self._w_dirty = True
-        self._w_unsynced_records += len(chunks)
-        self._bytes_written += len(data)
-        return len(data)
-
-    def _w_fsync(self) -> None:
-        self._w_op = "fsync"
-        self._last_sync_ns = time.monotonic_ns()
-        self._w_handle.fsync()
-        self._w_dirty = False
-        self._syncs += 1
-        self._records_synced += self._w_unsynced_records
-        self._w_last_batch_records = self._w_unsynced_records
-        self._w_unsynced_records = 0
-
-    def _w_sync_if_dirty(self) -> None:
-        if self._w_dirty:
-            self._w_fsync()
-
-    def _w_dir_sync(self) -> None:
-        self._w_op, self._w_name = "directory sync", self.directory or "journal directory"
-        self._files.sync_directory()
-
-    def _w_roll(self, seq: int, name: str, header: bytes) -> None:
-        if self._w_handle is not None:
-            # Invariant: only the last segment may be torn.
-            self._w_sync_if_dirty()
-            self._w_handle.close()
-            self._w_handle = None
-        files = self._files
-        self._w_name = name
-        prepared = name + TMP_SUFFIX
-        if self._preallocator is not None and self._preallocator.take(prepared):
-            self._w_op = "open"
-            handle = self._w_handle = files.open(prepared)
-            self._w_op = "write"
-            _write_all(handle, header, 0)
-            self._w_op = "fsync"
-            handle.fsync()
-            self._w_op = "rename"
-            files.rename(prepared, name)
-        else:
-            self._w_op = "create"
-            handle = self._w_handle = files.open(name, create=True)
-            self._w_op = "write"
-            offset = _write_all(handle, header, 0)
-            if self._preallocate:
-                while offset < self._file_size:
-                    offset = _write_all(
-                        handle, _zeros(min(_ZERO_CHUNK, self._file_size - offset)), offset
-                    )
-            self._w_op = "fsync"
-            handle.fsync()
-        self._w_dir_sync()
-        self._w_name = name
-        self._w_offset = FILE_HEADER_SIZE
-        self._w_dirty = False
-        if self._preallocator is not None:
-            self._preallocator.request(data_name(seq + 1) + TMP_SUFFIX)
+    def _w_swap(self, tmp: str, final: str, obsolete: list) -> None:
+        """Give a compacted file its name, then remove the segments it covers."""
+        w = self._writer
+        w.doing("rename", tmp)
+        self._files.rename(tmp, final)
+        w.dir_sync()
+        for name in obsolete:
+            w.doing("remove", name)
+            self._files.remove(name)
+        w.dir_sync()
 
 
-_ZEROS = b""
-
-
-def _zeros(n: int) -> memoryview:
-    """``n`` zero bytes (n <= the zero chunk), without allocating each time."""
-    global _ZEROS
-    if len(_ZEROS) < n:
-        _ZEROS = bytes(max(n, _ZERO_CHUNK))
-    return memoryview(_ZEROS)[:n]
-
-
-def _write_all(handle, data, offset: int) -> int:
-    """Write all of ``data`` at ``offset`` despite short writes; the new offset."""
-    view = memoryview(data)
-    total = len(view)
-    done = 0
-    while done < total:
-        n = handle.write(view[done:], offset + done)
-        if not n or n < 0:
-            raise OSError(5, "write made no progress")
-        done += n
-    return offset + total
+def _failed_error(op: str, name: str, exc) -> JournalFailedError:
+    return JournalFailedError(f"journal {op} failed on {name}: {exc}; durable sends are refused")
 
 
 def _check_id(value: int, what: str) -> None:

@@ -41,7 +41,9 @@ Every record::
     28     n     payload
     28+n   4     CRC32 of bytes 0..28+n (header and payload)
 
-So a record costs :data:`RECORD_OVERHEAD` (32) bytes plus its payload.
+So a record costs :data:`RECORD_OVERHEAD` (32) bytes plus its payload.  The
+CRC framing of headers and records is :mod:`.framing`, shared with the page
+store's format.
 
 A scanner reading a file stops at the first position that does not hold a
 valid record.  What that means (end of data, torn tail, corruption) is decided
@@ -54,6 +56,16 @@ import struct
 import zlib
 from enum import IntEnum
 from typing import NamedTuple
+
+from .framing import (
+    CRC_STRUCT,
+    MAX_PAYLOAD_SIZE,
+    check_sealed,
+    crc_matches,
+    crc_trailer,
+    find_next,
+    seal,
+)
 
 __all__ = [
     "Kind",
@@ -102,7 +114,7 @@ FILE_MAGIC = b"JNCJRNL\x01"
 FORMAT_VERSION = 1
 FLAG_COMPACTED = 0x0001
 _FILE_HEADER = struct.Struct(">8sHHIQQQ")
-_CRC = struct.Struct(">I")
+_CRC = CRC_STRUCT
 #: Size of a segment file header.
 FILE_HEADER_SIZE = 48
 
@@ -111,15 +123,11 @@ RECORD_MAGIC = 0xA5
 _RECORD_HEADER = struct.Struct(">BBBBIQQI")
 #: The record header layout (public for the journal's inlined encoder).
 RECORD_HEADER_STRUCT = _RECORD_HEADER
-#: The CRC trailer layout.
-CRC_STRUCT = _CRC
 RECORD_HEADER_SIZE = _RECORD_HEADER.size  # 28
 #: Bytes a record costs on disk besides its payload (header + CRC).
 RECORD_OVERHEAD = RECORD_HEADER_SIZE + 4
-#: Largest payload one record may carry (64 MiB).  Bigger bodies belong in
-#: large-message files, as in Artemis; the limit also bounds the memory a
-#: corrupt length field can make recovery allocate.
-MAX_PAYLOAD_SIZE = 64 * 1024 * 1024
+# MAX_PAYLOAD_SIZE (64 MiB, the largest payload of one record) and the CRC
+# trailer layout CRC_STRUCT come from .framing, shared with the page store.
 #: User types are one byte.
 MAX_USER_TYPE = 0xFF
 #: Record and transaction ids are unsigned 64-bit.
@@ -154,7 +162,7 @@ def encode_file_header(
         seq if first_seq is None else first_seq,
         id_watermark,
     )
-    return body + _CRC.pack(zlib.crc32(body)) + b"\x00\x00\x00\x00"
+    return body + crc_trailer(body) + b"\x00\x00\x00\x00"
 
 
 def decode_file_header(data) -> FileHeader:
@@ -165,8 +173,7 @@ def decode_file_header(data) -> FileHeader:
     magic, version, flags, _reserved, seq, first_seq, watermark = _FILE_HEADER.unpack(body)
     if magic != FILE_MAGIC:
         raise FormatError(f"not a junction journal file (magic {magic!r})")
-    (crc,) = _CRC.unpack_from(data, _FILE_HEADER.size)
-    if crc != zlib.crc32(body):
+    if not crc_matches(data, 0, _FILE_HEADER.size):
         raise FormatError("file header CRC mismatch")
     if version != FORMAT_VERSION:
         raise FormatError(
@@ -192,7 +199,7 @@ def encode_record(
     head = _RECORD_HEADER.pack(
         RECORD_MAGIC, kind, user_type, 0, file_seq & 0xFFFFFFFF, tx_id, record_id, n
     )
-    return b"".join((head, payload, _CRC.pack(zlib.crc32(payload, zlib.crc32(head)))))
+    return seal(head, payload)
 
 
 class ScanResult(NamedTuple):
@@ -222,16 +229,10 @@ def _check_at(mv: memoryview, pos: int, seq32: int) -> tuple[tuple | None, str |
         return None, f"unknown record kind {kind}"
     if fseq != seq32:
         return None, f"record belongs to file {fseq}, not this one"
-    if n > MAX_PAYLOAD_SIZE:
-        return None, f"record length {n} exceeds the limit"
-    end = pos + RECORD_HEADER_SIZE + n + 4
-    if end > size:
-        return None, f"truncated record ({size - pos} of {end - pos} bytes present)"
-    body_end = end - 4
-    (crc,) = _CRC.unpack_from(mv, body_end)
-    if crc != zlib.crc32(mv[pos:body_end]):
-        return None, "record CRC mismatch"
-    payload = mv[pos + RECORD_HEADER_SIZE : body_end].tobytes()
+    end, reason = check_sealed(mv, pos, pos + RECORD_HEADER_SIZE, n)
+    if reason is not None:
+        return None, reason
+    payload = mv[pos + RECORD_HEADER_SIZE : end - 4].tobytes()
     return (kind, tx_id, record_id, user_type, payload, pos, end - pos), None
 
 
@@ -295,15 +296,5 @@ def find_next_record(data, file_seq: int, start: int) -> int | None:
     and file number filter candidates before a CRC is computed).
     """
     mv = memoryview(data)
-    raw = bytes(mv) if not isinstance(data, bytes) else data
     seq32 = file_seq & 0xFFFFFFFF
-    pos = start
-    magic = bytes((RECORD_MAGIC,))
-    while True:
-        pos = raw.find(magic, pos)
-        if pos < 0:
-            return None
-        record, _reason = _check_at(mv, pos, seq32)
-        if record is not None:
-            return pos
-        pos += 1
+    return find_next(data, RECORD_MAGIC, start, lambda pos: _check_at(mv, pos, seq32)[0] is not None)

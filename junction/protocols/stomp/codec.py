@@ -588,6 +588,19 @@ class StompCodec:
                     )
                 if not _COMMAND_BYTES.fullmatch(line):
                     raise RemoteProtocolError(f"invalid frame command {_clip(bytes(line))}")
+            # Every header line completed in this read must be within the limit
+            # too, not only the one still open, so the verdict cannot depend on
+            # how the stream was cut into reads.
+            start = pos + self._hlast + 1 if self._hlast >= 0 else buf.find(b"\n", scan, n) + 1
+            nl = buf.find(b"\n", start, last + 1)
+            while nl >= 0:
+                if nl - start > limits.max_header_length + 1:  # +1: the CR of a CR LF
+                    raise RemoteProtocolError(
+                        f"frame header line of more than {limits.max_header_length} bytes "
+                        f"exceeds max-header-length {limits.max_header_length}"
+                    )
+                start = nl + 1
+                nl = buf.find(b"\n", start, last + 1)
             self._hlines += buf.count(b"\n", scan, last + 1)
             self._hlast = last - pos
         if self._hlast < 0:
