@@ -33,6 +33,7 @@ __all__ = [
     "GROUP_SEQUENCE",
     "DUPLICATE_ID",
     "encode_message",
+    "encode_message_into",
     "decode_message",
     "MessageCodecError",
 ]
@@ -150,6 +151,9 @@ class Message:
         size = 64 + len(self.body) + len(self.address)
         for key, value in self.properties.items():
             size += 16 + len(key)
+            if value.__class__ is str:
+                size += len(value)
+                continue
             value = plain(value)
             if isinstance(value, (str, bytes)):
                 size += len(value)
@@ -253,13 +257,30 @@ def _put_value(out: list, value) -> None:
 
 def encode_message(message: Message) -> bytes:
     """Encode a message for the journal or a page file."""
+    out: list = []
+    encode_message_into(out, message)
+    return b"".join(out)
+
+
+_ANYCAST = RoutingType.ANYCAST  # (an Enum.MEMBER lookup is a descriptor call in 3.11)
+#: The fixed header followed by the address's length prefix.
+_HEADER_ADDRESS = struct.Struct(">BQBBBqqI")
+_STR_TAG = bytes((_TAG_STR,))
+_NO_STRINGS = b"\x00\x00\x00"  # user id, correlation id and reply-to all absent
+
+
+def encode_message_into(out: list, message: Message) -> None:
+    """Append the pieces of :func:`encode_message` to ``out`` (one join for a
+    whole journal record)."""
     flags = 1 if message.durable else 0
-    if message.routing_type is not None:
+    routing_type = message.routing_type
+    if routing_type is not None:
         flags |= 2
-        if message.routing_type == RoutingType.ANYCAST:
+        if routing_type == _ANYCAST:
             flags |= 4
-    out: list = [
-        _HEADER.pack(
+    address = message.address.encode("utf-8", "surrogatepass")
+    out.append(
+        _HEADER_ADDRESS.pack(
             MESSAGE_FORMAT_VERSION,
             message.message_id,
             flags,
@@ -267,24 +288,40 @@ def encode_message(message: Message) -> bytes:
             int(message.body_type),
             message.expiration,
             message.timestamp,
+            len(address),
         )
-    ]
-    _put_str(out, message.address)
-    _put_nstr(out, message.user_id)
-    _put_nstr(out, message.correlation_id)
-    _put_nstr(out, message.reply_to)
-    out.append(_U32.pack(len(message.properties)))
-    for key, value in message.properties.items():
+    )
+    out.append(address)
+    user_id = message.user_id
+    correlation_id = message.correlation_id
+    reply_to = message.reply_to
+    if user_id is None and correlation_id is None and reply_to is None:
+        out.append(_NO_STRINGS)
+    else:
+        _put_nstr(out, user_id)
+        _put_nstr(out, correlation_id)
+        _put_nstr(out, reply_to)
+    properties = message.properties
+    pack = _U32.pack
+    out.append(pack(len(properties)))
+    for key, value in properties.items():
+        raw = key.encode("utf-8", "surrogatepass")
+        if value.__class__ is str:
+            text = value.encode("utf-8", "surrogatepass")
+            out += (pack(len(raw)), raw, _STR_TAG, pack(len(text)), text)
+        else:
+            out.append(pack(len(raw)))
+            out.append(raw)
+            _put_value(out, value)
+    native = message.native
+    out.append(pack(len(native)))
+    for key, value in native.items():
         _put_str(out, key)
-        _put_value(out, value)
-    out.append(_U32.pack(len(message.native)))
-    for key, value in message.native.items():
-        _put_str(out, key)
-        out.append(_U32.pack(len(value)))
+        out.append(pack(len(value)))
         out.append(bytes(value))
-    out.append(_U32.pack(len(message.body)))
-    out.append(bytes(message.body))
-    return b"".join(out)
+    body = message.body
+    out.append(pack(len(body)))
+    out.append(bytes(body))
 
 
 class _Reader:

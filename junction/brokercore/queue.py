@@ -26,23 +26,35 @@ __all__ = ["MessageRef", "Consumer", "Queue", "QueueDefinition"]
 MAX_SELECTOR_SCAN = 10_000
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(slots=True, eq=False, init=False)
 class MessageRef:
     """One message on one queue, with its per-queue delivery count."""
 
     message: Message
     queue: "Queue"
-    delivery_count: int = 0
+    delivery_count: int
     #: set once the ref has been handed to a consumer and not settled
-    consumer: "Consumer | None" = None
+    consumer: "Consumer | None"
     #: a durable ref whose message record is in the journal
-    persisted: bool = False
+    persisted: bool
     #: the message's encoded size, computed once (credit and address limits)
-    size: int = -1
+    size: int
 
-    def __post_init__(self):
-        if self.size < 0:
-            self.size = self.message.encoded_size()
+    def __init__(
+        self,
+        message: Message,
+        queue: "Queue",
+        delivery_count: int = 0,
+        consumer: "Consumer | None" = None,
+        persisted: bool = False,
+        size: int = -1,
+    ):
+        self.message = message
+        self.queue = queue
+        self.delivery_count = delivery_count
+        self.consumer = consumer
+        self.persisted = persisted
+        self.size = size if size >= 0 else message.encoded_size()
 
 
 @dataclass(frozen=True)
@@ -72,7 +84,9 @@ class Consumer:
     ``None`` mean unlimited; otherwise each delivery consumes credit and the
     protocol session returns it (:meth:`add_credit`) as the client acks or asks
     for more.  ``paused`` stops deliveries while the connection cannot write
-    (transport backpressure).
+    (transport backpressure).  ``end_batch``, if set, is called after a
+    delivery pass that handed this consumer at least one reference, so a
+    protocol can write a pass's deliveries together.
     """
 
     _ids = itertools.count(1)
@@ -101,6 +115,9 @@ class Consumer:
         #: refs delivered and not yet acked or cancelled, in delivery order
         self.in_flight: dict[int, MessageRef] = {}
         self.delivered_total = 0
+        self.end_batch = None
+        #: handed a reference in the delivery pass in progress (see end_batch)
+        self.in_batch = False
 
     def has_credit(self) -> bool:
         if self.paused or self.closed:
@@ -165,6 +182,8 @@ class Queue:
         self._scan_cursor: tuple[int, int] | None = None
         #: something changed while a capped selector scan was in progress
         self._rescan = False
+        #: consumers with an end_batch handed references in the current pass
+        self._batch: list[Consumer] = []
         self.messages_added = 0
         self.messages_acknowledged = 0
         self.messages_expired = 0
@@ -201,10 +220,16 @@ class Queue:
     # -- adding ----------------------------------------------------------------
     def add(self, ref: MessageRef) -> None:
         """Append a reference in priority order and try to deliver it."""
-        self._lanes[_lane(ref.message.priority)].append(ref)
+        priority = ref.message.priority
+        self._lanes[priority if 0 <= priority <= 9 else _lane(priority)].append(ref)
         self._count += 1
         self.messages_added += 1
-        self.deliver_soon()
+        # deliver_soon(), inlined
+        if self._scan_cursor is not None:
+            self._rescan = True
+        if not self._delivery_scheduled and not self.deleted:
+            self._delivery_scheduled = True
+            self.owner.call_soon(self._deliver_pass)
 
     def add_head(self, ref: MessageRef) -> None:
         """Put a cancelled reference back at the head of its lane."""
@@ -263,6 +288,15 @@ class Queue:
                 self._deliver_simple()
         finally:
             self._delivering = False
+            if self._batch:
+                self._end_batches()
+
+    def _end_batches(self) -> None:
+        batch, self._batch = self._batch, []
+        for consumer in batch:
+            consumer.in_batch = False
+        for consumer in batch:
+            consumer.end_batch()
 
     def _next_consumer(self, message: Message | None = None) -> Consumer | None:
         consumers = self.consumers
@@ -284,15 +318,40 @@ class Queue:
 
     def _deliver_simple(self) -> None:
         now = self.owner.now_ms()
+        consumers = self.consumers
         while self._count:
-            consumer = self._next_consumer()
-            if consumer is None:
-                return
+            if len(consumers) == 1:
+                # _next_consumer() for the usual single consumer
+                consumer = consumers[0]
+                if not consumer.has_credit():
+                    return
+                self._rr = 1
+            else:
+                consumer = self._next_consumer()
+                if consumer is None:
+                    return
             ref = self._pop_next()
-            if ref.message.expiration and ref.message.expiration <= now:
+            expiration = ref.message.expiration
+            if expiration and expiration <= now:
                 self._expire(ref)
                 continue
-            self._hand_over(ref, consumer)
+            # _hand_over(ref, consumer), inlined
+            ref.delivery_count += 1
+            if consumer.browse_only:
+                self.add_head(ref)  # pragma: no cover - browsers arrive with later protocols
+                continue
+            ref.consumer = consumer
+            if consumer.credit_messages is not None:
+                consumer.credit_messages -= 1
+            if consumer.credit_bytes is not None:
+                consumer.credit_bytes -= ref.size
+            consumer.in_flight[id(ref)] = ref
+            consumer.delivered_total += 1
+            self.in_flight_count += 1
+            if consumer.end_batch is not None and not consumer.in_batch:
+                consumer.in_batch = True
+                self._batch.append(consumer)
+            consumer.deliver(ref)
 
     def _deliver_with_selectors(self) -> None:
         now = self.owner.now_ms()
@@ -349,6 +408,9 @@ class Queue:
         consumer.in_flight[id(ref)] = ref
         consumer.delivered_total += 1
         self.in_flight_count += 1
+        if consumer.end_batch is not None and not consumer.in_batch:
+            consumer.in_batch = True
+            self._batch.append(consumer)
         consumer.deliver(ref)
 
     # -- settlement -------------------------------------------------------------
@@ -365,7 +427,7 @@ class Queue:
         ref.consumer = None
         self.messages_acknowledged += 1
         stored = self.owner.acknowledge_ref(ref, tx)
-        if not self.message_count:
+        if not (self._count + self.in_flight_count + self.scheduled_count):  # message_count
             self.owner.queue_emptied(self)
         return stored
 

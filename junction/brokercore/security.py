@@ -141,6 +141,9 @@ class SecurityManager:
         else:
             self.settings = SettingsRepository(security_settings, syntax)
         self._decisions = BoundedLRU(cache_size)
+        #: bumped whenever cached decisions become invalid, so that callers
+        #: that remember grants (a session's sends) know to ask again
+        self.generation = 0
         self.settings.add_listener(self.invalidate)
 
     # -- authentication ---------------------------------------------------
@@ -175,6 +178,7 @@ class SecurityManager:
     def invalidate(self) -> None:
         """Forget every cached decision (settings or roles changed)."""
         self._decisions.clear()
+        self.generation += 1
 
     def allowed_roles(
         self, permission: str, address: str, queue: str | None = None

@@ -43,6 +43,11 @@ from junction.config.model import ADDRESS_SETTINGS_DEFAULTS, BrokerConfig
 
 log = logging.getLogger("junction.broker")
 
+#: Enum members as module constants: an ``Enum.MEMBER`` lookup costs a
+#: descriptor call per use in Python 3.11, and routing does a few per message.
+_ANYCAST = RoutingType.ANYCAST
+_MULTICAST = RoutingType.MULTICAST
+
 #: How often waiting messages are checked for expiry (Artemis
 #: ``message-expiry-scan-period`` default).
 EXPIRY_SCAN_PERIOD_S = 30.0
@@ -90,10 +95,16 @@ class Address:
         return self.page_store is not None and self.page_store.paging
 
     def anycast_queues(self):
-        return [q for q in self.queues.values() if q.routing_type == RoutingType.ANYCAST]
+        return [q for q in self.queues.values() if q.routing_type == _ANYCAST]
+
+    def has_anycast_queue(self) -> bool:
+        for q in self.queues.values():
+            if q.definition.routing_type == _ANYCAST:
+                return True
+        return False
 
     def multicast_queues(self):
-        return [q for q in self.queues.values() if q.routing_type == RoutingType.MULTICAST]
+        return [q for q in self.queues.values() if q.routing_type == _MULTICAST]
 
 
 @dataclass
@@ -163,6 +174,11 @@ class BrokerServer:
         #: (message id, address) -> queue references holding it (address limits)
         self._address_refs: dict[tuple, int] = {}
         self._wildcard_cache: OrderedDict = OrderedDict()
+        #: (address name, routing type asked for) -> (Address, Queue) for a
+        #: plain point-to-point route: one unfiltered ANYCAST queue and no
+        #: wildcard address matching.  Emptied by every change to addresses
+        #: and queues (see _topology_changed); used by prepare_route.
+        self._anycast_routes: dict = {}
         self.duplicates = DuplicateIDCache(config.id_cache_size)
         self.sessions: set = set()
         self.started = False
@@ -250,6 +266,7 @@ class BrokerServer:
             )
 
     def _deploy_configured(self) -> None:
+        self._topology_changed()
         for addr in self.config.addresses:
             address = self.addresses.get(addr.name)
             if address is None:
@@ -298,8 +315,13 @@ class BrokerServer:
     def _settings_changed(self, *args) -> None:
         for address in self.addresses.values():
             address.settings = None
+        self._topology_changed()
 
     # -- addresses and queues --------------------------------------------------------
+    def _topology_changed(self) -> None:
+        """An address or queue came, went or changed: forget cached routes."""
+        self._anycast_routes.clear()
+
     def _add_address(self, name, routing_types, *, auto_created, persist) -> Address:
         address = Address(name=name, routing_types=set(routing_types), auto_created=auto_created)
         address.wildcard = self.wildcard_routing and self._has_wildcard(name)
@@ -307,6 +329,7 @@ class BrokerServer:
             address.record_id = self.storage.store_address(name, routing_types, auto_created)
         self.addresses[name] = address
         self._wildcard_cache.clear()
+        self._topology_changed()
         return address
 
     def _has_wildcard(self, name: str) -> bool:
@@ -320,6 +343,7 @@ class BrokerServer:
             return self._add_address(name, set(routing_types), auto_created=auto_created, persist=True)
         missing = set(routing_types) - address.routing_types
         if missing:
+            self._topology_changed()
             address.routing_types |= missing
             if address.record_id:
                 self.storage.delete_address(address.record_id)
@@ -330,6 +354,7 @@ class BrokerServer:
         address = self.addresses.pop(name, None)
         if address is None:
             return
+        self._topology_changed()
         for queue in list(address.queues.values()):
             self.destroy_queue(queue.name)
         if address.record_id:
@@ -344,6 +369,7 @@ class BrokerServer:
             self._add_address(defn.address, {defn.routing_type}, auto_created=defn.auto_created, persist=True)
         address = self.addresses[defn.address]
         if defn.routing_type not in address.routing_types:
+            self._topology_changed()
             address.routing_types.add(defn.routing_type)
         queue_id = self.storage.next_id()
         queue = self._install_queue(defn, queue_id)
@@ -359,6 +385,7 @@ class BrokerServer:
             except FilterError as exc:
                 raise errors.InvalidFilterError(f"queue {defn.name}: invalid filter {defn.filter!r}: {exc}") from exc
         queue = Queue(defn, self, queue_id=queue_id, filter=flt)
+        self._topology_changed()
         self.queues[defn.name] = queue
         self._queues_by_id[queue_id] = queue
         self.addresses[defn.address].queues[defn.name] = queue
@@ -369,6 +396,7 @@ class BrokerServer:
         queue = self.queues.pop(name, None)
         if queue is None:
             return
+        self._topology_changed()
         self._queues_by_id.pop(queue.id, None)
         for consumer in list(queue.consumers):
             queue.remove_consumer(consumer)
@@ -435,21 +463,33 @@ class BrokerServer:
     def select_queues(self, address: Address, message: Message, routing_type: RoutingType | None) -> list:
         """Queues a message sent to ``address`` goes to (Artemis ``BindingsImpl``)."""
         chosen = []
-        addresses = [address]
+        addresses = (address,)
         if self.wildcard_routing and not address.wildcard:
-            addresses.extend(self._wildcard_targets(address.name))
+            targets = self._wildcard_targets(address.name)
+            if targets:
+                addresses = (address, *targets)
+        if routing_type == _ANYCAST and len(addresses) == 1 and len(address.queues) == 1:
+            # One address with one queue (a plain point-to-point queue): the
+            # general loop below, without its lists.
+            for queue in address.queues.values():
+                if queue.definition.routing_type == _ANYCAST and (
+                    queue.filter is None or queue.filter.matches(message)
+                ):
+                    address.anycast_rr = 0  # (anycast_rr + 1) % 1
+                    chosen.append(queue)
+            return chosen
         for addr in addresses:
-            if routing_type in (None, RoutingType.MULTICAST):
+            if routing_type in (None, _MULTICAST):
                 for queue in addr.queues.values():
-                    if queue.routing_type == RoutingType.MULTICAST and (
+                    if queue.routing_type == _MULTICAST and (
                         queue.filter is None or queue.filter.matches(message)
                     ):
                         chosen.append(queue)
-            if routing_type in (None, RoutingType.ANYCAST):
+            if routing_type in (None, _ANYCAST):
                 candidates = [
                     q
                     for q in addr.queues.values()
-                    if q.routing_type == RoutingType.ANYCAST and (q.filter is None or q.filter.matches(message))
+                    if q.routing_type == _ANYCAST and (q.filter is None or q.filter.matches(message))
                 ]
                 if candidates:
                     addr.anycast_rr = (addr.anycast_rr + 1) % len(candidates)
@@ -463,11 +503,19 @@ class BrokerServer:
         cannot be auto-created.  Nothing is stored yet.
         """
         name = message.address
+        rtype = routing_type if routing_type is not None else message.routing_type
+        route = self._anycast_routes.get((name, rtype))
+        if route is not None:
+            address, queue = route
+            if self.addresses.get(name) is address and not queue.deleted:
+                # What the steps below would do again: nothing to create, one queue.
+                address.anycast_rr = 0
+                return address, [queue]
+        asked = rtype
         fqqn_queue = None
         if "::" in name:
             name, fqqn_queue = name.split("::", 1)
             message.address = name
-        rtype = routing_type if routing_type is not None else message.routing_type
         address = self.resolve_address(name, rtype, auto_create=auto_create)
         if address is None:
             raise errors.NonExistentAddressError(f"address {name} does not exist and auto-create-addresses is false")
@@ -478,7 +526,7 @@ class BrokerServer:
             return address, [queue]
         if rtype is None and len(address.routing_types) == 1:
             rtype = next(iter(address.routing_types))
-        if rtype == RoutingType.ANYCAST and not address.anycast_queues():
+        if rtype == _ANYCAST and not address.has_anycast_queue():
             settings = self.settings_for(name)
             if settings.auto_create_queues and auto_create:
                 self.create_queue(
@@ -492,7 +540,18 @@ class BrokerServer:
                         purge_on_no_consumers=settings.default_purge_on_no_consumers,
                     )
                 )
-        return address, self.select_queues(address, message, rtype)
+        queues = self.select_queues(address, message, rtype)
+        if (
+            rtype == _ANYCAST
+            and len(queues) == 1
+            and len(address.queues) == 1
+            and queues[0].filter is None
+            and (address.wildcard or not self.wildcard_routing or not self._wildcard_targets(name))
+        ):
+            # One unfiltered queue and no wildcard address to consider: every
+            # message sent this way takes this route until the topology changes.
+            self._anycast_routes[(name, asked)] = (address, queues[0])
+        return address, queues
 
     def check_duplicate(self, address_name: str, message: Message) -> bool:
         """True when the message's duplicate id was already seen on this address."""
@@ -538,27 +597,28 @@ class BrokerServer:
         With ``tx`` the journal records go into that storage transaction and
         the caller commits.
         """
-        now = self.now_ms()
         if not message.timestamp:
             message.timestamp = int(time.time() * 1000)
-        address_name = message.address
-        settings = self.settings_for(address_name)
-        message.expiration = _effective_expiration(message.expiration, now, settings)
-        message.message_id = self.storage.next_id()
+        settings = self.settings_for(message.address)
+        if message.expiration or settings.expiry_delay > 0 or settings.max_expiry_delay > 0:
+            # (else _effective_expiration leaves "never" as it is)
+            message.expiration = _effective_expiration(message.expiration, self.now_ms(), settings)
+        storage = self.storage
+        message.message_id = storage.next_id()
         self.messages_routed += 1
         durable_ids = []
-        if message.durable and self.storage.persistent:
-            durable_ids = [q.id for q in queues if q.durable and not q.definition.temporary]
+        if message.durable and storage.persistent:
+            durable_ids = [q.id for q in queues if q.definition.durable and not q.definition.temporary]
         confirmed = None
         if durable_ids:
-            if self.storage.failed:
-                raise errors.StorageFailedError(f"the journal failed ({self.storage.failed}); durable sends are refused")
+            if storage.failed:
+                raise errors.StorageFailedError(f"the journal failed ({storage.failed}); durable sends are refused")
             if tx is not None:
                 tx.store_message(message, durable_ids)
             else:
                 if sync is None:
                     sync = self.config.journal_sync_non_transactional
-                confirmed = self.storage.store_message(message, durable_ids, sync)
+                confirmed = storage.store_message(message, durable_ids, sync)
             self._durable_refs[message.message_id] = len(durable_ids)
         if tx is not None:
             # Invisible until the transaction's commit is durable.
@@ -575,9 +635,9 @@ class BrokerServer:
                     # Deleted while a transaction held the message: release its record.
                     quiet_failure(self._settle(MessageRef(message, queue, persisted=True, size=size), account=False))
                 continue
-            persisted = stored and queue.durable and not queue.definition.temporary
-            ref = MessageRef(message, queue, persisted=persisted, size=size)
-            self._account(queue, ref, +1)
+            persisted = stored and queue.definition.durable and not queue.definition.temporary
+            ref = MessageRef(message, queue, 0, None, persisted, size)
+            self._account_added(queue, ref)
             queue.add(ref)
 
     def route_internal(self, message: Message, *, routing_type=None) -> None:
@@ -590,10 +650,24 @@ class BrokerServer:
         if queues:
             self.deliver_to_queues(message, queues, sync=False)
 
+    def _account_added(self, queue: Queue, ref: MessageRef) -> None:
+        """``_account(queue, ref, +1)``, for the routing hot path."""
+        address = self.addresses.get(queue.definition.address)
+        if address is None:
+            return
+        key = (ref.message.message_id, address.name)
+        address_refs = self._address_refs
+        holders = address_refs.get(key, 0) + 1
+        address_refs[key] = holders
+        address.routed_total += 1
+        if holders == 1:
+            address.size += ref.size
+            address.messages += 1
+
     def _account(self, queue: Queue, ref: MessageRef, sign: int) -> None:
         """Count a message towards its address's limits once, however many
         queues of the address hold it (Artemis counts per address)."""
-        address = self.addresses.get(queue.address)
+        address = self.addresses.get(queue.definition.address)
         if address is None:
             return
         key = (ref.message.message_id, address.name)
@@ -746,9 +820,6 @@ class BrokerServer:
                 self._schedule_depage(address)
 
     # -- settlement (called by queues) ---------------------------------------------------
-    def acknowledge_ref(self, ref: MessageRef, tx=None):
-        return self._settle(ref, tx=tx)
-
     def _settle(self, ref: MessageRef, tx=None, account: bool = True):
         """Release a reference; returns the ack's storage Deferred if one was written."""
         if account:
@@ -765,6 +836,9 @@ class BrokerServer:
             tx.ack(mid, ref.queue.id, remaining)
             return None
         return self.storage.ack(mid, ref.queue.id, remaining, sync=False)
+
+    #: ``acknowledge_ref(ref, tx=None)``: a queue's consumer is done with ``ref``
+    acknowledge_ref = _settle
 
     def update_delivery_count(self, ref: MessageRef) -> None:
         if ref.persisted:

@@ -18,7 +18,7 @@ from twisted.internet import defer
 
 from junction.brokercore import errors
 from junction.brokercore.filter import FilterError, parse_filter
-from junction.brokercore.message import Message, RoutingType
+from junction.brokercore.message import DUPLICATE_ID, Message, RoutingType
 from junction.brokercore.queue import Consumer, MessageRef, QueueDefinition
 from junction.brokercore.storage import quiet_failure
 
@@ -46,10 +46,13 @@ class ServerConsumer:
     ``on_delivery(server_consumer, ref)`` is the protocol's callback.  With
     ``auto_ack`` the delivery is acknowledged as soon as the callback returns
     (STOMP ``ack:auto``), and credit comes straight back, so a window never
-    stalls an auto-ack consumer.
+    stalls an auto-ack consumer.  Otherwise the session remembers which
+    consumer holds the ref, so that settling it returns this consumer's credit.
+    ``on_batch_end()``, if given, is called after each delivery pass that
+    delivered to this consumer (a protocol may buffer a pass's frames).
     """
 
-    def __init__(self, session, queue, on_delivery, *, filter=None, auto_ack=False, credit_messages=None, credit_bytes=None, owns_queue=False):
+    def __init__(self, session, queue, on_delivery, *, filter=None, auto_ack=False, credit_messages=None, credit_bytes=None, owns_queue=False, on_batch_end=None):
         self.session = session
         self.queue = queue
         self.on_delivery = on_delivery
@@ -62,6 +65,7 @@ class ServerConsumer:
             credit_messages=credit_messages,
             credit_bytes=credit_bytes,
         )
+        self.consumer.end_batch = on_batch_end
         self.closed = False
 
     @property
@@ -69,9 +73,15 @@ class ServerConsumer:
         return self.consumer.id
 
     def _deliver(self, ref: MessageRef) -> None:
+        if not self.auto_ack:
+            self.session._consumer_of[id(ref)] = self
+            self.on_delivery(self, ref)
+            return
         self.on_delivery(self, ref)
-        if self.auto_ack and not self.closed:
-            quiet_failure(self.queue.acknowledge(ref))
+        if not self.closed:
+            stored = self.queue.acknowledge(ref)
+            if stored is not None:
+                quiet_failure(stored)
             self.consumer.add_credit(1, ref.size)
 
     def in_flight(self):
@@ -163,6 +173,10 @@ class ServerSession:
         self.transactions: set[Transaction] = set()
         self._consumer_of: dict[int, ServerConsumer] = {}
         self._send_chain: defer.Deferred | None = None
+        #: addresses this session may send to, valid while the security
+        #: manager's decisions are (its ``generation``); principals never change
+        self._send_granted: set[str] = set()
+        self._send_granted_generation = None
         #: deliveries stopped by transport backpressure (see set_paused)
         self.paused = False
         self.closed = False
@@ -186,14 +200,42 @@ class ServerSession:
         :class:`junction.brokercore.errors.BrokerError` or
         ``SecurityError``); storage failures arrive as an errback.
         """
-        address_name = message.address.split("::", 1)[0]
-        self.check("send", address_name)
-        if address_name not in self.server.addresses:
-            self.check("createAddress", address_name)
-        message.user_id = message.user_id or self.user
         if tx is not None:
+            self._authorise_send(message)
             tx.sends.append((message, routing_type))
             return defer.succeed(None)
+        d = self.submit(message, routing_type)
+        return defer.succeed(None) if d is None else d
+
+    def _authorise_send(self, message: Message) -> None:
+        address_name = message.address
+        if "::" in address_name:
+            address_name = address_name.split("::", 1)[0]
+        security = self.server.security
+        if security is not None:
+            generation = getattr(security, "generation", None)
+            if generation is None or not security.enabled:
+                security.check(self.principal, "send", address_name)
+            else:
+                if generation != self._send_granted_generation:
+                    self._send_granted.clear()
+                    self._send_granted_generation = generation
+                if address_name not in self._send_granted:
+                    security.check(self.principal, "send", address_name)
+                    self._send_granted.add(address_name)
+            if address_name not in self.server.addresses:
+                security.check(self.principal, "createAddress", address_name)
+        if not message.user_id:
+            message.user_id = self.user
+
+    def submit(self, message: Message, routing_type: RoutingType | None = None) -> defer.Deferred | None:
+        """:meth:`send` outside a transaction, for protocol adapters on the hot path.
+
+        Returns None when the message is already safe (nothing was stored, or
+        it was not durable): no Deferred to create, fire and wait on.
+        Otherwise the Deferred :meth:`send` returns.
+        """
+        self._authorise_send(message)
         if self._send_chain is not None:
             # An earlier send waits for space on a BLOCKed address: keep order.
             d = self._send_chain
@@ -218,13 +260,14 @@ class ServerSession:
 
         d.addBoth(clear)
 
-    def _send_now(self, message: Message, routing_type) -> defer.Deferred:
+    def _send_now(self, message: Message, routing_type) -> defer.Deferred | None:
+        """Route (or page, or hold) one message: its Deferred, or None when already safe."""
         server = self.server
         address, queues = server.prepare_route(message, routing_type=routing_type)
-        if server.check_duplicate(address.name, message):
+        if DUPLICATE_ID in message.properties and server.check_duplicate(address.name, message):
             server.messages_duplicate += 1
             log.info("duplicate message %r on %s ignored", message.duplicate_id, address.name)
-            return defer.succeed(None)
+            return None
         policy = "PAGE" if address.paging else server.address_full(address, message.encoded_size())
         if policy == "PAGE":
             server.remember_duplicate(address.name, message)
@@ -241,7 +284,7 @@ class ServerSession:
                 )
             if policy == "DROP":
                 server.messages_dropped += 1
-                return defer.succeed(None)
+                return None
             # BLOCK: hold this producer until the address has room.
             waiting = server.wait_for_space(address)
             result = defer.Deferred()
@@ -264,22 +307,23 @@ class ServerSession:
         return self._route(message, routing_type, None, address=address, queues=queues)
 
     def _route(self, message, routing_type, storage_tx, *, address=None, queues=None):
+        """Route one message: the Deferred of its journal record, or None if nothing waits."""
         server = self.server
         if address is None:
             address, queues = server.prepare_route(message, routing_type=routing_type)
             if server.check_duplicate(address.name, message):
                 server.messages_duplicate += 1
-                return defer.succeed(None)
-        server.remember_duplicate(address.name, message)
+                return None
+        if DUPLICATE_ID in message.properties:
+            server.remember_duplicate(address.name, message)
         if not queues:
             settings = server.settings.resolve(address.name)
             if settings.send_to_dla_on_no_route and settings.dead_letter_address:
                 server.route_internal(message.copy(address=settings.dead_letter_address))
             else:
                 server.messages_dropped += 1
-            return defer.succeed(None)
-        confirmed = server.deliver_to_queues(message, queues, tx=storage_tx)
-        return confirmed if confirmed is not None else defer.succeed(None)
+            return None
+        return server.deliver_to_queues(message, queues, tx=storage_tx)
 
     # -- consuming ---------------------------------------------------------------------
     def create_consumer(
@@ -293,6 +337,7 @@ class ServerSession:
         auto_ack: bool = False,
         credit_messages: int | None = None,
         credit_bytes: int | None = None,
+        on_batch_end=None,
     ) -> ServerConsumer:
         """Subscribe to an address or queue, Artemis style.
 
@@ -409,26 +454,19 @@ class ServerSession:
         consumer = ServerConsumer(
             self,
             queue,
-            self._tracked(on_delivery),
+            on_delivery,
             filter=consumer_filter,
             auto_ack=auto_ack,
             credit_messages=credit_messages,
             credit_bytes=credit_bytes,
             owns_queue=owns_queue,
+            on_batch_end=on_batch_end,
         )
         self.consumers.add(consumer)
         # A consumer created while the connection cannot write starts paused too.
         consumer.consumer.paused = self.paused
         queue.add_consumer(consumer.consumer)
         return consumer
-
-    def _tracked(self, on_delivery):
-        def deliver(server_consumer, ref):
-            if not server_consumer.auto_ack:
-                self._consumer_of[id(ref)] = server_consumer
-            on_delivery(server_consumer, ref)
-
-        return deliver
 
     def unsubscribe_durable(self, subscription_name: str) -> None:
         """Delete a durable subscription queue (STOMP UNSUBSCRIBE with the name)."""
@@ -451,11 +489,12 @@ class ServerSession:
             tx.acks.append(ref)
             return None
         owner = self._consumer_of.pop(id(ref), None)
-        if ref.queue.deleted:
+        queue = ref.queue
+        if queue.deleted:
             return None
-        stored = ref.queue.acknowledge(ref)
+        stored = queue.acknowledge(ref)
         if owner is not None:
-            owner.add_credit(1, ref.size)
+            owner.consumer.add_credit(1, ref.size)
         return stored
 
     def cancel(self, ref: MessageRef, *, redelivered: bool = True) -> None:

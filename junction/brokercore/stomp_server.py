@@ -36,10 +36,18 @@ from junction.protocols.stomp import Frame, HeartBeat, StompCodec, StompLimits
 
 log = logging.getLogger("junction.stomp")
 
+# Enum members as constants (an Enum.MEMBER lookup is a descriptor call in 3.11).
+_ANYCAST = RoutingType.ANYCAST
+_MULTICAST = RoutingType.MULTICAST
+_BYTES = BodyType.BYTES
+_TEXT = BodyType.TEXT
+
 SUPPORTED_VERSIONS = ("1.0", "1.1", "1.2")
 #: Heart-beat tolerance: the connection dies after this many missed client
 #: intervals (Artemis ``heartBeatToConnectionTtlModifier`` default 2.0).
 DEFAULT_TTL_MODIFIER = 2.0
+#: MESSAGE bytes a delivery pass gathers before writing them (see StompProtocol._out).
+MAX_BATCH_BYTES = 16 * 1024
 #: Headers that describe the frame, not the message (not copied to properties).
 _SEND_RESERVED = frozenset(
     {
@@ -93,7 +101,11 @@ class _Subscription:
 
 
 class _Pending:
-    """One entry in the ordered confirmation queue."""
+    """One entry in the ordered confirmation queue.
+
+    ``frame`` is what to write once the entry is done: a :class:`Frame`, its
+    serialised bytes (a RECEIPT built in advance) or None.
+    """
 
     __slots__ = ("done", "frame", "close_after")
 
@@ -132,6 +144,12 @@ class StompProtocol(Protocol):
         self._tags = itertools.count(1)
         self._by_tag: dict[str, tuple] = {}
         self._confirm: deque = deque()
+        #: MESSAGE frames of the delivery pass in progress, written together
+        #: at its end (_end_batch), before anything else is written, or once
+        #: they reach MAX_BATCH_BYTES (so transport backpressure still stops a
+        #: pass about where it stopped when every frame was its own write)
+        self._out: list[bytes] = []
+        self._out_size = 0
         self._reading_paused = False
         self._closing = False
         #: DISCONNECT received: later frames are ignored, deliveries stopped
@@ -171,13 +189,19 @@ class StompProtocol(Protocol):
             self._fail(f"malformed frame: {malformed}")
 
     def _handle(self, events) -> None:
+        handlers = self._handlers
         for event in events:
             if self._closing or self._disconnecting:
                 return
             if isinstance(event, HeartBeat):
                 continue
             try:
-                self._dispatch(event)
+                # _dispatch(event), with the connected case inline
+                handler = handlers.get(event.command) if self.session is not None else None
+                if handler is not None:
+                    handler(self, event)
+                else:
+                    self._dispatch(event)
             except StompError as exc:
                 self._fail(str(exc), detail=exc.detail, frame=event)
                 return
@@ -203,6 +227,8 @@ class StompProtocol(Protocol):
         self.subscriptions.clear()
         self._by_tag.clear()
         self._confirm.clear()
+        self._out.clear()
+        self._out_size = 0
 
     # IPushProducer: the transport's write buffer is full / drained.
     def pauseProducing(self):
@@ -219,9 +245,33 @@ class StompProtocol(Protocol):
 
     # -- writing ------------------------------------------------------------------------
     def _write(self, frame: Frame) -> None:
+        if self._out:
+            self._end_batch()
         if self.transport is None:
             return
         self.transport.write(self.codec.send(frame))
+        self._last_write = self.reactor.seconds()
+
+    def _write_bytes(self, data: bytes) -> None:
+        """Write a frame already serialised (as the codec would have)."""
+        if self._out:
+            self._end_batch()
+        if self.transport is None:
+            return
+        self.transport.write(data)
+        self._last_write = self.reactor.seconds()
+
+    def _end_batch(self) -> None:
+        """Write the MESSAGE frames of a delivery pass, in one write."""
+        out = self._out
+        if not out:
+            return
+        data = out[0] if len(out) == 1 else b"".join(out)
+        out.clear()
+        self._out_size = 0
+        if self.transport is None:
+            return
+        self.transport.write(data)
         self._last_write = self.reactor.seconds()
 
     def _stop_deliveries(self) -> None:
@@ -259,25 +309,31 @@ class StompProtocol(Protocol):
 
     # -- ordered confirmations ---------------------------------------------------------------
     def _enqueue(self, entry: _Pending) -> None:
-        self._confirm.append(entry)
-        if len(self._confirm) >= self.max_pending and not self._reading_paused:
+        queue = self._confirm
+        queue.append(entry)
+        if len(queue) >= self.max_pending and not self._reading_paused:
             self._reading_paused = True
             self.transport.pauseProducing()
-        self._flush()
+        if queue[0].done or self._reading_paused:  # else _flush() has nothing to do
+            self._flush()
 
     def _flush(self) -> None:
         queue = self._confirm
         while queue and queue[0].done:
             entry = queue.popleft()
-            if entry.frame is not None:
-                if entry.frame.command == "ERROR":
+            frame = entry.frame
+            if frame is not None:
+                if frame.__class__ is bytes:
+                    self._write_bytes(frame)
+                elif frame.command == "ERROR":
                     self._fail(
-                        entry.frame.get("message"),
-                        detail=entry.frame.body.decode("utf-8", "replace"),
-                        receipt=entry.frame.get("receipt-id"),
+                        frame.get("message"),
+                        detail=frame.body.decode("utf-8", "replace"),
+                        receipt=frame.get("receipt-id"),
                     )
                     return
-                self._write(entry.frame)
+                else:
+                    self._write(frame)
             if entry.close_after:
                 self._stop_deliveries()
                 self._closing = True
@@ -289,33 +345,38 @@ class StompProtocol(Protocol):
             self.transport.resumeProducing()
 
     def _confirm_after(self, d, receipt: str | None, *, what: str):
-        entry = _Pending()
+        # The RECEIPT is built now; it is written only once ``d`` fires.
+        entry = _Pending(None if receipt is None else self._receipt_frame(receipt))
         self._enqueue(entry)
+        d.addCallbacks(self._confirmed, self._confirm_failed, callbackArgs=(entry,), errbackArgs=(entry, receipt, what))
 
-        def ok(_):
-            entry.done = True
-            if receipt is not None:
-                entry.frame = Frame("RECEIPT", (("receipt-id", receipt),))
-            if not self._closing:
-                self._flush()
+    def _confirmed(self, _, entry: _Pending) -> None:
+        entry.done = True
+        if not self._closing:
+            self._flush()
 
-        def failed(failure):
-            entry.done = True
-            exc = failure.value
-            message = f"{what} failed: {exc}"
-            headers = [("message", message)]
-            if receipt is not None:
-                headers.append(("receipt-id", receipt))
-            entry.frame = Frame("ERROR", tuple(headers), message.encode("utf-8"))
-            if not self._closing:
-                self._flush()
+    def _confirm_failed(self, failure, entry: _Pending, receipt: str | None, what: str) -> None:
+        entry.done = True
+        exc = failure.value
+        message = f"{what} failed: {exc}"
+        headers = [("message", message)]
+        if receipt is not None:
+            headers.append(("receipt-id", receipt))
+        entry.frame = Frame("ERROR", tuple(headers), message.encode("utf-8"))
+        if not self._closing:
+            self._flush()
 
-        d.addCallbacks(ok, failed)
+    def _receipt_frame(self, receipt: str):
+        """A RECEIPT for ``receipt``: its wire bytes when nothing needs escaping
+        or checking (what the codec would write), else the Frame for the codec."""
+        if _plain_value(receipt):
+            return b"RECEIPT\nreceipt-id:" + receipt.encode() + b"\n\n\0"
+        return Frame("RECEIPT", (("receipt-id", receipt),))
 
     def _receipt(self, frame: Frame) -> None:
         receipt = frame.get("receipt")
         if receipt is not None:
-            self._enqueue(_Pending(Frame("RECEIPT", (("receipt-id", receipt),)), done=True))
+            self._enqueue(_Pending(self._receipt_frame(receipt), done=True))
 
     # -- dispatch -----------------------------------------------------------------------------
     def _dispatch(self, frame: Frame) -> None:
@@ -397,6 +458,7 @@ class StompProtocol(Protocol):
             return
         now = self.reactor.seconds()
         if now - self._last_write >= self._send_interval * 0.9:
+            self._end_batch()
             self.transport.write(self.codec.heartbeat())
             self._last_write = now
         self._send_timer = self.reactor.callLater(self._send_interval, self._heartbeat_tick)
@@ -414,18 +476,24 @@ class StompProtocol(Protocol):
 
     # -- destinations ---------------------------------------------------------------------------
     def _destination(self, frame: Frame) -> tuple[str, RoutingType | None, str]:
-        destination = frame.get("destination")
+        return self._resolve_destination(
+            frame.command, frame.get("destination"), frame.get("destination-type"), frame.get("subscription-type")
+        )
+
+    def _resolve_destination(
+        self, command: str, destination: str | None, destination_type: str | None, subscription_type: str | None
+    ) -> tuple[str, RoutingType | None, str]:
+        """(address, routing type, prefix) a destination header names."""
         if not destination:
-            raise StompError(f"{frame.command} needs a destination header")
+            raise StompError(f"{command} needs a destination header")
         for prefix in self.anycast_prefixes:
             if destination.startswith(prefix):
-                return destination[len(prefix):], RoutingType.ANYCAST, prefix
+                return destination[len(prefix):], _ANYCAST, prefix
         for prefix in self.multicast_prefixes:
             if destination.startswith(prefix):
-                return destination[len(prefix):], RoutingType.MULTICAST, prefix
+                return destination[len(prefix):], _MULTICAST, prefix
         rtype = None
-        for header in ("destination-type", "subscription-type"):
-            value = frame.get(header)
+        for header, value in (("destination-type", destination_type), ("subscription-type", subscription_type)):
             if value:
                 try:
                     rtype = RoutingType.parse(value)
@@ -436,16 +504,94 @@ class StompProtocol(Protocol):
 
     # -- SEND ---------------------------------------------------------------------------------------
     def _on_send(self, frame: Frame) -> None:
-        address, rtype, _prefix = self._destination(frame)
-        message = self._to_message(frame, address)
-        txid = frame.get("transaction")
-        receipt = frame.get("receipt")
+        # One pass over the headers (this is the hot path).  The first
+        # occurrence of a header counts, as Frame.get has it, except for the
+        # message fields, where a repeat overrides (as it always has here).
+        # Errors keep their order: destination first, then priority/expires.
+        destination = destination_type = txid = receipt = None
+        has_length = False
+        properties: dict = {}
+        durable = False
+        priority = 4
+        expiration = 0
+        correlation_id = reply_to = None
+        error = None
+        for key, value in frame.headers:
+            if key in _SEND_RESERVED:
+                if key == "destination":
+                    if destination is None:
+                        destination = value
+                elif key == "persistent":
+                    durable = value.lower() == "true"
+                elif key == "receipt":
+                    if receipt is None:
+                        receipt = value
+                elif key == "content-length":
+                    has_length = True
+                elif key == "transaction":
+                    if txid is None:
+                        txid = value
+                elif key == "priority":
+                    if error is None:
+                        try:
+                            priority = _int_header(key, value, 0, 9)
+                        except StompError as exc:
+                            error = exc
+                elif key == "expires":
+                    if error is None:
+                        try:
+                            expiration = _int_header(key, value, 0, None)
+                        except StompError as exc:
+                            error = exc
+                elif key == "correlation-id":
+                    correlation_id = value
+                elif key == "reply-to":
+                    reply_to = value
+                elif key == "type":
+                    properties.setdefault("JMSType", value)
+                elif key == "destination-type":
+                    if destination_type is None:
+                        destination_type = value
+                continue
+            if key not in properties:
+                properties[key] = value
+        address, rtype, _prefix = self._resolve_destination(
+            "SEND", destination, destination_type, properties.get("subscription-type")
+        )
+        if error is not None:
+            raise error
+        # Positional, in Message's field order (address, body, body_type,
+        # durable, priority, expiration, timestamp, routing_type, properties,
+        # user_id, correlation_id, reply_to): a dataclass's __init__ matches
+        # a dozen keywords more slowly than it takes the message apart.
+        message = Message(
+            address,
+            frame.body,
+            _BYTES if has_length else _TEXT,
+            durable,
+            priority,
+            expiration,
+            int(time.time() * 1000),
+            None,
+            properties,
+            None,
+            correlation_id,
+            reply_to,
+        )
         if txid is not None:
             tx = self._transaction(txid)
             self.session.send(message, routing_type=rtype, tx=tx)
-            self._receipt(frame)
+            if receipt is not None:
+                self._enqueue(_Pending(self._receipt_frame(receipt), done=True))
             return
-        d = self.session.send(message, routing_type=rtype)
+        d = self.session.submit(message, rtype)
+        if d is None:
+            # Already safe (not durable, or nothing to store): confirm in order.
+            if receipt is not None:
+                self._enqueue(_Pending(self._receipt_frame(receipt), done=True))
+            elif self._confirm:
+                self._enqueue(_Pending(None, done=True))
+            return
         if receipt is None and d.called and not self._confirm:
             # Already confirmed and nothing pending before it: nothing to order.
             d.addErrback(self._send_failed_late)
@@ -454,44 +600,6 @@ class StompProtocol(Protocol):
 
     def _send_failed_late(self, failure):
         self._fail(f"SEND failed: {failure.value}")
-
-    def _to_message(self, frame: Frame, address: str) -> Message:
-        headers = frame.headers
-        properties = {}
-        durable = False
-        priority = 4
-        expiration = 0
-        correlation_id = reply_to = None
-        for key, value in headers:
-            if key in _SEND_RESERVED:
-                if key == "persistent":
-                    durable = value.lower() == "true"
-                elif key == "priority":
-                    priority = _int_header(key, value, 0, 9)
-                elif key == "expires":
-                    expiration = _int_header(key, value, 0, None)
-                elif key == "correlation-id":
-                    correlation_id = value
-                elif key == "reply-to":
-                    reply_to = value
-                elif key == "type":
-                    properties.setdefault("JMSType", value)
-                continue
-            if key not in properties:
-                properties[key] = value
-        has_length = frame.get("content-length") is not None
-        return Message(
-            address=address,
-            body=frame.body,
-            body_type=BodyType.BYTES if has_length else BodyType.TEXT,
-            durable=durable,
-            priority=priority,
-            expiration=expiration,
-            timestamp=int(time.time() * 1000),
-            properties=properties,
-            correlation_id=correlation_id,
-            reply_to=reply_to,
-        )
 
     # -- SUBSCRIBE / UNSUBSCRIBE ---------------------------------------------------------------------
     def _on_subscribe(self, frame: Frame) -> None:
@@ -540,6 +648,7 @@ class StompProtocol(Protocol):
                 auto_ack=(ack == "auto"),
                 credit_messages=credit_messages,
                 credit_bytes=credit_bytes,
+                on_batch_end=self._end_batch,
             )
         except BaseException:
             del self.subscriptions[sub_id]
@@ -568,14 +677,95 @@ class StompProtocol(Protocol):
         self._receipt(frame)
 
     def _deliver_callback(self, sub: _Subscription):
+        client_ack = sub.ack != "auto"
+        # What every MESSAGE of this subscription starts with, and whether it
+        # carries a 1.2 ack header (see _message_frame for the layout).
+        head = f"subscription:{sub.id}\nmessage-id:"
+        ack_header = self.version == "1.2" and client_ack
+        destination = sub.destination
+        if destination is None or "#" in destination or "*" in destination:
+            destination = None  # per message: the prefix and the message's address
+        tags = self._tags
+        pending = sub.pending
+        by_tag = self._by_tag
+        message_bytes = self._message_bytes
+        out = self._out  # written by _end_batch when the delivery pass ends
+
         def deliver(server_consumer, ref):
-            tag = str(next(self._tags))
-            if sub.ack != "auto":
-                sub.pending[tag] = ref
-                self._by_tag[tag] = (sub, ref)
-            self._write(self._message_frame(sub, ref, tag))
+            tag = str(next(tags))
+            if client_ack:
+                pending[tag] = ref
+                by_tag[tag] = (sub, ref)
+            data = message_bytes(sub, ref, tag, head, ack_header, destination)
+            out.append(data)
+            self._out_size += len(data)
+            if self._out_size >= MAX_BATCH_BYTES:
+                self._end_batch()
 
         return deliver
+
+    def _message_bytes(self, sub: _Subscription, ref, tag: str, head: str, ack_header: bool, destination) -> bytes:
+        """The wire bytes of ``codec.send(self._message_frame(sub, ref, tag))``, built directly.
+
+        The header text is laid out as the codec lays out the frame's headers;
+        when it passes the codec's own no-escaping test (no colon or LF but
+        the separators, no backslash, CR or NUL, no empty name) the codec would
+        write exactly ``MESSAGE``, that text and the body, and every header
+        is carriable in any version.  Anything else takes the codec's path.
+        """
+        message = ref.message
+        if destination is None:
+            destination = sub.prefix + message.address
+        count = 8
+        if ack_header:
+            text = (
+                f"{head}{tag}\nack:{tag}\npersistent:{'true' if message.durable else 'false'}"
+                f"\npriority:{message.priority}\ntimestamp:{message.timestamp}\nexpires:{message.expiration}"
+            )
+            count = 9
+        else:
+            text = (
+                f"{head}{tag}\npersistent:{'true' if message.durable else 'false'}"
+                f"\npriority:{message.priority}\ntimestamp:{message.timestamp}\nexpires:{message.expiration}"
+            )
+        parts = [text]
+        if ref.delivery_count > 1:
+            parts.append("\nredelivered:true")
+            count += 1
+        parts.append("\ndestination:")
+        parts.append(destination)
+        if message.correlation_id is not None:
+            parts.append("\ncorrelation-id:")
+            parts.append(message.correlation_id)
+            count += 1
+        if message.reply_to is not None:
+            parts.append("\nreply-to:")
+            parts.append(message.reply_to)
+            count += 1
+        for key, value in message.properties.items():
+            if key == "content-length":
+                continue
+            parts.append("\ntype:" if key == "JMSType" else "\n" + key + ":")
+            parts.append(value if value.__class__ is str else _header_value(value))
+            count += 1
+        body = message.body
+        if body:
+            parts.append("\ncontent-length:")
+            parts.append(str(len(body)))
+        else:
+            count -= 1
+        text = "".join(parts)
+        if (
+            text.count(":") == count
+            and text.count("\n") == count - 1
+            and "\\" not in text
+            and "\r" not in text
+            and "\0" not in text
+            and text[0] != ":"
+            and "\n:" not in text
+        ):
+            return b"".join((("MESSAGE\n" + text + "\n\n").encode(), body, b"\0"))
+        return self.codec.send(self._message_frame(sub, ref, tag))
 
     def _message_frame(self, sub: _Subscription, ref, tag: str) -> Frame:
         message = ref.message
@@ -634,14 +824,15 @@ class StompProtocol(Protocol):
         sub_header = frame.get("subscription")
         if self.version == "1.1" and sub_header is not None and sub_header != sub.id:
             raise StompError(f"{frame.command}: message {tag} was not delivered to subscription {sub_header}")
-        if sub.ack == "client":
-            tags = []
-            for pending_tag in sub.pending:
-                tags.append(pending_tag)
-                if pending_tag == tag:
-                    break
-        else:
-            tags = [tag]
+        if sub.ack != "client":
+            r = sub.pending.pop(tag, None)
+            self._by_tag.pop(tag, None)
+            return [] if r is None else [r]
+        tags = []
+        for pending_tag in sub.pending:
+            tags.append(pending_tag)
+            if pending_tag == tag:
+                break
         refs = []
         for t in tags:
             r = sub.pending.pop(t, None)
@@ -834,6 +1025,11 @@ def _int_header(name: str, value: str, low: int | None, high: int | None) -> int
     if (low is not None and n < low) or (high is not None and n > high):
         raise StompError(f"header {name} value {n} is out of range")
     return n
+
+
+def _plain_value(value: str) -> bool:
+    """A header value the codec writes as it is in every version (no escape, no check)."""
+    return not (":" in value or "\n" in value or "\r" in value or "\\" in value or "\0" in value)
 
 
 def _carriable(name: str, value: str, version: str | None) -> bool:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from twisted.internet import defer
 
-from junction.brokercore.message import RoutingType, decode_message, encode_message
+from junction.brokercore.message import RoutingType, decode_message, encode_message_into
 
 log = logging.getLogger("junction.storage")
 
@@ -52,6 +52,7 @@ class RecordType:
 _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
 _REF_COUNT = struct.Struct(">QI")
+_ONE_REF = struct.Struct(">IQ")
 
 
 @dataclass
@@ -374,7 +375,13 @@ class _JournalTx:
 
 
 def _message_refs(message, queue_ids) -> bytes:
-    return b"".join([_U32.pack(len(queue_ids)), *(_U64.pack(q) for q in queue_ids), encode_message(message)])
+    """A MESSAGE_REFS payload: u32 count, u64 queue ids, the encoded message."""
+    if len(queue_ids) == 1:
+        out = [_ONE_REF.pack(1, queue_ids[0])]
+    else:
+        out = [_U32.pack(len(queue_ids)), *(_U64.pack(q) for q in queue_ids)]
+    encode_message_into(out, message)
+    return b"".join(out)
 
 
 def _encode_cursor(address: str, position: bytes) -> bytes:
