@@ -434,62 +434,47 @@ def _not(fn: _Eval) -> _Eval:
     return f
 
 
-def _and(fns: list[_Eval]) -> _Eval:
+def _connective(fns: list[_Eval], decisive: bool) -> _Eval:
+    """AND (``decisive=False``) or OR (``decisive=True``) in SQL three-valued logic.
+
+    One operand equal to ``decisive`` settles the result; otherwise any
+    UNKNOWN (None) operand makes it UNKNOWN.
+    """
+    other = not decisive
     if len(fns) == 2:
         a, b = fns
 
-        def and2(m):
+        def pair(m):
             x = a(m)
-            if x is False:
-                return False
+            if x is decisive:
+                return decisive
             y = b(m)
-            if y is False:
-                return False
-            return True if (x is True and y is True) else None
+            if y is decisive:
+                return decisive
+            return other if (x is other and y is other) else None
 
-        return and2
+        return pair
     fns = tuple(fns)
 
-    def and_n(m):
+    def many(m):
         unknown = False
         for g in fns:
             v = g(m)
-            if v is False:
-                return False
+            if v is decisive:
+                return decisive
             if v is None:
                 unknown = True
-        return None if unknown else True
+        return None if unknown else other
 
-    return and_n
+    return many
+
+
+def _and(fns: list[_Eval]) -> _Eval:
+    return _connective(fns, False)
 
 
 def _or(fns: list[_Eval]) -> _Eval:
-    if len(fns) == 2:
-        a, b = fns
-
-        def or2(m):
-            x = a(m)
-            if x is True:
-                return True
-            y = b(m)
-            if y is True:
-                return True
-            return False if (x is False and y is False) else None
-
-        return or2
-    fns = tuple(fns)
-
-    def or_n(m):
-        unknown = False
-        for g in fns:
-            v = g(m)
-            if v is True:
-                return True
-            if v is None:
-                unknown = True
-        return None if unknown else False
-
-    return or_n
+    return _connective(fns, True)
 
 
 _ORDER_OPS = {"<": operator.lt, ">": operator.gt, "<=": operator.le, ">=": operator.ge}
