@@ -16,6 +16,8 @@ import uuid
 
 from twisted.internet import defer
 
+from junction.brokercore.acceptor import MultiProtocolFactory
+from junction.brokercore.amqp_server import AMQP_ACCEPTOR_PARAMS, AmqpFactory
 from junction.brokercore.security import SecurityManager
 from junction.brokercore.server import BrokerServer
 from junction.brokercore.stomp_server import STOMP_ACCEPTOR_PARAMS, StompFactory
@@ -56,7 +58,9 @@ UNIMPLEMENTED_QUEUE_ATTRIBUTES = (
 )
 
 #: Protocols the broker core serves today; the rest arrive with their issues.
-SERVED_PROTOCOLS = frozenset({"STOMP"})
+SERVED_PROTOCOLS = frozenset({"STOMP", "AMQP"})
+#: each served protocol's factory and the acceptor parameters it acts on
+PROTOCOL_FACTORIES = {"STOMP": (StompFactory, STOMP_ACCEPTOR_PARAMS), "AMQP": (AmqpFactory, AMQP_ACCEPTOR_PARAMS)}
 NODE_ID_FILE = "node.id"
 LOCK_FILE = "junction.lock"
 
@@ -164,7 +168,10 @@ class Node:
             )
         if not served:
             return
-        for key in sorted(set(acceptor.params) - STOMP_ACCEPTOR_PARAMS - {"router"}):
+        known = {"router"}
+        for name in served:
+            known |= PROTOCOL_FACTORIES[name][1]
+        for key in sorted(set(acceptor.params) - known):
             log.warning(
                 "%s:%d: acceptor %s: parameter %s has no effect in Junction yet",
                 acceptor.source[0],
@@ -172,7 +179,19 @@ class Node:
                 acceptor.name,
                 key,
             )
-        factory = StompFactory(self.server, acceptor=acceptor, limits=self.config.limits, reactor=self.reactor)
+        factories = {
+            name: PROTOCOL_FACTORIES[name][0](self.server, acceptor=acceptor, limits=self.config.limits, reactor=self.reactor)
+            for name in sorted(served)
+        }
+        if len(factories) == 1:
+            factory = next(iter(factories.values()))
+        else:
+            factory = MultiProtocolFactory(
+                factories,
+                reactor=self.reactor,
+                acceptor_name=acceptor.name,
+                sniff_timeout=self.config.limits.connect_timeout / 1000.0,
+            )
         port = self.reactor.listenTCP(acceptor.port, factory, interface=acceptor.host or "0.0.0.0")
         self.listeners[acceptor.name] = port
         self.factories[acceptor.name] = factory
@@ -269,8 +288,9 @@ class Node:
         connections = []
         for acceptor in self.config.acceptors:
             port = self.listeners.get(acceptor.name)
-            count = sum(
-                1 for s in (self.server.sessions if self.server else ()) if s.connection.acceptor == acceptor.name
+            # An AMQP connection may open several sessions: count connections.
+            count = len(
+                {s.connection.id for s in (self.server.sessions if self.server else ()) if s.connection.acceptor == acceptor.name}
             )
             acceptors.append(
                 {
@@ -282,19 +302,22 @@ class Node:
                     "connections": count,
                 }
             )
+        by_connection: dict = {}
         for session in self.server.sessions if self.server else ():
             info = session.connection
-            connections.append(
-                {
+            entry = by_connection.get(info.id)
+            if entry is None:
+                entry = by_connection[info.id] = {
                     "id": info.id,
                     "protocol": info.protocol,
                     "remote": info.remote,
                     "client_id": info.client_id,
                     "user": session.user,
                     "acceptor": info.acceptor,
-                    "consumers": len(session.consumers),
+                    "consumers": 0,
                 }
-            )
+                connections.append(entry)
+            entry["consumers"] += len(session.consumers)
         status["acceptors"] = acceptors
         status["connections"] = connections
         status["config"] = self.config.config_path

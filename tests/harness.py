@@ -222,6 +222,8 @@ class BrokerProcess:
     ``stomp_acceptor_params`` maps extra URL parameters of the ``stomp``
     acceptor (e.g. ``{"anycastPrefix": "/queue/", "multicastPrefix":
     "/topic/"}``); they are appended after ``protocols=STOMP``, ``;``-separated.
+    ``amqp_acceptor_params`` does the same for the ``amqp`` acceptor
+    (``protocols=AMQP`` on ``amqp_port``).
 
     ``env`` entries are added to (not substituted for) the inherited
     environment; a value of ``None`` removes that variable.
@@ -233,6 +235,7 @@ class BrokerProcess:
         *,
         name: str,
         stomp_port: int | None = None,
+        amqp_port: int | None = None,
         mgmt_port: int | None = None,
         security: bool = False,
         users: Mapping[str, tuple[str, str | list[str] | tuple[str, ...]]] | None = None,
@@ -244,6 +247,7 @@ class BrokerProcess:
         extra_acceptors_xml: str = "",
         extra_junction_xml: str = "",
         stomp_acceptor_params: Mapping[str, str] | None = None,
+        amqp_acceptor_params: Mapping[str, str] | None = None,
         startup_timeout: float = 30.0,
         stop_timeout: float = 10.0,
         die_with_parent: bool = True,
@@ -252,6 +256,7 @@ class BrokerProcess:
         self.host = LOOPBACK
         self.dir = Path(tmp_dir) / name
         self.stomp_port = stomp_port if stomp_port is not None else free_port()
+        self.amqp_port = amqp_port if amqp_port is not None else free_port()
         self.mgmt_port = mgmt_port if mgmt_port is not None else free_port()
         self.security = security
         self.users = dict(users or {})
@@ -263,6 +268,7 @@ class BrokerProcess:
         self.extra_acceptors_xml = extra_acceptors_xml
         self.extra_junction_xml = extra_junction_xml
         self.stomp_acceptor_params = dict(stomp_acceptor_params or {})
+        self.amqp_acceptor_params = dict(amqp_acceptor_params or {})
         self.startup_timeout = startup_timeout
         self.stop_timeout = stop_timeout
         self.die_with_parent = die_with_parent
@@ -336,6 +342,7 @@ class BrokerProcess:
             else ""
         )
         stomp_params = "".join(f";{k}={v}" for k, v in self.stomp_acceptor_params.items())
+        amqp_params = "".join(f";{k}={v}" for k, v in self.amqp_acceptor_params.items())
         asx = self.address_settings_xml.strip()
         if not asx.startswith("<address-settings"):
             asx = f"<address-settings>{asx}</address-settings>"
@@ -363,6 +370,7 @@ class BrokerProcess:
     <security-enabled>{s}</security-enabled>
     <acceptors>
       <acceptor name="stomp">tcp://{self.host}:{self.stomp_port}?protocols=STOMP{escape(stomp_params)}</acceptor>
+      <acceptor name="amqp">tcp://{self.host}:{self.amqp_port}?protocols=AMQP{escape(amqp_params)}</acceptor>
       {self.extra_acceptors_xml}
     </acceptors>
     <junction>
@@ -402,6 +410,16 @@ class BrokerProcess:
     def stomp_address(self) -> tuple[str, int]:
         """``(host, port)`` of the STOMP acceptor, as stomp.py wants it."""
         return (self.host, self.stomp_port)
+
+    @property
+    def amqp_address(self) -> tuple[str, int]:
+        """``(host, port)`` of the AMQP acceptor."""
+        return (self.host, self.amqp_port)
+
+    @property
+    def amqp_url(self) -> str:
+        """``amqp://host:port`` for python-qpid-proton."""
+        return f"amqp://{self.host}:{self.amqp_port}"
 
     @property
     def mgmt_url(self) -> str:

@@ -39,6 +39,9 @@ class MessageRef:
     persisted: bool
     #: the message's encoded size, computed once (credit and address limits)
     size: int
+    #: ids of consumers that must not get this ref again (AMQP modified with
+    #: undeliverable-here), or None
+    avoid: "set | None"
 
     def __init__(
         self,
@@ -55,6 +58,7 @@ class MessageRef:
         self.consumer = consumer
         self.persisted = persisted
         self.size = size if size >= 0 else message.encoded_size()
+        self.avoid = None
 
 
 @dataclass(frozen=True)
@@ -182,6 +186,8 @@ class Queue:
         self._scan_cursor: tuple[int, int] | None = None
         #: something changed while a capped selector scan was in progress
         self._rescan = False
+        #: some ref has consumers to avoid (see avoid); reset when the queue empties
+        self._avoiding = False
         #: consumers with an end_batch handed references in the current pass
         self._batch: list[Consumer] = []
         self.messages_added = 0
@@ -279,10 +285,12 @@ class Queue:
     def deliver_now(self) -> None:
         """Hand waiting references to consumers with credit, round-robin."""
         if self._delivering or self.deleted or not self._count:
+            if not self._count and not self.in_flight_count:
+                self._avoiding = False
             return
         self._delivering = True
         try:
-            if any(c.filter is not None for c in self.consumers):
+            if self._avoiding or any(c.filter is not None for c in self.consumers):
                 self._deliver_with_selectors()
             else:
                 self._deliver_simple()
@@ -298,13 +306,15 @@ class Queue:
         for consumer in batch:
             consumer.end_batch()
 
-    def _next_consumer(self, message: Message | None = None) -> Consumer | None:
+    def _next_consumer(self, message: Message | None = None, avoid=None) -> Consumer | None:
         consumers = self.consumers
         n = len(consumers)
         for i in range(n):
             index = (self._rr + i) % n
             consumer = consumers[index]
             if consumer.has_credit() and (message is None or consumer.accepts(message)):
+                if avoid is not None and consumer.id in avoid:
+                    continue
                 self._rr = index + 1
                 return consumer
         return None
@@ -386,7 +396,7 @@ class Queue:
                     self._count -= 1
                     self._expire(ref)
                     continue
-                consumer = self._next_consumer(ref.message)
+                consumer = self._next_consumer(ref.message, ref.avoid)
                 if consumer is None:
                     index += 1
                     continue
@@ -438,6 +448,28 @@ class Queue:
             self.in_flight_count -= 1
         ref.consumer = None
         self._return(ref, redelivered=redelivered, delay=delay)
+
+    def avoid(self, ref: MessageRef, consumer: Consumer) -> None:
+        """Never hand ``ref`` to ``consumer`` again (AMQP undeliverable-here).
+
+        The ref waits for another consumer; queues holding such refs take the
+        scanning delivery path, which can skip a consumer per ref.
+        """
+        if ref.avoid is None:
+            ref.avoid = set()
+        ref.avoid.add(consumer.id)
+        self._avoiding = True
+
+    def reject(self, ref: MessageRef) -> None:
+        """The consumer refuses the ref for good: dead-letter it (AMQP rejected)."""
+        consumer = ref.consumer
+        if consumer is not None and consumer.in_flight.pop(id(ref), None) is not None:
+            self.in_flight_count -= 1
+        ref.consumer = None
+        self.messages_killed += 1
+        self.owner.dead_letter(ref, "rejected by the consumer")
+        if not self.message_count:
+            self.owner.queue_emptied(self)
 
     def _return(self, ref: MessageRef, *, redelivered: bool, delay: bool) -> None:
         if not redelivered:

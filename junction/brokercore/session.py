@@ -52,12 +52,15 @@ class ServerConsumer:
     delivered to this consumer (a protocol may buffer a pass's frames).
     """
 
-    def __init__(self, session, queue, on_delivery, *, filter=None, auto_ack=False, credit_messages=None, credit_bytes=None, owns_queue=False, on_batch_end=None):
+    def __init__(self, session, queue, on_delivery, *, filter=None, auto_ack=False, credit_messages=None, credit_bytes=None, owns_queue=False, on_batch_end=None, ack_returns_credit=True):
         self.session = session
         self.queue = queue
         self.on_delivery = on_delivery
         self.auto_ack = auto_ack
         self.owns_queue = owns_queue
+        #: settling a delivery gives its credit back (STOMP windows); an AMQP
+        #: link's credit comes only from the client's flow frames
+        self.ack_returns_credit = ack_returns_credit
         self.consumer = Consumer(
             queue,
             self._deliver,
@@ -82,7 +85,8 @@ class ServerConsumer:
             stored = self.queue.acknowledge(ref)
             if stored is not None:
                 quiet_failure(stored)
-            self.consumer.add_credit(1, ref.size)
+            if self.ack_returns_credit:
+                self.consumer.add_credit(1, ref.size)
 
     def in_flight(self):
         return list(self.consumer.in_flight.values())
@@ -90,13 +94,18 @@ class ServerConsumer:
     def add_credit(self, messages: int = 0, size: int = 0) -> None:
         self.consumer.add_credit(messages, size)
 
+    def settled(self, ref) -> None:
+        """``ref`` was settled: its credit comes back if this consumer works that way."""
+        if self.ack_returns_credit:
+            self.consumer.add_credit(1, ref.size)
+
     def close(self) -> None:
         if self.closed:
             return
         self.closed = True
         self.queue.remove_consumer(self.consumer)
         self.session.consumers.discard(self)
-        if self.owns_queue:
+        if self.owns_queue and not self.queue.consumers:
             self.session.server.destroy_queue(self.queue.name)
 
 
@@ -144,7 +153,7 @@ class Transaction:
             self.rollback()
             return defer.fail(exc)
         for owner, ref in credits:
-            owner.add_credit(1, ref.size)
+            owner.settled(ref)
         return storage_tx.commit(server.config.journal_sync_transactional)
 
     def rollback(self) -> None:
@@ -338,6 +347,10 @@ class ServerSession:
         credit_messages: int | None = None,
         credit_bytes: int | None = None,
         on_batch_end=None,
+        ack_returns_credit: bool = True,
+        subscription_queue: str | None = None,
+        durable_subscription: bool = True,
+        shared_subscription: bool = False,
     ) -> ServerConsumer:
         """Subscribe to an address or queue, Artemis style.
 
@@ -345,6 +358,11 @@ class ServerSession:
         MULTICAST: a durable subscription queue ``<client-id>.<subscription>``
         when ``subscription_name`` is given, else a temporary queue that goes
         away with the consumer.  ``address::queue`` names a queue directly.
+        ``subscription_queue`` names a subscription queue outright (AMQP's
+        naming); with ``durable_subscription=False`` it is a non-durable
+        shared subscription, removed when its last consumer leaves.
+        ``shared_subscription``: other consumers may share the queue, so a
+        changed selector is refused while any are attached.
         """
         server = self.server
         flt = None
@@ -400,52 +418,26 @@ class ServerSession:
                         )
                     )
                 self.check("consume", destination, queue.name)
-            elif subscription_name:
-                client_id = self.connection.client_id
-                if not client_id:
-                    raise errors.BrokerError("a durable subscription needs a client-id on the connection")
-                queue_name = f"{client_id}.{subscription_name}"
-                # Checked before the subscription queue is created or replaced:
-                # a refused subscriber must not leave a queue collecting messages.
-                self.check("consume", destination, queue_name)
-                queue = server.find_queue(queue_name)
-                if queue is not None and (queue.definition.filter or None) != (selector or None):
-                    # Artemis: a changed selector replaces the subscription.
-                    self.check("deleteDurableQueue", destination, queue_name)
-                    server.destroy_queue(queue_name)
-                    queue = None
-                if queue is None:
-                    self.check("createDurableQueue", destination, queue_name)
-                    queue = server.create_queue(
-                        QueueDefinition(
-                            name=queue_name,
-                            address=destination,
-                            routing_type=RoutingType.MULTICAST,
-                            filter=selector or None,
-                            durable=True,
-                            subscription=True,
-                        )
-                    )
-                consumer_filter = None
-                self.check("consume", destination, queue_name)
-            else:
-                queue_name = str(uuid.uuid4())
-                self.check("createNonDurableQueue", destination, queue_name)
-                # Checked before creating: a refused subscriber leaves no orphan queue.
-                self.check("consume", destination, queue_name)
-                queue = server.create_queue(
-                    QueueDefinition(
-                        name=queue_name,
-                        address=destination,
-                        routing_type=RoutingType.MULTICAST,
-                        filter=selector or None,
-                        durable=False,
-                        temporary=True,
-                    )
+            elif subscription_name or subscription_queue is not None:
+                if subscription_queue is not None:
+                    queue_name = subscription_queue
+                else:
+                    client_id = self.connection.client_id
+                    if not client_id:
+                        raise errors.BrokerError("a durable subscription needs a client-id on the connection")
+                    queue_name = f"{client_id}.{subscription_name}"
+                queue = self._subscription_queue(
+                    destination, queue_name, selector, durable=durable_subscription, shared=shared_subscription
                 )
                 consumer_filter = None
-                owns_queue = True
+                # A non-durable shared subscription goes with its last consumer.
+                owns_queue = not durable_subscription
                 self.check("consume", destination, queue_name)
+            else:
+                # A plain subscriber: a temporary queue of its own.
+                queue = self._subscription_queue(destination, str(uuid.uuid4()), selector, durable=False, shared=False)
+                consumer_filter = None
+                owns_queue = True
         max_consumers = queue.definition.max_consumers
         if max_consumers >= 0 and len(queue.consumers) >= max_consumers:
             raise errors.MaxConsumersReachedError(
@@ -461,12 +453,44 @@ class ServerSession:
             credit_bytes=credit_bytes,
             owns_queue=owns_queue,
             on_batch_end=on_batch_end,
+            ack_returns_credit=ack_returns_credit,
         )
         self.consumers.add(consumer)
         # A consumer created while the connection cannot write starts paused too.
         consumer.consumer.paused = self.paused
         queue.add_consumer(consumer.consumer)
         return consumer
+
+    def _subscription_queue(self, address: str, queue_name: str, selector, *, durable: bool, shared: bool):
+        """Find or create a subscription queue on a MULTICAST address.
+
+        Checked before the queue is created or replaced: a refused subscriber
+        must not leave a queue collecting messages.  A changed selector
+        replaces the subscription (Artemis), unless other consumers share it.
+        """
+        server = self.server
+        self.check("consume", address, queue_name)
+        queue = server.find_queue(queue_name)
+        if queue is not None and (queue.definition.filter or None) != (selector or None):
+            if (shared or not durable) and queue.consumers:
+                raise errors.BrokerError(f"subscription {queue_name} is in use with a different selector")
+            self.check("deleteDurableQueue" if durable else "deleteNonDurableQueue", address, queue_name)
+            server.destroy_queue(queue_name)
+            queue = None
+        if queue is None:
+            self.check("createDurableQueue" if durable else "createNonDurableQueue", address, queue_name)
+            queue = server.create_queue(
+                QueueDefinition(
+                    name=queue_name,
+                    address=address,
+                    routing_type=RoutingType.MULTICAST,
+                    filter=selector or None,
+                    durable=durable,
+                    subscription=durable,
+                    temporary=not durable,
+                )
+            )
+        return queue
 
     def unsubscribe_durable(self, subscription_name: str) -> None:
         """Delete a durable subscription queue (STOMP UNSUBSCRIBE with the name)."""
@@ -494,8 +518,17 @@ class ServerSession:
             return None
         stored = queue.acknowledge(ref)
         if owner is not None:
-            owner.consumer.add_credit(1, ref.size)
+            owner.settled(ref)
         return stored
+
+    def reject(self, ref: MessageRef) -> None:
+        """The client refuses ``ref`` for good (AMQP rejected): it goes to the dead-letter address."""
+        owner = self._consumer_of.pop(id(ref), None)
+        if ref.queue.deleted:
+            return
+        ref.queue.reject(ref)
+        if owner is not None:
+            owner.settled(ref)
 
     def cancel(self, ref: MessageRef, *, redelivered: bool = True) -> None:
         """The client gives ``ref`` back (NACK): redelivered, or dead-lettered at the limit."""
@@ -504,7 +537,7 @@ class ServerSession:
             return
         ref.queue.cancel(ref, redelivered=redelivered)
         if owner is not None:
-            owner.add_credit(1, ref.size)
+            owner.settled(ref)
 
     def begin(self) -> Transaction:
         tx = Transaction(self)

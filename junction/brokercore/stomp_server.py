@@ -24,11 +24,12 @@ import time
 from collections import deque
 
 from twisted.internet import interfaces
-from twisted.internet.protocol import Factory, Protocol
+from twisted.internet.protocol import Protocol
 from zope.interface import implementer
 
 from junction import __version__
 from junction.brokercore import errors
+from junction.brokercore.acceptor import AcceptorFactory, apply_socket_options, prefixes
 from junction.brokercore.message import BodyType, Message, RoutingType, Typed, plain
 from junction.brokercore.session import ConnectionInfo, ServerSession
 from junction.protocols.errors import RemoteProtocolError
@@ -134,8 +135,8 @@ class StompProtocol(Protocol):
         self.max_pending = limits.max_pending_frames if limits else 1000
         self.connect_timeout = (limits.connect_timeout if limits else 10_000) / 1000.0
         self.ttl_modifier = float(params.get("heartBeatToConnectionTtlModifier", DEFAULT_TTL_MODIFIER))
-        self.anycast_prefixes = _prefixes(acceptor.anycast_prefix if acceptor else None)
-        self.multicast_prefixes = _prefixes(acceptor.multicast_prefix if acceptor else None)
+        self.anycast_prefixes = prefixes(acceptor.anycast_prefix if acceptor else None)
+        self.multicast_prefixes = prefixes(acceptor.multicast_prefix if acceptor else None)
         self.codec = StompCodec(stomp_limits, server=True)
         self.session: ServerSession | None = None
         self.version = None
@@ -168,7 +169,7 @@ class StompProtocol(Protocol):
         factory = getattr(self, "factory", None)
         if factory is not None:
             factory.connections.add(self)
-        _apply_socket_options(self.transport, self.acceptor)
+        apply_socket_options(self.transport, self.acceptor)
         self.transport.registerProducer(self, True)
         self._connect_timer = self.reactor.callLater(self.connect_timeout, self._connect_timed_out)
         self._last_read = self.reactor.seconds()
@@ -936,30 +937,10 @@ class StompProtocol(Protocol):
     }
 
 
-class StompFactory(Factory):
+class StompFactory(AcceptorFactory):
     """Builds a :class:`StompProtocol` per connection on one acceptor."""
 
-    def __init__(self, server, *, acceptor=None, limits=None, reactor=None):
-        self.server = server
-        self.acceptor = acceptor
-        self.limits = limits
-        self.reactor = reactor
-        self.connections: set = set()
-
-    def buildProtocol(self, addr):
-        allowed = int((self.acceptor.params if self.acceptor else {}).get("connectionsAllowed", -1))
-        if 0 <= allowed <= len(self.connections):
-            # Artemis connectionsAllowed: refuse (close) beyond the limit.
-            log.warning(
-                "acceptor %s: connectionsAllowed=%d reached, refusing %s",
-                self.acceptor.name,
-                allowed,
-                getattr(addr, "host", addr),
-            )
-            return None
-        proto = StompProtocol(self.server, acceptor=self.acceptor, limits=self.limits, reactor=self.reactor)
-        proto.factory = self
-        return proto
+    protocol_class = StompProtocol
 
 
 #: Acceptor URL parameters the STOMP acceptor acts on; node.py warns about the rest.
@@ -979,30 +960,6 @@ STOMP_ACCEPTOR_PARAMS = frozenset(
         "useEpoll",  # Twisted's default reactor on Linux is epoll already
     }
 )
-
-
-def _apply_socket_options(transport, acceptor) -> None:
-    """Artemis's tcpNoDelay (default true) and socket buffer sizes."""
-    params = acceptor.params if acceptor is not None else {}
-    sock = getattr(transport, "socket", None)
-    if sock is None:
-        return
-    import socket
-
-    try:
-        if str(params.get("tcpNoDelay", "true")).lower() == "true":
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        for key, option in (("tcpSendBufferSize", socket.SO_SNDBUF), ("tcpReceiveBufferSize", socket.SO_RCVBUF)):
-            if key in params and int(params[key]) > 0:
-                sock.setsockopt(socket.SOL_SOCKET, option, int(params[key]))
-    except (OSError, ValueError) as exc:
-        log.warning("could not apply socket options %s: %s", params, exc)
-
-
-def _prefixes(value: str | None) -> tuple:
-    if not value:
-        return ()
-    return tuple(p for p in (s.strip() for s in value.split(",")) if p)
 
 
 def _heart_beat(value: str | None) -> tuple[int, int]:

@@ -780,6 +780,8 @@ ACCEPTOR_PARAMS = _TRANSPORT_COMMON | frozenset(
         "amqpUseModifiedForTransientDeliveryErrors", "amqpDrainOnTransientDeliveryErrors",
         "maxFrameSize", "initialRemoteMaxFrameSize", "saslMechanisms", "saslLoginConfigScope",
         "pubSubPrefix", "ackManagerFlushTimeout", "mirrorMaxPendingAcks",
+        # AMQP limits of Junction's own (documented in docs/configuration.md)
+        "amqpChannelMax", "amqpMaxMessageSize",
         # OpenWire (OpenWireProtocolManager)
         "supportAdvisory", "suppressInternalManagementObjects", "actorThresholdBytes", "brokerName",
         "maxInactivityDuration", "maxInactivityDurationInitalDelay", "openWireDestinationCacheSize",
@@ -845,6 +847,7 @@ PARAM_TYPES: dict[str, Parser] = {
         [
             "stompMaxFramePayloadLength", "webSocketMaxFramePayloadLength", "amqpCredits", "maxFrameSize",
             "initialRemoteMaxFrameSize", "openwireMaxPacketChunkSize", "virtualTopicConsumerLruCacheMax",
+            "amqpChannelMax", "amqpMaxMessageSize",
         ],
         _P,
     ),

@@ -81,13 +81,15 @@ def test_default_broker_xml_loads():
     assert cfg.paging_directory == str(ETC / "data" / "paging")
     assert cfg.large_messages_directory == str(ETC / "data" / "large-messages")
     assert cfg.base_dir == str(ETC)
-    (stomp,) = cfg.acceptors
+    stomp, amqp = cfg.acceptors
     assert (stomp.name, stomp.host, stomp.port, stomp.protocols) == (
         "stomp",
         "127.0.0.1",
         61613,
         {"STOMP"},
     )
+    assert (amqp.name, amqp.host, amqp.port, amqp.protocols) == ("amqp", "127.0.0.1", 5672, {"AMQP"})
+    assert amqp.params["amqpCredits"] == "1000"
     assert (cfg.management_host, cfg.management_port) == ("127.0.0.1", 8161)
     assert cfg.anonymous_user is None
     assert cfg.users_file == str(ETC / "artemis-users.properties")

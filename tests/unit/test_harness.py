@@ -123,8 +123,11 @@ def test_broker_xml_is_well_formed_and_has_the_ports(tmp_path):
     for d in ("journal", "bindings", "paging", "large-messages"):
         assert core.findtext(f"c:{d}-directory", namespaces=NS).startswith("data/")
     acc = core.findall("c:acceptors/c:acceptor", NS)
-    assert [a.get("name") for a in acc] == ["stomp"]
+    assert [a.get("name") for a in acc] == ["stomp", "amqp"]
     assert acc[0].text == f"tcp://127.0.0.1:{b.stomp_port}?protocols=STOMP"
+    assert acc[1].text == f"tcp://127.0.0.1:{b.amqp_port}?protocols=AMQP"
+    assert len({b.stomp_port, b.amqp_port, b.mgmt_port}) == 3
+    assert b.amqp_url == f"amqp://127.0.0.1:{b.amqp_port}"
     mgmt = core.find("c:junction/c:management", NS)
     assert mgmt.get("host") == "127.0.0.1"
     assert mgmt.get("port") == str(b.mgmt_port)
@@ -151,14 +154,18 @@ def test_broker_xml_explicit_ports_and_options(tmp_path):
             '<address-setting match="q.#"><max-delivery-attempts>3</max-delivery-attempts>'
             "</address-setting>"
         ),
-        extra_acceptors_xml='<acceptor name="amqp">tcp://127.0.0.1:5999?protocols=AMQP</acceptor>',
+        amqp_port=5998,
+        amqp_acceptor_params={"amqpCredits": "50"},
+        extra_acceptors_xml='<acceptor name="extra">tcp://127.0.0.1:5999?protocols=AMQP</acceptor>',
         extra_core_xml="<addresses/>",
     )
     core = _core(b)
     assert core.findtext("c:name", namespaces=NS) == "a&b"
     assert core.findtext("c:persistence-enabled", namespaces=NS) == "false"
     assert "61999" in core.find("c:acceptors/c:acceptor", NS).text
-    assert [a.get("name") for a in core.findall("c:acceptors/c:acceptor", NS)] == ["stomp", "amqp"]
+    acceptors = core.findall("c:acceptors/c:acceptor", NS)
+    assert [a.get("name") for a in acceptors] == ["stomp", "amqp", "extra"]
+    assert acceptors[1].text == "tcp://127.0.0.1:5998?protocols=AMQP;amqpCredits=50"
     assert core.find("c:junction/c:management", NS).get("port") == "18161"
     assert core.find("c:junction/c:security", NS).get("anonymous-user") is None
     s = core.find("c:address-settings/c:address-setting", NS)

@@ -1,0 +1,340 @@
+"""AMQP 1.0 messages to and from the broker core's protocol-neutral :class:`Message`.
+
+Inbound, the AMQP sections are read into the model so that any protocol can
+consume the message, filters can see its properties and the broker can act on
+its header (durability, priority, expiry) and group id.  The encoded bytes from
+the message-annotations section onward are kept in ``Message.native["amqp"]``,
+so an AMQP consumer receives byte for byte what the producer sent, under a
+header the broker writes afresh (delivery count, remaining time to live) -- as
+Artemis's ``AMQPStandardMessage`` does.
+
+Outbound, a message that came from another protocol is built from the model:
+
+============================  =============================================
+AMQP                          broker core
+============================  =============================================
+header durable / priority     ``durable`` / ``priority`` (0-9)
+header ttl, absolute-expiry   ``expiration`` (epoch ms; ttl wins, as Artemis)
+properties user-id            ``user_id``
+properties to                 the address (anonymous relay)
+properties subject            property ``JMSType`` (STOMP ``type``)
+properties reply-to           ``reply_to``
+properties correlation-id     ``correlation_id`` (text)
+properties content-type       property ``content-type`` (STOMP's header)
+properties content-encoding   property ``JMS_AMQP_CONTENT_ENCODING``
+properties creation-time      ``timestamp``
+properties group-id           property ``JMSXGroupID``
+properties group-sequence     property ``JMSXGroupSeq`` (int)
+properties reply-to-group-id  property ``JMS_AMQP_REPLY_TO_GROUP_ID``
+application-properties        ``properties`` (AMQP widths kept as Typed)
+body data                     ``BYTES`` body
+body amqp-value string        ``TEXT`` body (UTF-8)
+body amqp-value binary        ``BYTES`` body
+body amqp-value null / none   ``NONE`` body
+other bodies                  ``MAP`` / ``STREAM`` / ``OBJECT``, the encoded
+                              body sections as the body bytes
+============================  =============================================
+
+Message annotations, delivery annotations, the footer and the message id have
+no neutral meaning and travel only in the native bytes (delivery annotations
+are hop-by-hop and are dropped).  Properties the broker adds itself (where a
+dead-lettered or expired message came from) reach AMQP consumers as message
+annotations ``x-opt-ORIG-ADDRESS`` and friends, Artemis's names.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from junction.brokercore.message import (
+    ACTUAL_EXPIRY,
+    GROUP_ID,
+    GROUP_ID_JMS,
+    GROUP_SEQUENCE,
+    ORIGINAL_ADDRESS,
+    ORIGINAL_QUEUE,
+    BodyType,
+    Message,
+    Typed,
+    plain,
+)
+from junction.protocols.amqp import message as sections_codec
+from junction.protocols.amqp.message import Header, MessageSections, Properties
+from junction.protocols.amqp.types import Scalar, Symbol
+
+__all__ = ["to_core", "to_amqp", "NATIVE_KEY", "ConversionError"]
+
+#: ``Message.native`` key of the encoded sections after the header
+NATIVE_KEY = "amqp"
+JMS_TYPE = "JMSType"
+CONTENT_TYPE = "content-type"
+CONTENT_ENCODING = "JMS_AMQP_CONTENT_ENCODING"
+REPLY_TO_GROUP_ID = "JMS_AMQP_REPLY_TO_GROUP_ID"
+
+#: Properties the broker adds to a message it moves, and the message
+#: annotation each becomes for an AMQP consumer (Artemis's names).
+_BROKER_ANNOTATIONS = {
+    ORIGINAL_ADDRESS: Symbol("x-opt-ORIG-ADDRESS"),
+    ORIGINAL_QUEUE: Symbol("x-opt-ORIG-QUEUE"),
+    ACTUAL_EXPIRY: Symbol("x-opt-ACTUAL-EXPIRY"),
+}
+#: Properties that are AMQP properties-section fields, not application properties.
+_MAPPED = frozenset({JMS_TYPE, CONTENT_TYPE, CONTENT_ENCODING, REPLY_TO_GROUP_ID, GROUP_ID, GROUP_ID_JMS, GROUP_SEQUENCE})
+
+#: AMQP widths the core model keeps as Typed (the rest become plain values)
+_TYPED_KINDS = {"byte": "byte", "short": "short", "int": "int", "float": "float", "char": "char"}
+#: core Typed kinds back to AMQP widths (long and double are plain int/float)
+_SCALAR_KINDS = {"byte": "byte", "short": "short", "int": "int", "float": "float", "char": "char"}
+
+
+class ConversionError(ValueError):
+    """An AMQP message the broker cannot take (the delivery is rejected with this text)."""
+
+
+def _property_value(value):
+    """An application-property value as the core model holds it."""
+    cls = value.__class__
+    if cls is str or cls is int or cls is bool or cls is float or value is None or cls is bytes:
+        return value
+    if isinstance(value, Scalar):
+        kind = _TYPED_KINDS.get(value.kind)
+        if kind is not None:
+            return Typed(kind, value.value)
+        if value.kind.startswith("decimal"):
+            return bytes(value.value)
+        return value.value  # unsigned widths, timestamp: the number
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, str):  # Symbol
+        return str(value)
+    if isinstance(value, int):
+        return int(value)
+    raise ConversionError(f"application property value of type {type(value).__name__} is not supported")
+
+
+def _id_text(value) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        return value.hex()
+    return str(value)
+
+
+def to_core(data: bytes, address: str | None, *, now_ms: int | None = None) -> Message:
+    """Decode an AMQP message into the core model.
+
+    ``address`` is the link's target address, or None on an anonymous-relay
+    link, where the message's ``to`` names it.  Raises
+    :class:`ConversionError` (or the codec's ``DecodeError``, a ValueError)
+    for a message that cannot be taken.
+    """
+    sections = sections_codec.decode_message(data)
+    if now_ms is None:
+        now_ms = int(time.time() * 1000)
+    header = sections.header
+    props = sections.properties
+    durable = False
+    priority = 4
+    expiration = 0
+    if header is not None:
+        durable = header.durable
+        priority = header.priority if header.priority <= 9 else 9
+        if header.ttl:
+            expiration = now_ms + header.ttl
+    properties: dict = {}
+    app = sections.application_properties
+    if app:
+        for key, value in app.items():
+            properties[key] = _property_value(value)
+    user_id = correlation_id = reply_to = None
+    timestamp = now_ms
+    if props is not None:
+        if address is None:
+            address = props.to
+        if props.user_id is not None:
+            user_id = props.user_id.decode("utf-8", "replace") if isinstance(props.user_id, bytes) else str(props.user_id)
+        if props.subject is not None:
+            properties[JMS_TYPE] = props.subject
+        reply_to = props.reply_to
+        correlation_id = _id_text(props.correlation_id)
+        if props.content_type is not None:
+            properties[CONTENT_TYPE] = str(props.content_type)
+        if props.content_encoding is not None:
+            properties[CONTENT_ENCODING] = str(props.content_encoding)
+        if not expiration and props.absolute_expiry_time:
+            expiration = props.absolute_expiry_time
+        if props.creation_time:
+            timestamp = props.creation_time
+        if props.group_id is not None:
+            properties[GROUP_ID_JMS] = props.group_id
+        if props.group_sequence is not None:
+            properties[GROUP_SEQUENCE] = Typed("int", props.group_sequence & 0xFFFFFFFF)
+        if props.reply_to_group_id is not None:
+            properties[REPLY_TO_GROUP_ID] = props.reply_to_group_id
+    if not address:
+        raise ConversionError("the message has no address: the link has no target address and the message no 'to'")
+    body, body_type = _core_body(sections)
+    return Message(
+        address,
+        body,
+        body_type,
+        durable,
+        priority,
+        expiration,
+        timestamp,
+        None,
+        properties,
+        user_id,
+        correlation_id,
+        reply_to,
+        0,
+        {NATIVE_KEY: sections.annotated},
+    )
+
+
+def _core_body(sections: MessageSections) -> tuple[bytes, BodyType]:
+    body = sections.body
+    if not body:
+        return b"", BodyType.NONE
+    kind, value = body[0]
+    if kind == "data":
+        if len(body) == 1:
+            return bytes(value), BodyType.BYTES
+        return b"".join(bytes(v) for _, v in body), BodyType.BYTES
+    if kind == "amqp-value":
+        if value is None:
+            return b"", BodyType.NONE
+        if isinstance(value, str) and not isinstance(value, Symbol):
+            return value.encode("utf-8", "surrogatepass"), BodyType.TEXT
+        if isinstance(value, (bytes, bytearray)):
+            return bytes(value), BodyType.BYTES
+        encoded = sections_codec.encode_body_value(value)
+        if isinstance(value, dict):
+            return encoded, BodyType.MAP
+        if isinstance(value, list):
+            return encoded, BodyType.STREAM
+        return encoded, BodyType.OBJECT
+    # amqp-sequence
+    return b"".join(sections_codec.encode_body_sequence(v) for _, v in body), BodyType.STREAM
+
+
+def _header(message: Message, delivery_count: int, now_ms: int) -> bytes:
+    ttl = None
+    if message.expiration:
+        ttl = max(1, message.expiration - now_ms)
+        if ttl > 0xFFFFFFFF:
+            # ttl is a uint of milliseconds (~49.7 days): an expiry further
+            # out (an absolute-expiry-time) is left to the properties section.
+            ttl = None
+    return sections_codec.encode_header(
+        Header(
+            durable=message.durable,
+            priority=message.priority,
+            ttl=ttl,
+            first_acquirer=False,
+            delivery_count=delivery_count,
+        )
+    )
+
+
+def to_amqp(message: Message, delivery_count: int = 0, *, now_ms: int | None = None) -> bytes:
+    """The AMQP encoding of ``message`` for a consumer.
+
+    ``delivery_count`` is the number of earlier failed deliveries (the AMQP
+    header's delivery-count).
+    """
+    if now_ms is None:
+        now_ms = int(time.time() * 1000) if message.expiration else 0
+    native = message.native.get(NATIVE_KEY)
+    if native is not None:
+        header = _header(message, delivery_count, now_ms)
+        extra = None
+        properties = message.properties
+        for key in _BROKER_ANNOTATIONS:
+            if key in properties:
+                if extra is None:
+                    extra = {}
+                extra[_BROKER_ANNOTATIONS[key]] = plain(properties[key])
+        if extra is None:
+            return header + bytes(native)
+        sections = sections_codec.decode_message(bytes(native))
+        annotations = dict(sections.message_annotations or {})
+        annotations.update(extra)
+        return header + sections_codec.encode_annotations(0x72, annotations) + bytes(sections.bare)
+    return _header(message, delivery_count, now_ms) + _from_core(message)
+
+
+def _from_core(message: Message) -> bytes:
+    """The sections after the header for a message from another protocol."""
+    props = message.properties
+    annotations = {}
+    application = {}
+    for key, value in props.items():
+        if key in _MAPPED:
+            continue
+        if key in _BROKER_ANNOTATIONS:
+            annotations[_BROKER_ANNOTATIONS[key]] = plain(value)
+            continue
+        application[key] = _amqp_value(value)
+    group_id = props.get(GROUP_ID_JMS)
+    if group_id is None:
+        group_id = props.get(GROUP_ID)
+    group_sequence = props.get(GROUP_SEQUENCE)
+    if group_sequence is not None:
+        try:
+            group_sequence = int(plain(group_sequence)) & 0xFFFFFFFF
+        except (TypeError, ValueError):
+            group_sequence = None
+    content_type = props.get(CONTENT_TYPE)
+    content_encoding = props.get(CONTENT_ENCODING)
+    subject = props.get(JMS_TYPE)
+    reply_to_group = props.get(REPLY_TO_GROUP_ID)
+    properties = Properties(
+        message_id=f"ID:{message.message_id}" if message.message_id else None,
+        user_id=message.user_id.encode("utf-8") if message.user_id else None,
+        to=message.address,
+        subject=None if subject is None else str(plain(subject)),
+        reply_to=message.reply_to,
+        correlation_id=message.correlation_id,
+        content_type=None if content_type is None else Symbol(str(plain(content_type))),
+        content_encoding=None if content_encoding is None else Symbol(str(plain(content_encoding))),
+        absolute_expiry_time=message.expiration or None,
+        creation_time=message.timestamp or None,
+        group_id=None if group_id is None else str(plain(group_id)),
+        group_sequence=group_sequence,
+        reply_to_group_id=None if reply_to_group is None else str(plain(reply_to_group)),
+    )
+    out = []
+    if annotations:
+        out.append(sections_codec.encode_annotations(0x72, annotations))
+    out.append(sections_codec.encode_properties(properties))
+    if application:
+        out.append(sections_codec.encode_application_properties(application))
+    out.append(_core_body_sections(message))
+    return b"".join(out)
+
+
+def _amqp_value(value):
+    if isinstance(value, Typed):
+        kind = _SCALAR_KINDS.get(value.kind)
+        if kind is None:  # long, double: plain widths
+            return value.value
+        return Scalar(kind, value.value)
+    return value
+
+
+def _core_body_sections(message: Message) -> bytes:
+    body_type = message.body_type
+    body = message.body
+    if body_type == BodyType.TEXT:
+        try:
+            return sections_codec.encode_body_value(body.decode("utf-8"))
+        except UnicodeDecodeError:
+            return sections_codec.encode_body_data(body)
+    if body_type == BodyType.NONE and not body:
+        return sections_codec.encode_body_value(None)
+    if body_type in (BodyType.MAP, BodyType.STREAM, BodyType.OBJECT) and body[:1] == b"\x00":
+        # Encoded AMQP body sections from an earlier conversion.
+        return bytes(body)
+    return sections_codec.encode_body_data(body)
