@@ -65,6 +65,11 @@ from junction.brokercore.stomp_server import StompProtocol
 from junction.config.model import Acceptor, BrokerConfig
 from junction.protocols.stomp import Frame, StompCodec
 
+try:
+    from . import common  # imported as bench.broker_path from the repository root
+except ImportError:  # run as ``python bench/broker_path.py``: bench/ is on sys.path
+    import common
+
 ACCEPTOR = Acceptor(
     name="stomp", scheme="tcp", host="127.0.0.1", port=0, anycast_prefix="/queue/", multicast_prefix="/topic/"
 )
@@ -310,15 +315,6 @@ def profile_mode(ack: str, persistent: bool, args) -> None:
     stats.sort_stats("cumulative").print_stats(args.profile_lines)
 
 
-def calibration() -> float:
-    """CPU seconds of a fixed pure-Python loop (how fast this machine is right now)."""
-    started = time.process_time()
-    total = 0
-    for i in range(1_000_000):
-        total += i
-    return time.process_time() - started
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", "--messages", type=int, default=20_000, help="timed messages per mode (20000)")
@@ -346,7 +342,7 @@ def main() -> None:
     print(f"{'ack':<18} {'persistent':<10} {'broker us/msg':>13} {'baseline us/msg':>15} {'ratio':>6} "
           f"{'calls/msg':>9} {'fsyncs':>6}")
     cpu = time.process_time()
-    cal = calibration()
+    cal = common.calibration()
     for ack, persistent in modes:
         runs = [run_mode(ack, persistent, args) for _ in range(args.repeat)]
         best = min(runs, key=lambda r: r["broker"] / r["baseline"])
@@ -357,7 +353,7 @@ def main() -> None:
             f"{ack:<18} {str(persistent).lower():<10} {broker:>13.1f} {base:>15.1f} "
             f"{best['broker'] / best['baseline']:>6.2f} {best['calls']:>9.1f} {fsyncs:>6}"
         )
-    cal = min(cal, calibration())
+    cal = min(cal, common.calibration())
     print(
         f"calibration: 1M-iteration Python loop {cal * 1e3:.0f} ms CPU; "
         f"total {time.process_time() - cpu:.1f} s CPU"

@@ -24,6 +24,11 @@ except ImportError:  # run from a source checkout without installing
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from junction.protocols.stomp import Frame, StompCodec
 
+try:
+    from . import common  # imported as bench.stomp_codec from the repository root
+except ImportError:  # run as ``python bench/stomp_codec.py``: bench/ is on sys.path
+    import common
+
 
 def send_frames(count: int) -> list[Frame]:
     body = bytes(range(256))
@@ -97,15 +102,6 @@ def bench_serialise(count: int, escaped: bool) -> tuple[float, float]:
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
-def calibration() -> float:
-    """Seconds for a fixed pure-Python loop: compares machines and load."""
-    started = time.process_time()
-    total = 0
-    for i in range(1_000_000):
-        total += i
-    return time.process_time() - started
-
-
 def report(label: str, count: int, runs: list[tuple[float, ...]], extra: str = "") -> None:
     wall = min(run[0] for run in runs)
     cpu = min(run[1] for run in runs)
@@ -135,10 +131,7 @@ def main() -> None:
     for escaped, what in ((False, "no escaping needed"), (True, "message-id needs \\c")):
         runs = [bench_serialise(count, escaped) for _ in range(args.repeat)]
         report(f"serialise {count} MESSAGE frames ({what})", count, runs)
-    print(
-        f"calibration: 1M-iteration Python loop {min(calibration() for _ in range(3)) * 1e3:.0f} "
-        f"ms CPU (compare it between machines before comparing the figures above)"
-    )
+    print(common.calibration_line())
 
 
 if __name__ == "__main__":

@@ -67,31 +67,21 @@ from __future__ import annotations
 
 import argparse
 import array
-import json
-import math
-import multiprocessing
 import os
-import shutil
-import signal
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import stomp
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
+try:
+    from . import common  # imported as bench.stomp_throughput from the repository root
+except ImportError:  # run as ``python bench/stomp_throughput.py``: bench/ is on sys.path
+    import common
 
-from tests.harness import BrokerProcess, port_open  # noqa: E402
-
-PEER_SH = REPO_ROOT.parent / "shared" / "peers" / "peer.sh"
 PEER_STOMP_PORTS = {
     "activemq": int(os.environ.get("AMQ_STOMP_PORT", "61713")),
     "rabbitmq": int(os.environ.get("RMQ_STOMP_PORT", "61813")),
@@ -102,83 +92,8 @@ ALL_MODES = [
     ("client-individual", False),
     ("client-individual", True),
 ]
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-class BenchError(RuntimeError):
-    """A trial could not complete (broker error, disconnect, deadline)."""
-
-
-# --------------------------------------------------------------------------- deadline & cleanup
-
-
-class Deadline:
-    """The run's overall time cap; every wait asks it how long is left."""
-
-    def __init__(self, seconds: float) -> None:
-        self.end = time.monotonic() + seconds
-
-    def remaining(self) -> float:
-        return max(0.0, self.end - time.monotonic())
-
-    def cap(self, seconds: float) -> float:
-        return min(seconds, self.remaining())
-
-
-class Cleanup:
-    """Stop actions for everything this script started, run once (LIFO).
-
-    Used by the normal ``finally`` path and by the watchdog, so a hung run
-    still leaves no broker behind.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._actions: list[tuple[str, object]] = []
-
-    def push(self, what: str, fn) -> None:
-        with self._lock:
-            self._actions.append((what, fn))
-
-    def run(self, what: str | None = None) -> None:
-        """Run the action named ``what`` (or all of them, newest first)."""
-        while True:
-            with self._lock:
-                idx = None
-                for i in range(len(self._actions) - 1, -1, -1):
-                    if what is None or self._actions[i][0] == what:
-                        idx = i
-                        break
-                if idx is None:
-                    return
-                name, fn = self._actions.pop(idx)
-            try:
-                fn()
-            except Exception as e:  # keep cleaning up the rest
-                print(f"cleanup of {name} failed: {e!r}", file=sys.stderr)
-            if what is not None:
-                return
-
-
-CLEANUP = Cleanup()
-
-
-def start_watchdog(seconds: float) -> threading.Timer:
-    """After ``seconds``, stop everything started and exit(3): the hard cap."""
-
-    def fire() -> None:
-        print(f"\nstomp_throughput: hard timeout after {seconds:g} s; stopping", file=sys.stderr)
-        CLEANUP.run()
-        for child in multiprocessing.active_children():
-            child.kill()
-        sys.stderr.flush()
-        sys.stdout.flush()
-        os._exit(3)
-
-    t = threading.Timer(seconds, fire)
-    t.daemon = True
-    t.start()
-    return t
+#: the fields that name a mode in a result row (Junction's and a peer's rows are matched on them)
+MODE_KEYS = ("ack", "persistent")
 
 
 # --------------------------------------------------------------------------- targets
@@ -227,117 +142,29 @@ def make_target(kind: str, host: str, port: int, pid: int | None, args) -> Targe
 
 
 @contextmanager
-def junction_target(args, deadline: Deadline):
+def junction_target(args, deadline: common.Deadline):
     """Start a Junction broker in a temp dir (harness), yield its Target, stop it."""
-    tmp = tempfile.mkdtemp(prefix="junction-bench-")
-    broker = BrokerProcess(
-        tmp,
-        name="bench",
-        security=False,
-        persistence=True,
-        startup_timeout=deadline.cap(60.0),
-    )
-    CLEANUP.push("junction", broker.stop)
-    ok = False
-    try:
-        broker.start()
+    with common.junction_broker(args, deadline) as broker:
         print(
             f"junction: STOMP {broker.host}:{broker.stomp_port} pid {broker.pid} dir {broker.dir}",
             file=sys.stderr,
         )
         yield make_target("junction", broker.host, broker.stomp_port, broker.pid, args)
-        ok = True
-    finally:
-        if broker.running and not ok:
-            print(broker.log_tail(30), file=sys.stderr)
-        CLEANUP.run("junction")
-        if ok and not args.keep:
-            shutil.rmtree(tmp, ignore_errors=True)
-        else:
-            print(f"junction: broker directory kept at {broker.dir}", file=sys.stderr)
 
 
-def _peer_sh(*argv: str, timeout: float) -> str:
-    if not PEER_SH.exists():
-        raise BenchError(f"{PEER_SH} not found (expected beside the repository)")
-    r = subprocess.run(
-        ["bash", str(PEER_SH), *argv],
-        capture_output=True,
-        text=True,
-        timeout=max(1.0, timeout),
-        stdin=subprocess.DEVNULL,
+def target_context(kind: str, args, deadline: common.Deadline):
+    """The context that provides ``kind``: given address, harness, or peer.sh."""
+    return common.target_context(
+        kind,
+        args,
+        deadline,
+        make_target=make_target,
+        junction=junction_target,
+        peer_ports=PEER_STOMP_PORTS,
     )
-    if r.returncode != 0:
-        raise BenchError(f"peer.sh {' '.join(argv)} failed ({r.returncode}): {r.stderr.strip()}")
-    return r.stdout.strip()
-
-
-@contextmanager
-def peer_target(kind: str, args, deadline: Deadline):
-    """Yield a Target for a peer on its peer.sh port: already running, or started here."""
-    port = PEER_STOMP_PORTS[kind]
-    started = False
-    if port_open(port):
-        print(f"{kind}: already listening on 127.0.0.1:{port}; using it as is", file=sys.stderr)
-    else:
-        CLEANUP.push(kind, lambda: _peer_sh("stop", kind, timeout=60))
-        started = True
-        print(_peer_sh("start", kind, timeout=deadline.cap(120)), file=sys.stderr)
-    try:
-        pid = args.pid
-        if pid is None:
-            try:
-                pid = int(_peer_sh("pid", kind, timeout=10).split()[0])
-            except (BenchError, ValueError, IndexError) as e:
-                print(f"{kind}: no pid ({e}); broker CPU will be n/a", file=sys.stderr)
-        yield make_target(kind, "127.0.0.1", port, pid, args)
-    finally:
-        if started:
-            CLEANUP.run(kind)
-
-
-@contextmanager
-def given_target(kind: str, args):
-    """A broker that is already running at --host/--port: nothing to start or stop."""
-    yield make_target(kind, args.host, args.port, args.pid, args)
-
-
-def target_context(kind: str, args, deadline: Deadline):
-    """The context that provides ``kind``: given address, harness, or peer.sh.
-
-    With ``--compare`` Junction is always started here and ``--host/--port``
-    describe the peer; without it they describe the one target.
-    """
-    if args.port is not None and not (args.compare and kind == "junction"):
-        return given_target(kind, args)
-    if kind == "junction":
-        return junction_target(args, deadline)
-    return peer_target(kind, args, deadline)
 
 
 # --------------------------------------------------------------------------- measurement
-
-
-def proc_cpu_ticks(pid: int | None) -> int | None:
-    """utime + stime of ``pid`` in clock ticks (all threads), or None."""
-    if pid is None:
-        return None
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    # the command name (field 2) may hold spaces; fields restart after its ')'
-    fields = data[data.rindex(b")") + 2 :].split()
-    return int(fields[11]) + int(fields[12])  # fields 14 and 15 of stat(5)
-
-
-def percentile(sorted_values: list[int], p: float) -> float | None:
-    """Nearest-rank percentile of already-sorted values."""
-    if not sorted_values:
-        return None
-    k = math.ceil(p / 100.0 * len(sorted_values)) - 1
-    return sorted_values[max(0, min(len(sorted_values) - 1, k))]
 
 
 class ConnListener(stomp.ConnectionListener):
@@ -375,6 +202,11 @@ class ConnListener(stomp.ConnectionListener):
             self.receipts.add(frame.headers.get("receipt-id", ""))
             self.receipt_cv.notify_all()
 
+    def raise_if_failed(self) -> None:
+        """BenchError with this side's error once its connection has failed."""
+        if self.failed.is_set():
+            raise common.BenchError(self.error)
+
 
 class ProducerListener(ConnListener):
     """Counts SEND receipts and frees a window slot for each."""
@@ -402,15 +234,10 @@ class ConsumerListener(ConnListener):
 
     def __init__(self, n: int, ack_mode: str, version: str) -> None:
         super().__init__("consumer")
-        self.n = n
         self.ack_mode = ack_mode
         self.version = version
         self.conn = None
-        self.seen = bytearray(n)
-        self.distinct = 0
-        self.duplicates = 0
-        self.latencies: list[int] = []
-        self.t_last: int | None = None
+        self.received = common.Received(n)
         self.done = threading.Event()
 
     def on_message(self, frame) -> None:
@@ -428,40 +255,37 @@ class ConsumerListener(ConnListener):
             self.error = f"consumer: message without bench headers: {dict(h)}"
             self.failed.set()
             return
-        if not 0 <= seq < self.n or self.seen[seq]:
-            self.duplicates += 1
-            return
-        self.seen[seq] = 1
-        self.latencies.append(now - ts)
-        self.distinct += 1
-        if self.distinct == self.n:
-            self.t_last = now
+        if self.received.add(seq, ts, now):
             self.done.set()
 
 
-def wait_event(event: threading.Event, listener: ConnListener, deadline: Deadline, what: str):
+def wait_event(
+    event: threading.Event, listener: ConnListener, deadline: common.Deadline, what: str
+):
     """Wait for ``event`` unless the listener failed or the deadline passed."""
     while not event.is_set():
         if listener.failed.is_set():
-            raise BenchError(f"{listener.error} (while waiting for {what})")
+            raise common.BenchError(f"{listener.error} (while waiting for {what})")
         left = deadline.remaining()
         if left <= 0:
-            raise BenchError(f"run deadline reached while waiting for {what}")
+            raise common.BenchError(f"run deadline reached while waiting for {what}")
         event.wait(min(0.05, left))
 
 
-def wait_receipt(listener: ConnListener, rid: str, deadline: Deadline, what: str) -> None:
+def wait_receipt(listener: ConnListener, rid: str, deadline: common.Deadline, what: str) -> None:
     with listener.receipt_cv:
         while rid not in listener.receipts:
             if listener.failed.is_set():
-                raise BenchError(f"{listener.error} (while waiting for {what})")
+                raise common.BenchError(f"{listener.error} (while waiting for {what})")
             left = deadline.remaining()
             if left <= 0:
-                raise BenchError(f"run deadline reached while waiting for {what}")
+                raise common.BenchError(f"run deadline reached while waiting for {what}")
             listener.receipt_cv.wait(min(0.05, left))
 
 
-def open_connection(target: Target, listener: ConnListener, version: str, deadline: Deadline):
+def open_connection(
+    target: Target, listener: ConnListener, version: str, deadline: common.Deadline
+):
     cls = stomp.Connection12 if version == "1.2" else stomp.Connection11
     conn = cls(
         [(target.host, target.port)],
@@ -475,7 +299,7 @@ def open_connection(target: Target, listener: ConnListener, version: str, deadli
     try:
         conn.connect(target.login, target.passcode, wait=False)
     except stomp.exception.ConnectFailedException as e:
-        raise BenchError(
+        raise common.BenchError(
             f"{listener.role}: cannot connect to {target.host}:{target.port}: {e!r}"
         ) from None
     wait_event(listener.connected, listener, deadline, f"{listener.role} CONNECTED")
@@ -515,7 +339,7 @@ def consumer_main(
     ``("done", t_last_ns, latencies_bytes, duplicates, cpu_s)`` or
     ``("error", text)``; gives up on ``("abort",)`` or after ``seconds``.
     """
-    deadline = Deadline(seconds)
+    deadline = common.Deadline(seconds)
     listener = ConsumerListener(n, ack_mode, version)
     conn = None
     try:
@@ -529,66 +353,19 @@ def consumer_main(
         chan.send(("ready",))
         while not listener.done.wait(0.05):
             if listener.failed.is_set():
-                raise BenchError(listener.error)
+                raise common.BenchError(listener.error)
             if deadline.remaining() <= 0:
-                raise BenchError("consumer deadline reached")
+                raise common.BenchError("consumer deadline reached")
             if chan.poll() and chan.recv()[0] == "abort":
-                raise BenchError("aborted by the producer side")
+                raise common.BenchError("aborted by the producer side")
         cpu = time.process_time() - cpu0
-        lat = array.array("q", listener.latencies).tobytes()
-        chan.send(("done", listener.t_last, lat, listener.duplicates, cpu))
-    except BenchError as e:
-        chan.send(("error", f"{e}; received {listener.distinct} of {n}"))
+        chan.send(listener.received.done(cpu))
+    except common.BenchError as e:
+        chan.send(("error", f"{e}; {listener.received.progress()}"))
     except Exception as e:  # report anything, never leave the parent waiting
-        chan.send(("error", f"consumer crashed: {e!r}; received {listener.distinct} of {n}"))
+        chan.send(("error", f"consumer crashed: {e!r}; {listener.received.progress()}"))
     finally:
         close_connection(conn, listener)
-
-
-class ConsumerSide:
-    """Runs :func:`consumer_main` in a child process (default) or a thread.
-
-    A separate process keeps the consumer off the producer's GIL, as two
-    separate client programs would be; ``time.monotonic_ns`` is
-    CLOCK_MONOTONIC, system-wide on Linux, so latencies stay comparable.
-    """
-
-    def __init__(self, how: str, target: Target, queue, n, ack_mode, version, seconds):
-        self.how = how
-        self.chan, child_end = multiprocessing.Pipe()
-        fn_args = (target, queue, n, ack_mode, version, seconds, child_end)
-        if how == "process":
-            ctx = multiprocessing.get_context("spawn")
-            self.worker = ctx.Process(target=consumer_main, args=fn_args, daemon=True)
-        else:
-            self.worker = threading.Thread(target=consumer_main, args=fn_args, daemon=True)
-        self.worker.start()
-
-    def recv(self, deadline: Deadline, what: str, producer: ConnListener | None = None):
-        """The consumer's next message; BenchError on its error, death or the deadline."""
-        while not self.chan.poll(0.05):
-            if producer is not None and producer.failed.is_set():
-                raise BenchError(producer.error)
-            if not self.worker.is_alive() and not self.chan.poll():
-                raise BenchError(f"consumer exited while waiting for {what}")
-            if deadline.remaining() <= 0:
-                raise BenchError(f"run deadline reached while waiting for {what}")
-        msg = self.chan.recv()
-        if msg[0] == "error":
-            raise BenchError(msg[1])
-        return msg
-
-    def close(self) -> None:
-        try:
-            if self.worker.is_alive():
-                self.chan.send(("abort",))
-        except OSError:
-            pass
-        self.worker.join(10)
-        if self.how == "process" and self.worker.is_alive():
-            self.worker.kill()
-            self.worker.join(5)
-        self.chan.close()
 
 
 def run_trial(
@@ -597,7 +374,7 @@ def run_trial(
     persistent: bool,
     n: int,
     args,
-    deadline: Deadline,
+    deadline: common.Deadline,
     tag: str = "",
 ) -> dict:
     """One producer/consumer run of ``n`` messages on a fresh queue; returns figures."""
@@ -607,8 +384,15 @@ def run_trial(
     use_receipts = args.receipts == "all" or (args.receipts == "persistent" and persistent)
     prod_l = ProducerListener(args.receipt_window, n)
     prod = None
-    consumer = ConsumerSide(
-        args.clients, target, queue, n, ack_mode, args.stomp_version, deadline.remaining()
+    consumer = common.ConsumerSide(
+        args.clients,
+        consumer_main,
+        target,
+        queue,
+        n,
+        ack_mode,
+        args.stomp_version,
+        deadline.remaining(),
     )
     try:
         consumer.recv(deadline, "the consumer to subscribe")
@@ -620,7 +404,7 @@ def run_trial(
         elif target.send_persistent_false:
             base_headers["persistent"] = "false"
 
-        cpu0 = proc_cpu_ticks(target.pid)
+        cpu0 = common.proc_cpu_ticks(target.pid)
         client0 = time.process_time()
         t0 = time.monotonic_ns()
         interval_ns = int(1e9 / args.rate) if args.rate > 0 else 0
@@ -632,10 +416,9 @@ def run_trial(
                     time.sleep(ahead / 1e9)
             if use_receipts:
                 while not prod_l.window.acquire(timeout=0.05):
-                    if prod_l.failed.is_set():
-                        raise BenchError(prod_l.error)
+                    prod_l.raise_if_failed()
                     if deadline.remaining() <= 0:
-                        raise BenchError(
+                        raise common.BenchError(
                             f"run deadline reached with {args.receipt_window} receipts "
                             f"outstanding after {i} sends"
                         )
@@ -645,19 +428,20 @@ def run_trial(
                 headers["receipt"] = f"s-{i}"
             headers["bench-ts"] = str(time.monotonic_ns())
             prod.send(queue, body, headers=headers)
-            if prod_l.failed.is_set():
-                raise BenchError(prod_l.error)
+            prod_l.raise_if_failed()
         t_sent = time.monotonic_ns()
         _, t_last, lat_bytes, duplicates, consumer_cpu = consumer.recv(
-            deadline, "the last message", prod_l
+            deadline, "the last message", check=prod_l.raise_if_failed
         )
-        cpu1 = proc_cpu_ticks(target.pid)
+        cpu1 = common.proc_cpu_ticks(target.pid)
         client1 = time.process_time()
         # receipts still in flight: give them a moment (bounded) to be counted
         if use_receipts:
             try:
-                wait_event(prod_l.all_receipts, prod_l, Deadline(deadline.cap(10.0)), "receipts")
-            except BenchError as e:
+                wait_event(
+                    prod_l.all_receipts, prod_l, common.Deadline(deadline.cap(10.0)), "receipts"
+                )
+            except common.BenchError as e:
                 print(f"  note: {e}; {prod_l.send_receipts} of {n} receipts", file=sys.stderr)
     finally:
         close_connection(prod, prod_l)
@@ -665,7 +449,9 @@ def run_trial(
 
     elapsed = (t_last - t0) / 1e9
     lat = sorted(array.array("q", lat_bytes))
-    cpu_us = (cpu1 - cpu0) / CLK_TCK * 1e6 / n if cpu0 is not None and cpu1 is not None else None
+    cpu_us = (
+        (cpu1 - cpu0) / common.CLK_TCK * 1e6 / n if cpu0 is not None and cpu1 is not None else None
+    )
     # in thread mode process_time already covers the consumer thread
     client_cpu = (client1 - client0) + (consumer_cpu if args.clients == "process" else 0.0)
     return {
@@ -677,8 +463,8 @@ def run_trial(
         "msgs_per_s": n / elapsed if elapsed > 0 else None,
         "elapsed_s": elapsed,
         "send_s": (t_sent - t0) / 1e9,
-        "p50_ms": percentile(lat, 50) / 1e6,
-        "p99_ms": percentile(lat, 99) / 1e6,
+        "p50_ms": common.percentile(lat, 50) / 1e6,
+        "p99_ms": common.percentile(lat, 99) / 1e6,
         "broker_cpu_us_per_msg": cpu_us,
         "client_cpu_us_per_msg": client_cpu * 1e6 / n,
         "receipts": prod_l.send_receipts if use_receipts else None,
@@ -687,50 +473,35 @@ def run_trial(
     }
 
 
-def run_target(kind: str, modes, args, deadline: Deadline) -> list[dict]:
+def row_key(kind: str, mode) -> dict:
+    """The first fields of a result row: which target and mode it is."""
+    ack_mode, persistent = mode
+    return {"target": kind, "ack": ack_mode, "persistent": persistent}
+
+
+def run_target(kind: str, modes, args, deadline: common.Deadline) -> list[dict]:
     """Start (or find) one target and run every mode on it, warm-up first."""
-    results = []
     with target_context(kind, args, deadline) as target:
-        for ack_mode, persistent in modes:
-            row = {"target": kind, "ack": ack_mode, "persistent": persistent}
-            try:
-                if deadline.remaining() <= 0:
-                    raise BenchError("run deadline reached before this mode")
-                if args.warmup:
-                    run_trial(target, ack_mode, persistent, args.warmup, args, deadline, ".warm")
-                row = run_trial(target, ack_mode, persistent, args.messages, args, deadline)
-            except Exception as e:  # this mode failed; report it and go on
-                row = {"target": kind, "ack": ack_mode, "persistent": persistent}
-                row["error"] = str(e) or repr(e)
-            results.append(row)
-            print(f"  {format_row(row)}", file=sys.stderr)
-    return results
+
+        def trial(mode, n: int, tag: str) -> dict:
+            ack_mode, persistent = mode
+            return run_trial(target, ack_mode, persistent, n, args, deadline, tag)
+
+        return common.run_modes(
+            modes, lambda mode: row_key(kind, mode), trial, args, deadline, format_row
+        )
 
 
 # --------------------------------------------------------------------------- output
-
-
-def _f(v, fmt: str) -> str:
-    return "n/a" if v is None else format(v, fmt)
 
 
 COLUMNS = (
     ("target", 9),
     ("ack", 17),
     ("persist", 7),
-    ("msg/s", 9),
-    ("p50 ms", 8),
-    ("p99 ms", 8),
-    ("broker us/msg", 13),
-    ("client us/msg", 13),
+    *common.FIGURE_COLUMNS,
     ("receipts", 12),
 )
-
-
-def header_line() -> str:
-    return "  ".join(
-        name.rjust(w) if i > 2 else name.ljust(w) for i, (name, w) in enumerate(COLUMNS)
-    )
 
 
 def format_row(r: dict) -> str:
@@ -740,49 +511,13 @@ def format_row(r: dict) -> str:
         ("true" if r["persistent"] else "false").ljust(7),
     ]
     if "error" in r:
-        first = (r["error"].splitlines() or [""])[0]
-        return "  ".join(head) + f"  ERROR: {first}"
+        return common.error_line(head, r["error"])
     rec = "-" if r["receipts"] is None else f"{r['receipts']}/{r['receipts_expected']}"
-    cells = [
-        _f(r["msgs_per_s"], ",.0f"),
-        _f(r["p50_ms"], ".2f"),
-        _f(r["p99_ms"], ".2f"),
-        _f(r["broker_cpu_us_per_msg"], ".1f"),
-        _f(r["client_cpu_us_per_msg"], ".1f"),
-        rec,
-    ]
-    line = "  ".join(head + [c.rjust(w) for c, (_n, w) in zip(cells, COLUMNS[3:], strict=True)])
+    cells = [*common.figure_cells(r), rec]
+    line = common.table_row(head, cells, COLUMNS)
     if r.get("duplicates"):
         line += f"  ({r['duplicates']} duplicates)"
     return line
-
-
-def ratio(a, b):
-    return a / b if a is not None and b not in (None, 0) else None
-
-
-def ratios(ours: list[dict], peer: list[dict]) -> list[dict]:
-    """junction / peer per mode, for the metrics both sides measured."""
-    out = []
-    index = {(r["ack"], r["persistent"]): r for r in peer}
-    for r in ours:
-        p = index.get((r["ack"], r["persistent"]))
-        if p is None or "error" in r or "error" in p:
-            continue
-        out.append(
-            {
-                "ack": r["ack"],
-                "persistent": r["persistent"],
-                "peer": p["target"],
-                "msgs_per_s": ratio(r["msgs_per_s"], p["msgs_per_s"]),
-                "p50_ms": ratio(r["p50_ms"], p["p50_ms"]),
-                "p99_ms": ratio(r["p99_ms"], p["p99_ms"]),
-                "broker_cpu_us_per_msg": ratio(
-                    r["broker_cpu_us_per_msg"], p["broker_cpu_us_per_msg"]
-                ),
-            }
-        )
-    return out
 
 
 def print_report(results: list[dict], rat: list[dict] | None, args) -> None:
@@ -791,39 +526,27 @@ def print_report(results: list[dict], rat: list[dict] | None, args) -> None:
         f"prefetch {args.prefetch}, receipt window {args.receipt_window}, STOMP {args.stomp_version}"
         + (f", paced at {args.rate:g} msg/s" if args.rate > 0 else "")
     )
-    print(header_line())
+    print(common.header_line(COLUMNS, left=3))
     for r in results:
         print(format_row(r))
-    if rat:
-        peer = rat[0]["peer"]
-        print(
-            f"\nratios junction / {peer} (msg/s: higher is better; latency, CPU: lower is better)"
-        )
-        print(
-            f"{'ack':17}  {'persist':7}  {'msg/s':>7}  {'p50':>7}  {'p99':>7}  {'broker CPU':>10}"
-        )
-        for q in rat:
-            print(
-                f"{q['ack']:17}  {('true' if q['persistent'] else 'false'):7}  "
-                f"{_f(q['msgs_per_s'], '.2f'):>7}  {_f(q['p50_ms'], '.2f'):>7}  "
-                f"{_f(q['p99_ms'], '.2f'):>7}  {_f(q['broker_cpu_us_per_msg'], '.2f'):>10}"
-            )
+    common.print_ratios(
+        rat,
+        f"{'ack':17}  {'persist':7}",
+        lambda q: f"{q['ack']:17}  {('true' if q['persistent'] else 'false'):7}",
+    )
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "bench": "stomp_throughput",
-                    "messages": args.messages,
-                    "size": args.size,
-                    "prefetch": args.prefetch,
-                    "receipt_window": args.receipt_window,
-                    "warmup": args.warmup,
-                    "stomp_version": args.stomp_version,
-                    "results": results,
-                    "ratios": rat,
-                },
-                separators=(",", ":"),
-            )
+        common.print_json(
+            {
+                "bench": "stomp_throughput",
+                "messages": args.messages,
+                "size": args.size,
+                "prefetch": args.prefetch,
+                "receipt_window": args.receipt_window,
+                "warmup": args.warmup,
+                "stomp_version": args.stomp_version,
+            },
+            results,
+            rat,
         )
     sys.stdout.flush()
 
@@ -831,17 +554,17 @@ def print_report(results: list[dict], rat: list[dict] | None, args) -> None:
 # --------------------------------------------------------------------------- main
 
 
+def parse_mode(part: str) -> tuple[str, bool]:
+    """One ``ACK/PERSISTENT`` mode, e.g. ``client-individual/true``."""
+    ack, _, pers = part.strip().partition("/")
+    if ack not in ("auto", "client", "client-individual") or pers not in ("true", "false"):
+        raise argparse.ArgumentTypeError(f"bad mode {part!r}: want ACK/true|false")
+    return (ack, pers == "true")
+
+
 def parse_modes(text: str):
     """``all`` or a comma list of ``ACK/PERSISTENT`` (e.g. ``auto/false,client-individual/true``)."""
-    if text == "all":
-        return ALL_MODES
-    modes = []
-    for part in text.split(","):
-        ack, _, pers = part.strip().partition("/")
-        if ack not in ("auto", "client", "client-individual") or pers not in ("true", "false"):
-            raise argparse.ArgumentTypeError(f"bad mode {part!r}: want ACK/true|false")
-        modes.append((ack, pers == "true"))
-    return modes
+    return common.parse_modes(text, ALL_MODES, parse_mode)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -855,16 +578,17 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("activemq", "rabbitmq"),
         help="run junction and this peer; print ratios junction/peer",
     )
-    p.add_argument("--host", default="127.0.0.1", help="with --port: use a running broker")
-    p.add_argument("--port", type=int, help="STOMP port of a running broker (nothing is started)")
-    p.add_argument("--pid", type=int, help="PID of that broker, for its CPU time")
+    common.add_broker_options(p, "STOMP")
     p.add_argument("--messages", "-n", type=int, default=20_000)
     p.add_argument("--size", type=int, default=256, help="body bytes")
     p.add_argument("--modes", type=parse_modes, default="all", help="all or ACK/PERSISTENT,...")
     p.add_argument("--warmup", type=int, default=0, help="messages per mode before measuring")
     p.add_argument("--prefetch", type=int, default=1000)
     p.add_argument(
-        "--rate", type=float, default=0, help="send at most this many msg/s (0: as fast as possible); for latency"
+        "--rate",
+        type=float,
+        default=0,
+        help="send at most this many msg/s (0: as fast as possible); for latency",
     )
     p.add_argument("--receipt-window", type=int, default=1000)
     p.add_argument(
@@ -873,18 +597,11 @@ def build_parser() -> argparse.ArgumentParser:
         default="persistent",
         help="which SENDs carry a receipt (windowed by --receipt-window)",
     )
-    p.add_argument(
-        "--clients",
-        choices=("process", "thread"),
-        default="process",
-        help="consumer in its own process (off the producer's GIL) or a thread",
-    )
+    common.add_clients_option(p)
     p.add_argument("--stomp-version", choices=("1.1", "1.2"), default="1.2")
     p.add_argument("--user")
     p.add_argument("--password")
-    p.add_argument("--timeout", type=float, default=300.0, help="cap on the whole run, seconds")
-    p.add_argument("--json", action="store_true", help="also print one JSON line")
-    p.add_argument("--keep", action="store_true", help="keep the junction broker directory")
+    common.add_run_options(p)
     return p
 
 
@@ -895,47 +612,9 @@ def main(argv: list[str] | None = None) -> int:
             "--messages, --size, --receipt-window and --prefetch must be positive", file=sys.stderr
         )
         return 2
-    if args.compare:
-        kinds = ["junction", args.compare]
-    else:
-        kinds = [args.target]
-    deadline = Deadline(args.timeout)
-    watchdog = start_watchdog(args.timeout + 20.0)
-
-    def on_term(signum, frame):  # run the finally blocks on SIGTERM too
-        raise SystemExit(128 + signum)
-
-    signal.signal(signal.SIGTERM, on_term)
-    per_target: dict[str, list[dict]] = {}
-    try:
-        for kind in kinds:
-            print(f"== {kind}", file=sys.stderr)
-            try:
-                per_target[kind] = run_target(kind, args.modes, args, deadline)
-            except (
-                BenchError,
-                TimeoutError,
-                RuntimeError,
-                OSError,
-                subprocess.SubprocessError,
-            ) as e:
-                print(f"{kind}: {e}", file=sys.stderr)
-                per_target[kind] = [
-                    {
-                        "target": kind,
-                        "ack": a,
-                        "persistent": p,
-                        "error": f"target failed: {str(e).splitlines()[0] if str(e) else e!r}",
-                    }
-                    for a, p in args.modes
-                ]
-    finally:
-        CLEANUP.run()
-        watchdog.cancel()
-    results = [r for k in kinds for r in per_target.get(k, [])]
-    rat = ratios(per_target["junction"], per_target[args.compare]) if args.compare else None
-    print_report(results, rat, args)
-    return 1 if any("error" in r for r in results) else 0
+    return common.run_benchmark(
+        args, "stomp_throughput", run_target, row_key, MODE_KEYS, print_report
+    )
 
 
 if __name__ == "__main__":

@@ -647,3 +647,41 @@ __all__ = [
     "port_open",
     "wait_for",
 ]
+
+
+# --------------------------------------------------------------------------- status queries
+
+
+def queue_status(broker: BrokerProcess, name: str) -> dict | None:
+    """Queue ``name`` as ``/api/status`` lists it, or None if it does not exist."""
+    for q in broker.status()["queues"]:
+        if q["name"] == name:
+            return q
+    return None
+
+
+def address_status(broker: BrokerProcess, name: str) -> dict | None:
+    """Address ``name`` as ``/api/status`` lists it, or None if it does not exist."""
+    for a in broker.status()["addresses"]:
+        if a["name"] == name:
+            return a
+    return None
+
+
+def wait_queue(broker: BrokerProcess, name: str, timeout: float = 10.0, *, interval: float = 0.02, **expected) -> dict:
+    """Poll the management API until queue ``name`` exists with the ``expected`` field values.
+
+    Raises AssertionError (with the queue's last status) at the deadline, so a
+    test fails with what it saw rather than a bare timeout.
+    """
+
+    def check():
+        q = queue_status(broker, name)
+        if q is not None and all(q.get(k) == v for k, v in expected.items()):
+            return q
+        return None
+
+    try:
+        return wait_for(check, timeout, interval=interval, what=f"queue {name} with {expected}")
+    except TimeoutError as e:
+        raise AssertionError(f"{e}; queue now: {queue_status(broker, name)}") from None

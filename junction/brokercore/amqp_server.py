@@ -240,6 +240,25 @@ def _selector(filters: dict) -> tuple[str | None, object | None]:
     return None, None
 
 
+def subscription_queue_name(client_id: str | None, link_name: str, shared: bool, global_: bool, volatile: bool) -> str:
+    """The queue of a topic subscription, named as Artemis names it for AMQP.
+
+    ``<container-id>.<link-name>``; the link name alone when the
+    subscription is ``global`` or the connection has no container id.  A
+    shared subscription drops the ``|suffix`` clients add to tell their links
+    apart, and is marked ``:shared-volatile`` when not durable and
+    ``:global`` when global.
+    """
+    queue = link_name if (global_ or not client_id) else f"{client_id}.{link_name}"
+    if shared:
+        queue = queue.split("|", 1)[0]
+        if volatile:
+            queue += ":shared-volatile"
+        if global_:
+            queue += ":global"
+    return queue
+
+
 def _temporary_node(session, capabilities) -> tuple[str, RoutingType]:
     """A dynamic node: a temporary queue named by the broker, gone with its link or session."""
     name = str(uuid.uuid4())
@@ -543,13 +562,7 @@ class _Sender(_Context):
         global_ = str(CAP_GLOBAL) in capabilities
         if not durable and not shared:
             return {}  # a plain subscriber: a temporary queue of its own
-        client_id = self.protocol.info.client_id
-        name = link.name
-        queue = name if (global_ or not client_id) else f"{client_id}.{name}"
-        if shared and "|" in queue:
-            queue = queue.split("|", 1)[0]
-        if not durable:
-            queue = f"nonDurable.{queue}"
+        queue = subscription_queue_name(self.protocol.info.client_id, link.name, shared, global_, not durable)
         if durable:
             link.source.expiry_policy = Terminus.EXPIRE_NEVER
             link.source.durability = source.durability if source.durability != Terminus.NONDURABLE else Terminus.DELIVERIES
@@ -557,13 +570,9 @@ class _Sender(_Context):
 
     def _existing_subscription(self, link, capabilities):
         """A receiver with no source address: look up its durable subscription (JMS recovery)."""
-        client_id = self.protocol.info.client_id
-        name = link.name
         shared = str(CAP_SHARED) in capabilities
         global_ = str(CAP_GLOBAL) in capabilities
-        queue_name = name if (global_ or not client_id) else f"{client_id}.{name}"
-        if shared and "|" in queue_name:
-            queue_name = queue_name.split("|", 1)[0]
+        queue_name = subscription_queue_name(self.protocol.info.client_id, link.name, shared, global_, False)
         queue = self.session.server.find_queue(queue_name)
         if queue is None:
             raise LinkRefused("amqp:not-found", f"no subscription {queue_name} to resume")

@@ -26,7 +26,7 @@ import pytest
 import stomp
 from stomp.exception import ConnectFailedException
 
-from tests.harness import BrokerProcess, wait_for
+from tests.harness import BrokerProcess, queue_status, wait_for, wait_queue
 
 pytestmark = pytest.mark.timeout(60)  # pytest-timeout: a hung client fails one test
 
@@ -296,28 +296,6 @@ def make_broker(broker_factory) -> Callable[..., BrokerProcess]:
 @pytest.fixture
 def sbroker(make_broker) -> BrokerProcess:
     return make_broker()
-
-
-def queue_status(broker: BrokerProcess, name: str) -> dict | None:
-    for q in broker.status()["queues"]:
-        if q["name"] == name:
-            return q
-    return None
-
-
-def wait_queue(broker: BrokerProcess, name: str, timeout: float = TIMEOUT, **expected) -> dict:
-    """Poll the management API until queue ``name`` has the ``expected`` field values."""
-
-    def check():
-        q = queue_status(broker, name)
-        if q is not None and all(q.get(k) == v for k, v in expected.items()):
-            return q
-        return None
-
-    try:
-        return wait_for(check, timeout, interval=0.05, what=f"queue {name} with {expected}")
-    except TimeoutError as e:
-        raise AssertionError(f"{e}; queue now: {queue_status(broker, name)}") from None
 
 
 def well_behaved_roundtrip(client: Client, destination: str, body: str) -> None:

@@ -1,0 +1,839 @@
+#!/usr/bin/env python3
+"""AMQP 1.0 throughput, latency and broker CPU: Junction side by side with RabbitMQ.
+
+The AMQP 1.0 sibling of ``bench/stomp_throughput.py``.  One
+python-qpid-proton producer and one proton consumer, each on its own
+connection and each driven by the proton ``Container`` event API (a
+``MessagingHandler``, not ``BlockingConnection``), send N messages (default
+20,000) with a 256-byte body (one ``data`` section) through one queue.  The
+consumer's link is attached (the broker's ATTACH has come back) before the
+producer starts.  Two modes by default:
+
+``non-durable``
+    messages without the ``durable`` header flag, sent unsettled; the
+    consumer accepts every message (proton's auto-accept).  The producer is
+    bounded only by the link credit the broker grants (``--windowed all``
+    applies the window below to this mode too).
+``durable``
+    header ``durable=True``; the producer counts a message as confirmed when
+    the broker's ACCEPTED disposition arrives, with at most ``--window``
+    (1000) unsettled sends outstanding: asynchronous like a real throughput
+    producer, yet bounded so the broker must keep confirming.
+
+For each mode it reports:
+
+* **msg/s** -- N divided by the time from the producer's first send to the
+  consumer receiving the last distinct message;
+* **p50 / p99 latency** -- each message carries the application properties
+  ``bench-seq`` and ``bench-ts`` (monotonic ns at send); the consumer
+  subtracts ``bench-ts`` from the time of receipt.  The consumer runs in its
+  own process by default (``--clients process``), so producer and consumer do
+  not share a GIL, as two client programs would not; ``CLOCK_MONOTONIC`` is
+  system-wide on Linux, so the clocks agree;
+* **broker CPU us/msg** -- utime+stime of the broker PID from
+  ``/proc/PID/stat`` (all threads of a BEAM are included) just before the
+  first send and after the last message, in ``CLK_TCK`` units;
+* **client CPU us/msg** -- producer plus consumer process CPU over the same
+  window, and **prod/cons %** -- how much of one core each client used over
+  the run.  A proton Python client near 100 % is the bottleneck, not the
+  broker (there is no broker-less proton producer->consumer baseline here;
+  ``../shared/reference/clients.md`` puts that ceiling at about 19,500 msg/s
+  on this machine);
+* **accepted** -- how many ACCEPTED dispositions the producer got (any
+  rejected / released / settled-without-outcome are shown beside it).
+* **others** -- cores busy with anything else over the run (``/proc/stat``
+  busy ticks minus broker and clients): well above 0 means another program
+  competed for the CPUs and the figures are low.
+
+The consumer grants ``--prefetch`` (1000) credit (proton's ``prefetch``,
+topped up after every delivery): proton's default of 10 caps throughput at
+about a third of what the clients can do.
+
+Targets:
+
+``--target junction``
+    starts ``python -m junction run`` in a temporary directory on free ports
+    through ``tests/harness.py`` (security off, persistence on; its ``amqp``
+    acceptor) and stops it at the end (SIGTERM, then SIGKILL).  The queue
+    address is the plain name (e.g. ``bench.amqp.1a2b3c4d.d``), anycast;
+    the client authenticates with SASL ANONYMOUS.
+``--target rabbitmq``
+    starts the peer with ``../shared/peers/peer.sh start rabbitmq``
+    (RabbitMQ 3.10 with ``rabbitmq_amqp1_0``, AMQP on ``$RMQ_AMQP_PORT``,
+    5772) unless that port is already listening, in which case the running
+    peer is used and left running; stops only what it started.  guest/guest
+    over SASL PLAIN (vhost ``/``: the plugin uses its default vhost unless
+    the open frame's hostname is ``vhost:NAME``).
+``--host/--port`` (``--pid`` for CPU figures, ``--address`` for the address)
+    use any running broker as is.
+``--compare rabbitmq``
+    runs Junction, then the peer, in one invocation (one broker up at a time)
+    and prints the ratios junction / peer per mode.  ``--host/--port/--pid``
+    then describe the peer.
+
+RabbitMQ 3.10 addresses (checked against the Debian 3.10.8 peer with proton
+0.40): ``/queue/NAME`` as a link source or target *declares* queue NAME (and
+routes through the default exchange to it); ``/amq/queue/NAME`` refers to an
+existing queue only -- attaching to a missing one never completes (the
+BlockingConnection probe timed out); a bare ``NAME`` also works as a target
+and source (a transient queue).  The queue's durability follows the
+*terminus* durability of the attaching link: the default (``none``) declares
+a non-durable queue, in which RabbitMQ does not persist even durable
+messages, so for RabbitMQ this script attaches both links with terminus
+durability ``unsettled-state`` (proton ``Terminus.DELIVERIES``), which
+declares a durable queue, as RabbitMQ's STOMP ``/queue/X`` is.  The address
+used is ``/queue/{name}`` (``--address`` overrides it; ``{name}`` is replaced
+by a fresh queue name per trial, and an address without it is used as is).
+Each trial uses a fresh queue, so empty queues named ``bench.amqp.*`` remain
+in RabbitMQ afterwards (AMQP 1.0 in 3.10 cannot delete them).
+
+Bounded: the whole run is capped by ``--timeout`` (300 s); every Container
+runs a 50 ms timer that checks the run deadline (and the other side's
+state), and a watchdog thread stops everything this script started and exits
+with status 3 if the run hangs past the cap plus 20 s.
+
+Limits: CPU time is sampled at CLK_TCK resolution (usually 10 ms), so for a
+run of about a second the per-message figure is accurate to about +/-1 us;
+children of the broker process are not counted; on a machine with few cores
+the clients compete with the broker for CPU, which is why the client CPU
+columns are printed.  Latency under a saturating producer measures queueing,
+not the idle round trip (use ``--rate`` or a small ``--messages`` for that);
+in ``non-durable`` mode the producer is bounded only by the credit the
+broker grants, so its latency shows how deep the broker lets the queue grow
+(RabbitMQ 3.10 takes the whole flood, seconds deep; a broker that grants
+credit sparingly keeps it short).  ``others`` near a whole core means a run
+to repeat.
+"""
+
+from __future__ import annotations
+
+import argparse
+import array
+import os
+import shlex
+import sys
+import time
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from proton import Delivery, Message, Terminus
+from proton.handlers import MessagingHandler
+from proton.reactor import Container, LinkOption
+
+try:
+    from . import common  # imported as bench.amqp_throughput from the repository root
+except ImportError:  # run as ``python bench/amqp_throughput.py``: bench/ is on sys.path
+    import common
+
+PEER_AMQP_PORTS = {
+    "rabbitmq": int(os.environ.get("RMQ_AMQP_PORT", "5772")),
+}
+#: default address template per target; ``{name}`` is the per-trial queue name
+DEFAULT_ADDRESS = {"junction": "{name}", "rabbitmq": "/queue/{name}"}
+ALL_MODES = [False, True]  # durable?
+#: the fields that name a mode in a result row (Junction's and a peer's rows are matched on them)
+MODE_KEYS = ("durable",)
+TICK = 0.05  # seconds between deadline / peer checks inside a Container
+GRACE = 10.0  # seconds to wait for the last dispositions once all is received
+
+
+# --------------------------------------------------------------------------- targets
+
+
+@dataclass
+class Target:
+    """Where to connect and how a proton client should address the broker."""
+
+    name: str
+    host: str
+    port: int
+    pid: int | None
+    #: address template; ``{name}`` becomes the trial's queue name
+    address: str
+    user: str | None = None
+    password: str | None = None
+    #: attach both links with terminus durability unsettled-state
+    durable_terminus: bool = False
+
+    @property
+    def url(self) -> str:
+        return f"amqp://{self.host}:{self.port}"
+
+    def address_for(self, name: str) -> str:
+        return self.address.replace("{name}", name)
+
+
+def make_target(kind: str, host: str, port: int, pid: int | None, args) -> Target:
+    given = args.address is not None and not (args.compare and kind == "junction")
+    address = args.address if given else DEFAULT_ADDRESS.get(kind, "{name}")
+    if args.terminus_durable == "auto":
+        durable_terminus = kind == "rabbitmq"
+    else:
+        durable_terminus = args.terminus_durable == "yes"
+    if kind == "rabbitmq":
+        user, password = args.user or "guest", args.password or "guest"
+    else:
+        user, password = args.user, args.password
+    return Target(kind, host, port, pid, address, user, password, durable_terminus)
+
+
+@contextmanager
+def junction_target(args, deadline: common.Deadline):
+    """Start a Junction broker in a temp dir (harness), yield its Target, stop it."""
+    with common.junction_broker(args, deadline) as broker:
+        # the harness waits for the broker as a whole; make sure AMQP is up too
+        amqp_deadline = common.Deadline(deadline.cap(10.0))
+        while not common.harness().port_open(broker.amqp_port, broker.host):
+            if amqp_deadline.remaining() <= 0 or not broker.running:
+                raise common.BenchError(f"junction: AMQP port {broker.amqp_port} did not open")
+            time.sleep(0.05)
+        print(
+            f"junction: AMQP {broker.amqp_url} pid {broker.pid} dir {broker.dir}",
+            file=sys.stderr,
+        )
+        yield make_target("junction", broker.host, broker.amqp_port, broker.pid, args)
+
+
+def target_context(kind: str, args, deadline: common.Deadline):
+    """The context that provides ``kind``: given address, harness, or peer.sh."""
+    return common.target_context(
+        kind,
+        args,
+        deadline,
+        make_target=make_target,
+        junction=junction_target,
+        peer_ports=PEER_AMQP_PORTS,
+    )
+
+
+# --------------------------------------------------------------------------- measurement
+
+
+class DurableTerminus(LinkOption):
+    """Terminus durability unsettled-state on the link's own end (source or target).
+
+    RabbitMQ 3.10 declares a ``/queue/NAME`` queue durable only when the
+    attaching terminus is durable.
+    """
+
+    def apply(self, link) -> None:
+        terminus = link.source if link.is_receiver else link.target
+        terminus.durability = Terminus.DELIVERIES
+        terminus.expiry_policy = Terminus.EXPIRE_NEVER
+
+
+class Ticker:
+    """A handler for ``Container.schedule`` that calls ``fn()`` on each timer task."""
+
+    def __init__(self, fn) -> None:
+        self.fn = fn
+
+    def on_timer_task(self, event) -> None:
+        self.fn()
+
+
+def connect(container: Container, target: Target):
+    """A connection with reconnect off (a failure must surface, not be retried)."""
+    kwargs: dict = {"reconnect": False}
+    if target.user is not None:
+        kwargs.update(user=target.user, password=target.password or "", allowed_mechs="PLAIN")
+    else:
+        kwargs.update(allowed_mechs="ANONYMOUS")
+    return container.connect(target.url, **kwargs)
+
+
+def _condition(endpoint) -> str:
+    cond = getattr(endpoint, "remote_condition", None) or getattr(endpoint, "condition", None)
+    if cond is None:
+        return "no condition"
+    return f"{cond.name}: {cond.description}"
+
+
+class ClientHandler(MessagingHandler):
+    """What producer and consumer share: a timer, error capture, bounded stop."""
+
+    role = "client"
+
+    def __init__(self, target: Target, deadline: common.Deadline, **kw) -> None:
+        super().__init__(**kw)
+        self.target = target
+        self.deadline = deadline
+        self.container: Container | None = None
+        self.conn = None
+        self.error: str | None = None
+        self.closing = False
+        self.closing_since: float | None = None
+        self.task = None
+
+    # -- lifecycle
+    def on_start(self, event) -> None:
+        self.container = event.container
+        self.conn = connect(event.container, self.target)
+        self.task = event.container.schedule(TICK, Ticker(self._tick))
+        self.open_links(event.container)
+
+    def open_links(self, container: Container) -> None:
+        raise NotImplementedError
+
+    def _tick(self) -> None:
+        self.task = None
+        if self.closing:
+            # a close handshake the broker never answers must not hang the run
+            if time.monotonic() - (self.closing_since or 0) > 5.0:
+                self.container.stop()
+                return
+        elif self.deadline.remaining() <= 0:
+            self.fail("run deadline reached")
+            return
+        else:
+            self.tick()
+        if self.container is not None:
+            self.task = self.container.schedule(TICK, Ticker(self._tick))
+
+    def tick(self) -> None:
+        """Periodic check while running (deadline is already handled)."""
+
+    def close(self) -> None:
+        """Close the connection gracefully; the Container then ends by itself."""
+        if self.closing:
+            return
+        self.closing = True
+        self.closing_since = time.monotonic()
+        if self.conn is not None:
+            self.conn.close()
+
+    def fail(self, text: str) -> None:
+        if self.error is None:
+            self.error = f"{self.role}: {text}"
+        if self.task is not None:
+            self.task.cancel()
+            self.task = None
+        self.closing = True
+        if self.container is not None:
+            self.container.stop()
+
+    # -- errors
+    def on_transport_error(self, event) -> None:
+        self.fail(f"transport error: {_condition(event.transport)}")
+
+    def on_connection_error(self, event) -> None:
+        self.fail(f"connection closed by the broker: {_condition(event.connection)}")
+
+    def on_session_error(self, event) -> None:
+        self.fail(f"session ended by the broker: {_condition(event.session)}")
+
+    def on_link_error(self, event) -> None:
+        self.fail(f"link detached by the broker: {_condition(event.link)}")
+
+    def on_connection_closing(self, event) -> None:
+        if not self.closing:
+            self.fail("connection closed by the broker (no error condition)")
+
+    def on_session_closing(self, event) -> None:
+        if not self.closing:
+            self.fail("session ended by the broker (no error condition)")
+
+    def on_link_closing(self, event) -> None:
+        if not self.closing:
+            self.fail("link detached by the broker (no error condition)")
+
+    def on_connection_closed(self, event) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            self.task = None
+
+    def on_transport_closed(self, event) -> None:
+        if self.closing and self.task is not None:
+            self.task.cancel()
+            self.task = None
+
+    def on_disconnected(self, event) -> None:
+        if not self.closing:
+            cond = event.transport.condition if event.transport is not None else None
+            self.fail("connection lost" + (f" ({cond.name}: {cond.description})" if cond else ""))
+        elif self.task is not None:
+            self.task.cancel()
+            self.task = None
+
+
+class ConsumerHandler(ClientHandler):
+    """Receives, accepts (proton auto-accept), records latency per distinct message."""
+
+    role = "consumer"
+
+    def __init__(self, target, address, n, prefetch, deadline, chan, clock) -> None:
+        super().__init__(target, deadline, prefetch=prefetch, auto_accept=True, auto_settle=True)
+        self.address = address
+        self.chan = chan
+        self.clock = clock
+        self.receiver = None
+        self.ready = False
+        self.received = common.Received(n)
+        self.cpu0: float | None = None
+
+    def open_links(self, container) -> None:
+        opts = DurableTerminus() if self.target.durable_terminus else None
+        self.receiver = container.create_receiver(self.conn, self.address, options=opts)
+
+    def on_link_opened(self, event) -> None:
+        if not event.link.is_receiver or self.ready:  # (wrappers are not identical)
+            return
+        # a broker refusing the address attaches with a null source, then detaches
+        if event.link.remote_source.type == Terminus.UNSPECIFIED:
+            return
+        self.ready = True
+        self.cpu0 = self.clock()
+        self.chan.send(("ready",))
+
+    def tick(self) -> None:
+        if self.chan.poll() and self.chan.recv()[0] == "abort":
+            self.fail("aborted by the producer side")
+
+    def on_message(self, event) -> None:
+        now = time.monotonic_ns()
+        try:
+            props = event.message.properties
+            seq = int(props["bench-seq"])
+            ts = int(props["bench-ts"])
+        except (KeyError, TypeError, ValueError):
+            self.fail(f"message without bench properties: {event.message.properties!r}")
+            return
+        if self.received.add(seq, ts, now):
+            # the accept of this message goes out before the close frame
+            self.close()
+
+
+def consumer_main(
+    target: Target,
+    address: str,
+    n: int,
+    prefetch: int,
+    seconds: float,
+    thread: bool,
+    chan,
+) -> None:
+    """The consumer side of a trial; runs in a child process (or a thread).
+
+    Talks to the producer side over ``chan`` (a ``multiprocessing`` pipe end):
+    sends ``("ready",)`` once its link is attached, then either
+    ``("done", t_last_ns, latencies_bytes, duplicates, cpu_s)`` or
+    ``("error", text)``; gives up on ``("abort",)`` or after ``seconds``.
+    Its CPU time is the process's, or in a thread (``thread``) the thread's.
+    """
+    deadline = common.Deadline(seconds)
+    clock = time.thread_time if thread else time.process_time
+    h = ConsumerHandler(target, address, n, prefetch, deadline, chan, clock)
+    try:
+        Container(h).run()
+        if h.error is None and h.received.t_last is None:
+            h.error = "consumer: connection ended early"
+        if h.error is not None:
+            chan.send(("error", f"{h.error}; {h.received.progress()}"))
+        else:
+            cpu = clock() - (h.cpu0 or 0.0)
+            chan.send(h.received.done(cpu))
+    except Exception as e:  # report anything, never leave the parent waiting
+        try:
+            chan.send(("error", f"consumer crashed: {e!r}; {h.received.progress()}"))
+        except OSError:
+            pass
+
+
+class ProducerHandler(ClientHandler):
+    """Sends N messages unsettled, as fast as credit (and the window) allow.
+
+    Every disposition is counted once per delivery: ACCEPTED, REJECTED,
+    RELEASED/MODIFIED, or settled without an outcome; the delivery is then
+    settled locally, which frees its window slot.
+    """
+
+    role = "producer"
+
+    def __init__(self, target, address, n, durable, windowed, args, consumer, deadline) -> None:
+        # prefetch=0: no receiver here, so no flow controller either
+        super().__init__(target, deadline, prefetch=0, auto_accept=False, auto_settle=False)
+        self.address = address
+        self.n = n
+        self.durable = durable
+        self.window = args.window if windowed else 0
+        self.interval_ns = int(1e9 / args.rate) if args.rate > 0 else 0
+        self.body = b"x" * args.size
+        self.consumer = consumer
+        self.sender = None
+        self.sent = 0
+        self.outstanding: set = set()
+        self.outcomes = {"accepted": 0, "rejected": 0, "released": 0, "settled": 0}
+        self.t0: int | None = None
+        self.t_sent: int | None = None
+        self.cpu0: int | None = None
+        self.host0: int | None = None
+        self.client0: float | None = None
+        self.consumer_done_at: float | None = None
+        self.pace_task = None
+        self.note: str | None = None
+
+    def open_links(self, container) -> None:
+        opts = DurableTerminus() if self.target.durable_terminus else None
+        self.sender = container.create_sender(self.conn, self.address, options=opts)
+
+    def on_sendable(self, event) -> None:
+        self.pump()
+
+    def _paced(self) -> None:
+        self.pace_task = None
+        self.pump()
+
+    def pump(self) -> None:
+        """Send while there is credit, window room and (paced) a message due."""
+        if self.closing or self.sender is None:
+            return
+        s = self.sender
+        n = self.n
+        window = self.window
+        body = self.body
+        durable = self.durable
+        outstanding = self.outstanding
+        while self.sent < n and s.credit > 0:
+            if window and len(outstanding) >= window:
+                break
+            if self.t0 is None:
+                self.host0 = common.host_busy_ticks()
+                self.cpu0 = common.proc_cpu_ticks(self.target.pid)
+                self.client0 = time.process_time()
+                self.t0 = time.monotonic_ns()
+            if self.interval_ns:
+                # paced run: latency without queueing behind a flooding producer
+                ahead = self.t0 + self.sent * self.interval_ns - time.monotonic_ns()
+                if ahead > 0:
+                    if self.pace_task is None:
+                        self.pace_task = self.container.schedule(ahead / 1e9, Ticker(self._paced))
+                    break
+            i = self.sent
+            msg = Message(
+                body=body,
+                inferred=True,  # bytes as one data section, as byte-oriented clients send
+                durable=durable,
+                properties={"bench-seq": i, "bench-ts": time.monotonic_ns()},
+            )
+            outstanding.add(s.send(msg).tag)
+            self.sent = i + 1
+        if self.sent >= n and self.t_sent is None:
+            self.t_sent = time.monotonic_ns()
+        self.maybe_finish()
+
+    def maybe_finish(self) -> None:
+        if self.sent >= self.n and not self.outstanding:
+            self.close()
+
+    def _outcome(self, dlv, kind: str) -> None:
+        tag = dlv.tag
+        if tag not in self.outstanding:
+            return
+        self.outstanding.discard(tag)
+        self.outcomes[kind] += 1
+        dlv.settle()
+        if self.sent < self.n:
+            self.pump()
+        else:
+            self.maybe_finish()
+
+    def on_accepted(self, event) -> None:
+        self._outcome(event.delivery, "accepted")
+
+    def on_rejected(self, event) -> None:
+        self._outcome(event.delivery, "rejected")
+
+    def on_released(self, event) -> None:
+        self._outcome(event.delivery, "released")
+
+    def on_settled(self, event) -> None:
+        # settled by the broker without (or before) a terminal outcome
+        if event.delivery.remote_state not in (
+            Delivery.ACCEPTED,
+            Delivery.REJECTED,
+            Delivery.RELEASED,
+            Delivery.MODIFIED,
+        ):
+            self._outcome(event.delivery, "settled")
+
+    def tick(self) -> None:
+        msg = self.consumer.peek()
+        if msg is not None and msg[0] == "error":
+            self.fail(f"the consumer failed: {msg[1]}")
+            return
+        if msg is None and self.consumer.dead():
+            self.fail("the consumer exited")
+            return
+        if msg is not None and msg[0] == "done" and self.sent >= self.n:
+            # all received; the last dispositions get a bounded grace period
+            if self.consumer_done_at is None:
+                self.consumer_done_at = time.monotonic()
+            elif time.monotonic() - self.consumer_done_at > GRACE:
+                self.note = f"{len(self.outstanding)} dispositions still missing after {GRACE:g} s"
+                self.close()
+
+
+def run_trial(
+    target: Target,
+    durable: bool,
+    n: int,
+    args,
+    deadline: common.Deadline,
+    tag: str = "",
+) -> dict:
+    """One producer/consumer run of ``n`` messages on a fresh queue; returns figures."""
+    run_id = uuid.uuid4().hex[:8]
+    address = target.address_for(f"bench.amqp.{run_id}.{'d' if durable else 'nd'}{tag}")
+    windowed = args.windowed == "all" or (args.windowed == "durable" and durable)
+    consumer = common.ConsumerSide(
+        args.clients,
+        consumer_main,
+        target,
+        address,
+        n,
+        args.prefetch,
+        deadline.remaining(),
+        args.clients == "thread",
+    )
+    prod = ProducerHandler(target, address, n, durable, windowed, args, consumer, deadline)
+    try:
+        consumer.recv(deadline, "the consumer's link to attach")
+        Container(prod).run()
+        if prod.error is None and (prod.sent < n or prod.t0 is None):
+            prod.error = "producer: connection ended early"
+        if prod.error is not None:
+            raise common.BenchError(f"{prod.error} after {prod.sent} sends")
+        _, t_last, lat_bytes, duplicates, consumer_cpu = consumer.recv(deadline, "the last message")
+        cpu1 = common.proc_cpu_ticks(target.pid)
+        host1 = common.host_busy_ticks()
+        client1 = time.process_time()
+        t_end = time.monotonic_ns()
+    finally:
+        consumer.close()
+    if prod.note:
+        print(f"  note: {prod.note}", file=sys.stderr)
+
+    t0 = prod.t0
+    elapsed = (t_last - t0) / 1e9
+    lat = sorted(array.array("q", lat_bytes))
+    cpu0 = prod.cpu0
+    cpu_us = (
+        (cpu1 - cpu0) / common.CLK_TCK * 1e6 / n if cpu0 is not None and cpu1 is not None else None
+    )
+    producer_cpu = client1 - prod.client0
+    if args.clients == "thread":  # process_time already covers the consumer thread
+        client_cpu = producer_cpu
+        producer_cpu -= consumer_cpu
+    else:
+        client_cpu = producer_cpu + consumer_cpu
+    # cores busy with anything else (other programs, the kernel) over the same window:
+    # a figure well above 0 means the measurement competed for CPU
+    others = None
+    if None not in (prod.host0, host1, cpu0, cpu1) and t_end > t0:
+        busy = (host1 - prod.host0 - (cpu1 - cpu0)) / common.CLK_TCK - client_cpu
+        others = max(0.0, busy / ((t_end - t0) / 1e9))
+    missing = {k: v for k, v in prod.outcomes.items() if k != "accepted" and v}
+    return {
+        "target": target.name,
+        "durable": durable,
+        "address": address,
+        "messages": n,
+        "size": args.size,
+        "windowed": windowed,
+        "msgs_per_s": n / elapsed if elapsed > 0 else None,
+        "elapsed_s": elapsed,
+        "send_s": (prod.t_sent - t0) / 1e9 if prod.t_sent else None,
+        "p50_ms": common.percentile(lat, 50) / 1e6,
+        "p99_ms": common.percentile(lat, 99) / 1e6,
+        "broker_cpu_us_per_msg": cpu_us,
+        "client_cpu_us_per_msg": client_cpu * 1e6 / n,
+        "producer_cpu_us_per_msg": producer_cpu * 1e6 / n,
+        "consumer_cpu_us_per_msg": consumer_cpu * 1e6 / n,
+        "producer_core_pct": 100.0 * producer_cpu / elapsed if elapsed > 0 else None,
+        "consumer_core_pct": 100.0 * consumer_cpu / elapsed if elapsed > 0 else None,
+        "other_cores": others,
+        "accepted": prod.outcomes["accepted"],
+        "other_outcomes": missing,
+        "unconfirmed": len(prod.outstanding),
+        "duplicates": duplicates,
+    }
+
+
+def row_key(kind: str, durable) -> dict:
+    """The first fields of a result row: which target and mode it is."""
+    return {"target": kind, "durable": durable}
+
+
+def run_target(kind: str, modes, args, deadline: common.Deadline) -> list[dict]:
+    """Start (or find) one target and run every mode on it, warm-up first."""
+    with target_context(kind, args, deadline) as target:
+        print(
+            f"{kind}: {target.url} address {target.address!r}"
+            f"{' (durable terminus)' if target.durable_terminus else ''}"
+            f"{f' user {target.user}' if target.user else ' (SASL ANONYMOUS)'}",
+            file=sys.stderr,
+        )
+
+        def trial(durable, n: int, tag: str) -> dict:
+            return run_trial(target, durable, n, args, deadline, tag)
+
+        return common.run_modes(
+            modes, lambda durable: row_key(kind, durable), trial, args, deadline, format_row
+        )
+
+
+# --------------------------------------------------------------------------- output
+
+
+COLUMNS = (
+    ("target", 9),
+    ("durable", 7),
+    *common.FIGURE_COLUMNS,
+    ("prod/cons us", 12),
+    ("prod/cons %", 11),
+    ("accepted", 13),
+    ("others", 6),
+)
+
+
+def format_row(r: dict) -> str:
+    head = [r["target"].ljust(9), ("true" if r["durable"] else "false").ljust(7)]
+    if "error" in r:
+        return common.error_line(head, r["error"])
+    fmt = common.fmt
+    cells = [
+        *common.figure_cells(r),
+        f"{r['producer_cpu_us_per_msg']:.0f}/{r['consumer_cpu_us_per_msg']:.0f}",
+        f"{fmt(r['producer_core_pct'], '.0f')}/{fmt(r['consumer_core_pct'], '.0f')}",
+        f"{r['accepted']}/{r['messages']}",
+        fmt(r.get("other_cores"), ".2f"),
+    ]
+    line = common.table_row(head, cells, COLUMNS)
+    extra = [f"{v} {k}" for k, v in r.get("other_outcomes", {}).items()]
+    if r.get("unconfirmed"):
+        extra.append(f"{r['unconfirmed']} unconfirmed")
+    if r.get("duplicates"):
+        extra.append(f"{r['duplicates']} duplicates")
+    if extra:
+        line += f"  ({', '.join(extra)})"
+    return line
+
+
+def command_line() -> str:
+    argv = getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv]
+    return shlex.join(argv)
+
+
+def print_report(results: list[dict], rat: list[dict] | None, args) -> None:
+    print(f"\ncommand: {command_line()}")
+    print(
+        f"AMQP 1.0 throughput: {args.messages:,} x {args.size} B, one proton producer + one "
+        f"consumer ({args.clients}), prefetch {args.prefetch}, window {args.window} "
+        f"({args.windowed}), {os.cpu_count()} CPUs"
+        + (f", paced at {args.rate:g} msg/s" if args.rate > 0 else "")
+        + (f", warm-up {args.warmup}" if args.warmup else "")
+    )
+    print(common.header_line(COLUMNS, left=2))
+    for r in results:
+        print(format_row(r))
+    common.print_ratios(
+        rat, f"{'durable':7}", lambda q: f"{('true' if q['durable'] else 'false'):7}"
+    )
+    if args.json:
+        common.print_json(
+            {
+                "bench": "amqp_throughput",
+                "command": command_line(),
+                "messages": args.messages,
+                "size": args.size,
+                "prefetch": args.prefetch,
+                "window": args.window,
+                "windowed": args.windowed,
+                "warmup": args.warmup,
+                "clients": args.clients,
+            },
+            results,
+            rat,
+        )
+    sys.stdout.flush()
+
+
+# --------------------------------------------------------------------------- main
+
+
+def parse_mode(part: str) -> bool:
+    """One mode: ``durable`` (True) or ``non-durable`` (False)."""
+    part = part.strip()
+    if part in ("durable", "true"):
+        return True
+    if part in ("non-durable", "nondurable", "false"):
+        return False
+    raise argparse.ArgumentTypeError(f"bad mode {part!r}: want non-durable or durable")
+
+
+def parse_modes(text: str):
+    """``all`` or a comma list of ``non-durable`` / ``durable``."""
+    return common.parse_modes(text, ALL_MODES, parse_mode)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        description="AMQP 1.0 producer/consumer throughput, latency and broker CPU per message.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--target", choices=("junction", "rabbitmq"), default="junction")
+    p.add_argument(
+        "--compare", choices=("rabbitmq",), help="run junction and this peer; print ratios"
+    )
+    common.add_broker_options(p, "AMQP")
+    p.add_argument(
+        "--address",
+        help="address template, {name} = fresh queue name per trial "
+        "(default: {name} for junction, /queue/{name} for rabbitmq)",
+    )
+    p.add_argument(
+        "--terminus-durable",
+        choices=("auto", "yes", "no"),
+        default="auto",
+        help="attach links with durable termini (auto: yes for rabbitmq, "
+        "which then declares a durable queue)",
+    )
+    p.add_argument("--messages", "-n", type=int, default=20_000)
+    p.add_argument("--size", type=int, default=256, help="body bytes")
+    p.add_argument("--modes", type=parse_modes, default="all", help="all or non-durable,durable")
+    p.add_argument("--warmup", type=int, default=0, help="messages per mode before measuring")
+    p.add_argument("--prefetch", type=int, default=1000, help="consumer link credit")
+    p.add_argument(
+        "--rate",
+        type=float,
+        default=0,
+        help="send at most this many msg/s (0: as fast as possible); for latency",
+    )
+    p.add_argument("--window", type=int, default=1000, help="max unsettled sends outstanding")
+    p.add_argument(
+        "--windowed",
+        choices=("durable", "all", "none"),
+        default="durable",
+        help="which modes the --window applies to",
+    )
+    common.add_clients_option(p)
+    p.add_argument("--user", help="SASL PLAIN user (rabbitmq default: guest)")
+    p.add_argument("--password")
+    common.add_run_options(p)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.messages <= 0 or args.size <= 0 or args.window <= 0 or args.prefetch <= 0:
+        print("--messages, --size, --window and --prefetch must be positive", file=sys.stderr)
+        return 2
+    print(f"command: {command_line()}", file=sys.stderr)
+    return common.run_benchmark(
+        args, "amqp_throughput", run_target, row_key, MODE_KEYS, print_report
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
