@@ -858,8 +858,13 @@ class AmqpProtocol(Protocol):
         if self._closing:
             return
         if self.pn_transport is not None:
-            self._push(data)
-            self._process()
+            storage = self.server.storage
+            storage.hold()
+            try:
+                self._push(data)
+                self._process()
+            finally:
+                storage.release()
             self.flush()
             return
         try:

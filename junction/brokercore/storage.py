@@ -127,6 +127,12 @@ class NullStorage:
     def start(self):
         return None
 
+    def hold(self) -> None:
+        """Nothing to batch."""
+
+    def release(self) -> None:
+        """Nothing to batch."""
+
     def next_id(self) -> int:
         self._next += 1
         return self._next
@@ -204,6 +210,10 @@ class JournalStorage:
         self.journal = journal
         #: records recovery found dead, deleted once the journal is started
         self._cleanup: list = []
+        #: batch the records of one read's worth of protocol input (see
+        #: GroupCommitWriter.hold): protocol adapters bracket their handling
+        self.hold = journal.hold
+        self.release = journal.release
 
     # -- lifecycle ---------------------------------------------------------------
     def load(self) -> Recovered:

@@ -33,6 +33,7 @@ from junction.brokercore.journal import (
 from junction.brokercore.journal import journal as jmod
 from junction.brokercore.journal import records as rec
 from junction.brokercore.journal.records import FILE_HEADER_SIZE, RECORD_OVERHEAD, Kind
+from tests.harness import wait_for
 from tests.unit.writer_fixtures import InlineReactor, ThreadReactor, settle
 
 # -- harness ---------------------------------------------------------------
@@ -313,6 +314,28 @@ def test_group_commit_threaded_batches_many_records_per_sync(tmp_path):
     assert stats["records_synced"] >= 3000
     assert stats["syncs"] < 3000
     assert stats["records_per_sync"] > 1
+    stopped = j.stop()
+    r.pump_until(lambda: stopped.called)
+
+
+def test_hold_batches_appends_until_release(tmp_path):
+    """While held, appends queue up without waking the writer; release wakes it once."""
+    r = ThreadReactor()
+    j = Journal(tmp_path, reactor=r, preallocate=False)
+    j.load()
+    j.start()
+    writer = j._writer
+    wait_for(lambda: writer._idle, 10, interval=0.001, what="the writer thread to wait for work")
+    j.hold()
+    j.hold()  # holds nest
+    ds = [j.append_add(j.next_id(), 1, b"x" * 100) for _ in range(50)]
+    j.release()
+    assert writer._kick_owed and len(writer._items) == 50  # still held: nothing taken
+    assert not any(d.called for d in ds)
+    j.release()
+    r.pump_until(lambda: all(d.called for d in ds))
+    assert all(outcome(d) is None for d in ds)
+    assert j.stats()["syncs"] == 1  # one batch, one sync
     stopped = j.stop()
     r.pump_until(lambda: stopped.called)
 

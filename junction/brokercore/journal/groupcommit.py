@@ -265,6 +265,9 @@ class GroupCommitWriter:
         self._waiters: list = []
         self._want_sync = False
         self._idle = False
+        #: reactor side: hold() depth, and a wake-up owed at release()
+        self._held = 0
+        self._kick_owed = False
         self._thread: threading.Thread | None = None
         self._preallocator: Preallocator | None = None
         self._flush_call = None
@@ -337,9 +340,33 @@ class GroupCommitWriter:
             if sync:
                 self._want_sync = True
             if self._idle:
-                self._cond.notify()
+                if self._held:
+                    self._kick_owed = True
+                else:
+                    self._cond.notify()
         if self._inline and self._flush_call is None:
             self._flush_call = self._reactor.callLater(0, self._flush_inline)
+
+    def hold(self) -> None:
+        """Batch what is submitted until :meth:`release`: do not wake the writer yet.
+
+        A protocol adapter holds the writer while it handles one read's worth
+        of input, so the records of all the messages in it go out in one
+        write and one sync, and the writer thread does not take the GIL in
+        the middle of the read (every call into a C library that releases
+        the GIL would hand it over).  Holds nest.
+        """
+        self._held += 1
+
+    def release(self) -> None:
+        """End a :meth:`hold`; the writer wakes if anything arrived meanwhile."""
+        self._held -= 1
+        if self._held or not self._kick_owed:
+            return
+        self._kick_owed = False
+        with self._lock:
+            if self._idle and self._items:
+                self._cond.notify()
 
     def enqueue(self, op, d: Deferred | None = None) -> None:
         """Queue ``op()`` to run on the writer behind everything queued so

@@ -1023,6 +1023,13 @@ class Journal:
         return value
 
     # -- flow control ----------------------------------------------------------
+    def hold(self) -> None:
+        """See :meth:`GroupCommitWriter.hold`: batch appends until :meth:`release`."""
+        self._writer.hold()
+
+    def release(self) -> None:
+        self._writer.release()
+
     @property
     def pending_bytes(self) -> int:
         """Bytes appended but not yet written (and synced, if asked)."""
