@@ -352,4 +352,10 @@ def unimplemented_settings(config) -> list[str]:
                         f"{file}:{line}: queue {queue.name!r}: {name.replace('_', '-')} "
                         "is not implemented by Junction yet and has no effect"
                     )
+    for router in config.connection_routers:
+        file, line = router.source
+        problems.append(
+            f"{file}:{line}: connection router {router.name!r}: parsed and validated, "
+            "but connections are not routed by this build yet"
+        )
     return problems

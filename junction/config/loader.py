@@ -14,7 +14,8 @@ What an element means is data, in the tables below, not code:
 
   - :class:`Value` -- a text element read into a :class:`BrokerConfig` field;
   - :class:`Section` -- a container read by a method of the loader
-    (``acceptors``, ``addresses``, ``address-settings`` ...);
+    (``acceptors``, ``addresses``, ``address-settings`` ...); :class:`Nested`
+    is the same one level down (``<pool>`` inside ``<connection-router>``);
   - :class:`Ignored` -- a tuning knob of the Java broker with no behavioural
     meaning for Junction (``journal-type``, ``thread-pool-max-size``,
     ``critical-analyzer`` ...).  Its value is still type-checked, and it is
@@ -28,9 +29,11 @@ What an element means is data, in the tables below, not code:
     "<x> is not supported by Junction yet".  Never silently ignored.
 
 * :data:`ADDRESS_SETTING_ELEMENTS`, :data:`QUEUE_ATTRIBUTES`,
-  :data:`WILDCARD_ELEMENTS`, :data:`JUNCTION_ELEMENTS` -- the same for the
-  inside of ``<address-setting>``, ``<queue>``, ``<wildcard-addresses>`` and
-  ``<junction>``.
+  :data:`WILDCARD_ELEMENTS`, :data:`JUNCTION_ELEMENTS`,
+  :data:`ROUTER_ELEMENTS`, :data:`CACHE_ELEMENTS`, :data:`POOL_ELEMENTS` --
+  the same for the inside of ``<address-setting>``, ``<queue>``,
+  ``<wildcard-addresses>``, ``<junction>``, ``<connection-router>`` and its
+  ``<cache>`` and ``<pool>``.
 * :data:`ACCEPTOR_PARAMS`, :data:`CONNECTOR_PARAMS`, :data:`PARAM_TYPES`,
   :data:`PROTOCOLS` -- what an acceptor/connector URL may say.
 
@@ -51,6 +54,13 @@ changes behaviour):
   given twice, or a queue name used twice is an error, not "last one wins".
 * ``artemis-roles.properties`` user lists are trimmed (see
   :mod:`junction.config.properties`).
+* Connection routers: a ``<connector-ref>`` naming no ``<connector>`` is an
+  error (Artemis logs a warning and leaves the target out); a pool with more
+  than one source of targets is an error (Artemis uses the first of
+  cluster-connection, discovery-group-ref, static-connectors); unknown or
+  mistyped properties of the built-in policies are errors (Artemis ignores
+  them, or fails with a NumberFormatException), and ``MODULO`` must be > 0
+  (Artemis leaves keys unchanged for 0 or less).
 
 Junction's own element, ``<junction>`` inside ``<core>`` (Artemis's xsd does
 not know it, so a file that uses it is Junction-only)::
@@ -76,8 +86,10 @@ import difflib
 import math
 import os
 import re
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from importlib import metadata
 from typing import Any, NamedTuple
 from urllib.parse import unquote_plus
 
@@ -106,6 +118,10 @@ __all__ = [
     "QUEUE_ATTRIBUTES",
     "WILDCARD_ELEMENTS",
     "JUNCTION_ELEMENTS",
+    "ROUTER_ELEMENTS",
+    "CACHE_ELEMENTS",
+    "POOL_ELEMENTS",
+    "registered_policies",
     "ACCEPTOR_PARAMS",
     "CONNECTOR_PARAMS",
     "PARAM_TYPES",
@@ -299,6 +315,90 @@ def power_of_two(text: str) -> int:
     return v
 
 
+#: Java regex syntax that Python's re rejects, with what to write instead.
+_JAVA_REGEX_HINTS = (
+    (
+        re.compile(r"\\[pP](?:\{|[A-Za-z])"),
+        r"\p{...}/\P{...} character classes are Java regex syntax that Python's re"
+        r" does not have; spell the class out, e.g. [A-Za-z] for \p{Alpha}",
+    ),
+    (
+        re.compile(r"\\Q"),
+        r"\Q...\E quoting is Java regex syntax; escape each special character instead",
+    ),
+    (
+        re.compile(r"\(\?<[A-Za-z]"),
+        "(?<name>...) named groups are Java regex syntax; Python writes (?P<name>...)",
+    ),
+    (
+        re.compile(r"\\[hRXGz]"),
+        r"\h, \R, \X, \G and \z are Java regex escapes that Python's re lacks (for \z write \Z)",
+    ),
+)
+
+
+def _java_class_syntax(pattern: str) -> str | None:
+    """Java character-class syntax Python's re reads differently, if ``pattern`` uses it.
+
+    In Java an unescaped ``[`` inside a class opens a nested class (a union)
+    and ``&&`` is an intersection; Python's re reads both as literal
+    characters, so the pattern compiles but matches something else.
+    """
+    i, n, in_set, first = 0, len(pattern), False, 0
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if not in_set:
+            if c == "[":
+                in_set = True
+                i += 1
+                if pattern.startswith("^", i):
+                    i += 1
+                first = i
+                continue
+        elif c == "[":
+            return f"a nested class at position {i} ([..[..]..], a union in Java)"
+        elif pattern.startswith("&&", i):
+            return f"&& at position {i} (a class intersection in Java)"
+        elif c == "]" and i > first:
+            in_set = False
+        i += 1
+    return None
+
+
+def regex(text: str) -> str | None:
+    r"""A regular expression (key filters), checked to compile with Python's :mod:`re`.
+
+    Blank means "no filter" (None), as in Artemis.  Artemis compiles these
+    with ``java.util.regex``; when a pattern fails in Python because of Java-only
+    syntax (``\p{Lu}``, ``\Q..\E``, ``(?<name>..)`` ...) the error says so.
+    Nested classes and class intersections (``[a-z&&[^x]]``) compile in Python
+    but mean something else there, so they are refused too.  Possessive
+    quantifiers (``a*+``) and atomic groups (``(?>..)``) mean the same in both.
+    """
+    t = text.strip()
+    if not t:
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)  # reported below, in Java terms
+            re.compile(t)
+    except re.error as e:
+        hints = [hint for pattern, hint in _JAVA_REGEX_HINTS if pattern.search(t)]
+        raise ValueError(
+            f"not a valid regular expression: {e}" + "".join(f"; {h}" for h in hints)
+        ) from None
+    java = _java_class_syntax(t)
+    if java:
+        raise ValueError(
+            f"this regular expression uses {java}, which Python's re reads as literal"
+            " characters; write the character class out in full"
+        )
+    return t
+
+
 text_value = string(nonempty=True)
 any_text = string(nonempty=False)
 port_number = integer(0, 65535)
@@ -358,6 +458,15 @@ class Section:
 
 
 @dataclass(frozen=True)
+class Nested:
+    """A container inside a container (``<pool>`` in ``<connection-router>``):
+    read by the loader method ``method(el, target)``, which stores what it
+    builds in ``target``, the values of the element being read."""
+
+    method: str
+
+
+@dataclass(frozen=True)
 class Ignored:
     """A Java-broker tuning knob: type-checked, then listed in ``BrokerConfig.ignored``."""
 
@@ -412,6 +521,7 @@ CORE_ELEMENTS: dict[str, Value | Section | Ignored | DefaultOnly | Unsupported] 
     "address-settings": Section("_address_settings"),
     "security-settings": Section("_security_settings"),
     "wildcard-addresses": Section("_wildcard_addresses"),
+    "connection-routers": Section("_connection_routers"),
     "junction": Section("_junction"),
     # -- tuning knobs: accepted, type-checked, listed in BrokerConfig.ignored --------
     "journal-type": Ignored(choice("ASYNCIO", "NIO", "MAPPED"), _JOURNAL),
@@ -558,7 +668,6 @@ CORE_ELEMENTS: dict[str, Value | Section | Ignored | DefaultOnly | Unsupported] 
     "broadcast-groups": Unsupported(),
     "discovery-groups": Unsupported(),
     "ha-policy": Unsupported(),
-    "connection-routers": Unsupported(),
     "grouping-handler": Unsupported(),
     "bridges": Unsupported(),
     "diverts": Unsupported(),
@@ -734,6 +843,80 @@ JUNCTION_ELEMENTS: dict[str, dict[str, tuple[str, Parser]]] = {
         "connect-timeout": ("connect_timeout", integer(1)),
     },
 }
+
+# -- connection routers ----------------------------------------------------------------
+
+#: Children of ``<connection-router>`` (artemis-configuration.xsd
+#: ``connectionRouterType``); ``Value`` attrs are
+#: :class:`~junction.config.model.ConnectionRouterConfig` fields.  ``cache``,
+#: ``policy`` and ``pool`` are containers read by the loader.  The xsd's
+#: sequence is ``maxOccurs="unbounded"``, so the order of the children is free;
+#: each may appear once.
+ROUTER_ELEMENTS: dict[str, Value | Nested | Unsupported] = {
+    "key-type": Value("key_type", choice(*model.KEY_TYPES)),
+    "key-filter": Value("key_filter", regex),
+    "local-target-filter": Value("local_target_filter", regex),
+    "cache": Nested("_router_cache"),
+    "policy": Nested("_router_policy"),
+    "pool": Nested("_router_pool"),
+    "key-transformer": Unsupported(
+        "(Artemis ignores it too: it is in artemis-configuration.xsd, but no Artemis"
+        " version reads it; keys are transformed by the policy, e.g. CONSISTENT_HASH_MODULO)"
+    ),
+}
+
+#: Children of a router's ``<cache>`` -> :class:`~junction.config.model.CacheConfig`
+#: fields.  Artemis reads ``timeout`` as an ``int`` >= 0 (the xsd's default of
+#: -1 is not what the broker uses: its default is 0 = never expire).
+CACHE_ELEMENTS: dict[str, Value] = {
+    "persisted": Value("persisted", boolean),
+    "timeout": Value("timeout", integer(0)),
+}
+
+#: Children of a router's ``<pool>`` -> :class:`~junction.config.model.PoolConfig`
+#: fields (Artemis ``parsePoolConfiguration``: ``int`` values, check-period
+#: > 0, quorum-size > 0, quorum-timeout >= 0).  ``static-connectors`` and
+#: ``discovery-group-ref`` are containers read by the loader.
+POOL_ELEMENTS: dict[str, Value | Nested] = {
+    "username": Value("username", text_value),
+    "password": Value("password", any_text),
+    "check-period": Value("check_period", integer(1)),
+    "quorum-size": Value("quorum_size", integer(1)),
+    "quorum-timeout": Value("quorum_timeout", integer(0)),
+    "local-target-enabled": Value("local_target_enabled", boolean),
+    "cluster-connection": Nested("_pool_cluster_connection"),
+    "static-connectors": Nested("_pool_static_connectors"),
+    "discovery-group-ref": Nested("_pool_discovery_group_ref"),
+}
+
+#: Checks of the built-in policies' known properties (values stay strings).
+_POLICY_PROPERTY_TYPES: dict[str, Parser] = {
+    "MODULO": integer(1),
+    "CONNECTION_COUNT_THRESHOLD": integer(0),
+    "HASH": choice(*model.HASH_FUNCTIONS),
+}
+
+#: Properties a built-in policy cannot do without (Artemis's
+#: CONSISTENT_HASH_MODULO fails to deploy without MODULO).
+_REQUIRED_POLICY_PROPERTIES: dict[str, tuple[str, ...]] = {
+    "CONSISTENT_HASH_MODULO": ("MODULO",),
+}
+
+
+def registered_policies() -> tuple[str, ...]:
+    """Names of the policies plug-ins register in the ``junction.policies`` entry-point group.
+
+    Only the names are read (nothing is imported), so checking a config never
+    runs plug-in code.  A plug-in package declares, for example::
+
+        [options.entry_points]
+        junction.policies =
+            STICKY_TENANT = mypkg.policies:StickyTenantPolicy
+    """
+    return tuple(
+        sorted({ep.name for ep in metadata.entry_points(group=model.POLICY_ENTRY_POINT_GROUP)})
+    )
+
 
 # -- transport URLs ------------------------------------------------------------------
 
@@ -1105,6 +1288,11 @@ class _Loader:
         self.security_settings: list[model.SecuritySetting] = []
         self.wildcard: dict[str, Any] = {}
         self.junction_lines: dict[str, int] = {}
+        self.routers: list[model.ConnectionRouterConfig] = []
+        #: (router name, connector name, <connector-ref>) to check once all connectors are read
+        self.router_refs: list[tuple[str, str, Element]] = []
+        self._router = ""  # the router being read, for messages
+        self._policies: tuple[str, ...] | None = None
 
     # -- reporting -----------------------------------------------------------------
     def error(self, el: Element | None, message: str, line: int | None = None) -> None:
@@ -1256,6 +1444,8 @@ class _Loader:
             seen[child.tag] = child
             if isinstance(spec, Section):
                 getattr(self, spec.method)(child)
+            elif isinstance(spec, Nested):
+                getattr(self, spec.method)(child, target)
             else:
                 self._scalar(child, spec, target, context)
         return rest
@@ -1676,6 +1866,246 @@ class _Loader:
                 if v is not None:
                     target[field] = v
 
+    # -- connection-routers -----------------------------------------------------------
+    def _connection_routers(self, el: Element) -> None:
+        self._container(el)
+        seen: dict[str, Element] = {}
+        for child in el.children:
+            if not self._check_namespace(child):
+                continue
+            if child.tag != "connection-router":
+                self._unknown(child, "connection-routers", ["connection-router"])
+                continue
+            self._container(child, ("name",))
+            name = (child.attrib.get("name") or "").strip()
+            if not name:
+                self.error(
+                    child,
+                    "<connection-router> needs a name attribute (an acceptor uses it with router=)",
+                )
+                continue
+            first = seen.get(name)
+            if first is not None:
+                self.error(
+                    child,
+                    f"a second connection router named {name!r} (the first is at line {first.line})",
+                )
+            else:
+                seen[name] = child
+            self._router = name
+            values: dict[str, Any] = {}
+            self._children(child, ROUTER_ELEMENTS, values, f"connection router {name!r}")
+            if first is None:
+                self.routers.append(
+                    model.ConnectionRouterConfig(name=name, source=child.source, **values)
+                )
+
+    def _router_cache(self, el: Element, target: dict) -> None:
+        self._container(el)
+        values: dict[str, Any] = {}
+        self._children(
+            el, CACHE_ELEMENTS, values, f"the cache of connection router {self._router!r}"
+        )
+        target["cache"] = model.CacheConfig(source=el.source, **values)
+
+    def _known_policies(self) -> tuple[str, ...]:
+        if self._policies is None:
+            extra = tuple(p for p in registered_policies() if p not in model.BUILTIN_POLICIES)
+            self._policies = model.BUILTIN_POLICIES + extra
+        return self._policies
+
+    def _router_policy(self, el: Element, target: dict) -> None:
+        router = self._router
+        self._container(el, ("name",))
+        name = (el.attrib.get("name") or "").strip()
+        if not name:
+            self.error(
+                el,
+                "<policy> needs a name attribute: one of "
+                + ", ".join(model.BUILTIN_POLICIES)
+                + f", or a policy registered in the entry-point group {model.POLICY_ENTRY_POINT_GROUP}",
+            )
+        elif self._ok(el) and name not in self._known_policies():
+            hint = _suggest(name, self._known_policies(), upper=True)
+            self.error(
+                el,
+                f"unknown policy {name!r} in connection router {router!r}"
+                + (
+                    hint
+                    or "; expected one of "
+                    + ", ".join(model.BUILTIN_POLICIES)
+                    + f", or a policy registered in the Python entry-point group {model.POLICY_ENTRY_POINT_GROUP}"
+                ),
+            )
+        allowed = model.POLICY_PROPERTIES.get(name)  # None: a plug-in policy checks its own
+        properties: list[tuple[str, str]] = []
+        seen: dict[str, Element] = {}
+        for p in el.children:
+            if not self._check_namespace(p):
+                continue
+            if p.tag != "property":
+                self._unknown(p, "policy", ["property"])
+                continue
+            for ch in p.children:
+                self.error(
+                    ch, f"<property> takes key and value attributes, not a child element <{ch.tag}>"
+                )
+            if p.text.strip():
+                self.error(
+                    p, '<property> takes attributes, not text: <property key="..." value="..."/>'
+                )
+            for attr in p.attrib:
+                if attr not in ("key", "value"):
+                    self.error(
+                        p, f"<property> has no attribute {attr!r}{_suggest(attr, ['key', 'value'])}"
+                    )
+            key = (p.attrib.get("key") or "").strip()
+            value = p.attrib.get("value")
+            if not key:
+                self.error(p, '<property> needs a key attribute: <property key="..." value="..."/>')
+                continue
+            if value is None:
+                self.error(p, f'<property key="{key}"> needs a value attribute')
+                continue
+            if key in seen:
+                self.error(
+                    p,
+                    f"property {key!r} is given twice in policy {name} (first at line {seen[key].line})",
+                )
+                continue
+            seen[key] = p
+            if allowed is not None and self._ok(el):
+                if key not in allowed:
+                    hint = _suggest(key, allowed, upper=True)
+                    if not hint:
+                        hint = (
+                            f" (it takes {', '.join(allowed)})" if allowed else " (it takes none)"
+                        )
+                    self.error(
+                        p,
+                        f"policy {name} of connection router {router!r} has no property {key!r}{hint}",
+                    )
+                    continue
+                if self._ok(p):
+                    parsed = self.parse_value(
+                        p, _POLICY_PROPERTY_TYPES[key], value, f"policy {name} property {key}"
+                    )
+                    if parsed is None:
+                        continue
+                    value = str(parsed)
+            properties.append((key, value))
+        if allowed is not None:
+            for key in _REQUIRED_POLICY_PROPERTIES.get(name, ()):
+                if key not in seen:
+                    self.error(
+                        el,
+                        f'policy {name} of connection router {router!r} needs <property key="{key}" value="..."/>'
+                        " (Artemis fails to deploy it without one)",
+                    )
+        if name:
+            target["policy"] = model.PolicyConfig(name, tuple(properties), source=el.source)
+
+    _POOL_SOURCES = ("cluster-connection", "discovery-group-ref", "static-connectors")
+
+    def _router_pool(self, el: Element, target: dict) -> None:
+        router = self._router
+        self._container(el)
+        values: dict[str, Any] = {}
+        self._children(el, POOL_ELEMENTS, values, f"the pool of connection router {router!r}")
+        for child in el.children:
+            if child.tag == "password" and self._ok(child) and not child.children:
+                pw = child.value
+                if pw.startswith("ENC(") and pw.endswith(")"):
+                    self.error(
+                        child,
+                        "<password>: masked passwords (ENC(...)) are not supported by Junction yet"
+                        " (Artemis decodes them with its password codec); write the password in"
+                        " clear text or take it from the environment with ${VAR}",
+                    )
+                break
+        # Artemis's order (ConnectionRouterManager.deployPool): the first one set wins there.
+        given = [tag for tag in self._POOL_SOURCES if any(c.tag == tag for c in el.children)]
+        if not given:
+            self.error(
+                el,
+                f"pool of connection router {router!r} has no targets: give <static-connectors>,"
+                ' <discovery-group-ref> or <cluster-connection> (Artemis: "Pool configuration not valid")',
+            )
+        elif len(given) > 1:
+            self.error(
+                el,
+                f"pool of connection router {router!r} gives "
+                + ", ".join(f"<{t}>" for t in given[:-1])
+                + f" and <{given[-1]}>"
+                + f": give exactly one source of targets (Artemis would use <{given[0]}> and ignore the rest)",
+            )
+        target["pool"] = model.PoolConfig(source=el.source, **values)
+
+    def _pool_cluster_connection(self, el: Element, target: dict) -> None:
+        if not self._leaf(el):
+            return
+        if not el.value:
+            self.error(el, "<cluster-connection> is empty; give the name of a cluster connection")
+            return
+        target["cluster_connection"] = el.value
+        self.error(
+            el,
+            f"<cluster-connection> in the pool of connection router {self._router!r} is not supported"
+            " by Junction yet (arrives with clustering); use <static-connectors>",
+        )
+
+    def _pool_discovery_group_ref(self, el: Element, target: dict) -> None:
+        self._container(el, ("discovery-group-name",))
+        for ch in el.children:
+            self.error(
+                ch, f"<discovery-group-ref> takes an attribute, not a child element <{ch.tag}>"
+            )
+        group = (el.attrib.get("discovery-group-name") or "").strip()
+        if not group:
+            self.error(el, "<discovery-group-ref> needs a discovery-group-name attribute")
+            return
+        target["discovery_group"] = group
+        self.error(
+            el,
+            f"<discovery-group-ref> in the pool of connection router {self._router!r} is not supported"
+            " by Junction yet (arrives with clustering); use <static-connectors>",
+        )
+
+    def _pool_static_connectors(self, el: Element, target: dict) -> None:
+        self._container(el)
+        names: list[str] = []
+        seen: dict[str, Element] = {}
+        refs = 0
+        for c in el.children:
+            if not self._check_namespace(c):
+                continue
+            if c.tag != "connector-ref":
+                self._unknown(c, "static-connectors", ["connector-ref"])
+                continue
+            refs += 1
+            if not self._leaf(c) or not self._ok(c):
+                continue
+            name = c.value
+            if not name:
+                self.error(c, "<connector-ref> is empty; give the name of a <connector>")
+                continue
+            if name in seen:
+                self.error(
+                    c,
+                    f"connector {name!r} is listed twice in <static-connectors> (first at line {seen[name].line})",
+                )
+                continue
+            seen[name] = c
+            names.append(name)
+            self.router_refs.append((self._router, name, c))
+        if not refs:
+            self.error(
+                el,
+                "<static-connectors> names no connectors; add a <connector-ref>name</connector-ref>"
+                " for each target",
+            )
+        target["static_connectors"] = tuple(names)
+
     # -- whole-config checks -------------------------------------------------------------
     def _cross_checks(self) -> None:
         names: dict[str, model.Acceptor] = {}
@@ -1721,13 +2151,21 @@ class _Loader:
                 )
             else:
                 cnames[c.name] = c
-        routers: set[str] = set()  # <connection-routers> is not supported yet, so none exist
+        routers = [r.name for r in self.routers]
         for a in self.acceptors:
             if a.router is not None and a.router not in routers:
                 self.error(
                     None,
-                    f"acceptor {a.name!r} names router {a.router!r}, but no <connection-routers> defines it",
+                    f"acceptor {a.name!r} names router {a.router!r}, but no <connection-routers> defines it"
+                    + _suggest(a.router, routers),
                     a.source[1],
+                )
+        for router, connector, ref in self.router_refs:
+            if connector not in cnames:
+                self.error(
+                    ref,
+                    f"pool of connection router {router!r} names connector {connector!r}, but no <connectors> defines it"
+                    + _suggest(connector, cnames),
                 )
         addr_seen: dict[str, model.AddressConfig] = {}
         queue_seen: dict[str, model.QueueConfig] = {}
@@ -1786,6 +2224,7 @@ class _Loader:
             **v,
             acceptors=tuple(self.acceptors),
             connectors=tuple(self.connectors),
+            connection_routers=tuple(self.routers),
             addresses=tuple(self.addresses),
             address_settings=tuple(self.address_settings),
             security_settings=tuple(self.security_settings),

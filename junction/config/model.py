@@ -264,6 +264,133 @@ class Limits:
     connect_timeout: int = 10_000  # ms allowed before CONNECT
 
 
+#: Artemis's connection-router key types (``KeyType``), in the xsd's order.
+KEY_TYPES = ("CLIENT_ID", "SNI_HOST", "SOURCE_IP", "USER_NAME", "ROLE_NAME")
+
+#: The policies Artemis ships (``PolicyFactoryResolver``).  More can be added
+#: through the Python entry-point group :data:`POLICY_ENTRY_POINT_GROUP`.
+BUILTIN_POLICIES = (
+    "FIRST_ELEMENT",
+    "ROUND_ROBIN",
+    "CONSISTENT_HASH",
+    "LEAST_CONNECTIONS",
+    "CONSISTENT_HASH_MODULO",
+)
+
+#: Entry-point group where plug-in policies register (name = policy name).
+POLICY_ENTRY_POINT_GROUP = "junction.policies"
+
+#: The ``<property key=..>`` names each built-in policy takes.  ``HASH`` is
+#: Junction's own (Artemis's CONSISTENT_HASH has no properties).
+POLICY_PROPERTIES: dict[str, tuple[str, ...]] = {
+    "FIRST_ELEMENT": (),
+    "ROUND_ROBIN": (),
+    "CONSISTENT_HASH": ("HASH",),
+    "LEAST_CONNECTIONS": ("CONNECTION_COUNT_THRESHOLD",),
+    "CONSISTENT_HASH_MODULO": ("MODULO",),
+}
+
+#: Values of CONSISTENT_HASH's ``HASH`` property.  ``MURMUR3`` (the default):
+#: rendezvous (highest-random-weight) hashing of key and target node id with
+#: MurmurHash3 -- even balance, and only the keys of a removed target move.
+#: ``FNV1A``: Artemis's exact ring (one FNV-1a 32-bit point per node id,
+#: greatest point <= hash(key), wrapping), for compatibility with Artemis
+#: routers that must pick the same target for the same key.
+HASH_FUNCTIONS = ("MURMUR3", "FNV1A")
+DEFAULT_HASH = "MURMUR3"
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    """A router's ``<policy name="..">`` with its ``<property key=.. value=..>`` children.
+
+    ``name`` is a built-in policy (:data:`BUILTIN_POLICIES`) or one registered
+    in the ``junction.policies`` entry-point group.  ``properties`` keeps the
+    ``(key, value)`` pairs in document order, values as strings (a policy
+    parses its own); the loader has already checked the known ones (``MODULO``
+    and ``CONNECTION_COUNT_THRESHOLD`` integers, ``HASH`` one of
+    :data:`HASH_FUNCTIONS`, stored upper-case).  Defaults are not filled in:
+    use :meth:`get`.
+    """
+
+    name: str
+    properties: tuple[tuple[str, str], ...] = ()
+    source: Source = ("", 0)
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        """The value of property ``key`` (case-sensitive, as in Artemis), or ``default``."""
+        for k, v in self.properties:
+            if k == key:
+                return v
+        return default
+
+
+@dataclass(frozen=True)
+class CacheConfig:
+    """A router's ``<cache>``: remembers key -> target node id.
+
+    ``persisted``: keep the entries in the journal across restarts.
+    ``timeout``: milliseconds an entry may stay unused before it is dropped
+    (an idle timeout, Artemis's ``expireAfterAccess``); 0 = never.
+    """
+
+    persisted: bool = False
+    timeout: int = 0
+    source: Source = ("", 0)
+
+
+@dataclass(frozen=True)
+class PoolConfig:
+    """A router's ``<pool>``: the targets a policy chooses from.
+
+    ``username``/``password`` log in to the targets (to probe them); the
+    password is left out of ``repr()``.
+    ``check_period`` (ms, > 0): how often each target is probed.
+    ``quorum_size`` (> 0): how many targets must be ready before the pool
+    offers any; ``quorum_timeout`` (ms, >= 0): how long a routing decision
+    waits for that quorum.  ``local_target_enabled``: the node's own broker
+    core is a target too.  Exactly one source of targets is set:
+    ``static_connectors`` (names of ``<connectors>``), ``discovery_group`` or
+    ``cluster_connection`` (the last two are rejected by the loader until
+    clustering exists).
+    """
+
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)  # kept out of logs
+    check_period: int = 5000
+    quorum_size: int = 1
+    quorum_timeout: int = 3000
+    local_target_enabled: bool = False
+    static_connectors: tuple[str, ...] = ()
+    discovery_group: str | None = None
+    cluster_connection: str | None = None
+    source: Source = ("", 0)
+
+
+@dataclass(frozen=True)
+class ConnectionRouterConfig:
+    """One ``<connection-router name="..">`` (Artemis's ``ConnectionRouterConfiguration``).
+
+    ``key_type`` (:data:`KEY_TYPES`, default ``SOURCE_IP``) says which
+    property of a connection is its key.  ``key_filter`` is a regular
+    expression whose first match (a search, group 0) becomes the key, or the
+    key ``NULL`` when it does not match.  ``local_target_filter`` is a regular
+    expression that must match the whole (filtered, policy-transformed) key
+    for the connection to stay on the local broker core.  Both are checked to
+    compile with Python's :mod:`re`.  Without ``policy`` or ``pool`` every
+    connection whose key is not local is refused, as in Artemis.
+    """
+
+    name: str
+    key_type: str = "SOURCE_IP"
+    key_filter: str | None = None
+    local_target_filter: str | None = None
+    policy: PolicyConfig | None = None
+    cache: CacheConfig | None = None
+    pool: PoolConfig | None = None
+    source: Source = ("", 0)
+
+
 @dataclass(frozen=True)
 class BrokerConfig:
     """Everything one ``broker.xml`` describes for one node."""
@@ -284,6 +411,8 @@ class BrokerConfig:
     security_enabled: bool = True
     acceptors: tuple[Acceptor, ...] = ()
     connectors: tuple[Connector, ...] = ()
+    #: ``<connection-routers>``; an acceptor's ``router=`` names one of them.
+    connection_routers: tuple[ConnectionRouterConfig, ...] = ()
     addresses: tuple[AddressConfig, ...] = ()
     address_settings: tuple[AddressSettings, ...] = ()
     security_settings: tuple[SecuritySetting, ...] = ()

@@ -479,7 +479,6 @@ def test_unknown_element_suggests():
         "broadcast-groups",
         "discovery-groups",
         "ha-policy",
-        "connection-routers",
         "bridges",
         "diverts",
         "federations",
@@ -1018,3 +1017,647 @@ def test_load_user_store(tmp_path):
     )
     with pytest.raises(ConfigErrors, match="cannot read the users file"):
         load_user_store(cfg)
+
+
+# ---------------------------------------------------------------------------
+# Connection routers
+
+
+ROUTER_EXAMPLE = core(
+    """
+    <connectors>
+       <connector name="server1">tcp://10.0.0.1:61616</connector>
+       <connector name="server2">tcp://10.0.0.2:61616</connector>
+    </connectors>
+    <acceptors>
+       <acceptor name="gw">tcp://127.0.0.1:61700?router=simple-router;protocols=AMQP</acceptor>
+    </acceptors>
+    <connection-routers>
+       <connection-router name="simple-router">
+          <key-type>CLIENT_ID</key-type>
+          <key-filter>^.{3}</key-filter>
+          <local-target-filter>NULL|0</local-target-filter>
+          <policy name="CONSISTENT_HASH_MODULO">
+             <property key="MODULO" value="2"/>
+          </policy>
+          <cache>
+             <persisted>true</persisted>
+             <timeout>60000</timeout>
+          </cache>
+          <pool>
+             <username>guest</username>
+             <password>${POOL_PASSWORD}</password>
+             <check-period>1000</check-period>
+             <quorum-size>2</quorum-size>
+             <quorum-timeout>1000</quorum-timeout>
+             <local-target-enabled>true</local-target-enabled>
+             <static-connectors>
+                <connector-ref>server1</connector-ref>
+                <connector-ref>server2</connector-ref>
+             </static-connectors>
+          </pool>
+       </connection-router>
+       <connection-router name="defaults">
+          <pool>
+             <static-connectors><connector-ref>server2</connector-ref></static-connectors>
+          </pool>
+          <policy name="CONSISTENT_HASH"><property key="HASH" value="fnv1a"/></policy>
+          <cache/>
+       </connection-router>
+       <connection-router name="local-only"/>
+    </connection-routers>
+    """
+)
+
+
+def test_connection_routers_round_trip_with_defaults():
+    cfg = parse_config(ROUTER_EXAMPLE, file="b.xml", env={"POOL_PASSWORD": "s3cret"})
+    simple, defaults, local_only = cfg.connection_routers
+    assert simple == model.ConnectionRouterConfig(
+        name="simple-router",
+        key_type="CLIENT_ID",
+        key_filter="^.{3}",
+        local_target_filter="NULL|0",
+        policy=model.PolicyConfig("CONSISTENT_HASH_MODULO", (("MODULO", "2"),), ("b.xml", 15)),
+        cache=model.CacheConfig(persisted=True, timeout=60000, source=("b.xml", 18)),
+        pool=model.PoolConfig(
+            username="guest",
+            password="s3cret",
+            check_period=1000,
+            quorum_size=2,
+            quorum_timeout=1000,
+            local_target_enabled=True,
+            static_connectors=("server1", "server2"),
+            source=("b.xml", 22),
+        ),
+        source=("b.xml", 11),
+    )
+    assert defaults == model.ConnectionRouterConfig(
+        name="defaults",
+        key_type="SOURCE_IP",
+        policy=model.PolicyConfig("CONSISTENT_HASH", (("HASH", "FNV1A"),), ("b.xml", 39)),
+        cache=model.CacheConfig(persisted=False, timeout=0, source=("b.xml", 40)),
+        pool=model.PoolConfig(
+            check_period=5000,
+            quorum_size=1,
+            quorum_timeout=3000,
+            local_target_enabled=False,
+            static_connectors=("server2",),
+            source=("b.xml", 36),
+        ),
+        source=("b.xml", 35),
+    )
+    # a router with no pool and no policy deploys in Artemis: local or refused
+    assert local_only == model.ConnectionRouterConfig("local-only", source=("b.xml", 42))
+    assert (local_only.policy, local_only.pool, local_only.cache) == (None, None, None)
+    (gw,) = cfg.acceptors
+    assert gw.router == "simple-router"
+    assert defaults.policy.get("HASH") == "FNV1A"
+    assert simple.policy.get("HASH", model.DEFAULT_HASH) == "MURMUR3"
+    assert "s3cret" not in repr(cfg)
+
+
+def test_router_model_defaults():
+    assert model.BrokerConfig().connection_routers == ()
+    pool = model.PoolConfig()
+    assert (pool.check_period, pool.quorum_size, pool.quorum_timeout) == (5000, 1, 3000)
+    assert (pool.username, pool.password, pool.local_target_enabled) == (None, None, False)
+    assert (pool.static_connectors, pool.discovery_group, pool.cluster_connection) == (
+        (),
+        None,
+        None,
+    )
+    assert (model.CacheConfig().persisted, model.CacheConfig().timeout) == (False, 0)
+    router = model.ConnectionRouterConfig("r")
+    assert (router.key_type, router.key_filter, router.local_target_filter) == (
+        "SOURCE_IP",
+        None,
+        None,
+    )
+    assert model.DEFAULT_HASH == "MURMUR3"
+
+
+def test_router_tables_cover_the_model():
+    from junction.config.loader import CACHE_ELEMENTS, POOL_ELEMENTS, ROUTER_ELEMENTS
+
+    def reachable(table):
+        return {s.attr for s in table.values() if isinstance(s, Value)}
+
+    assert reachable(ROUTER_ELEMENTS) | {"policy", "cache", "pool"} == set(
+        model.ConnectionRouterConfig.__dataclass_fields__
+    ) - {"name", "source"}
+    assert reachable(CACHE_ELEMENTS) == set(model.CacheConfig.__dataclass_fields__) - {"source"}
+    assert reachable(POOL_ELEMENTS) | {
+        "static_connectors",
+        "discovery_group",
+        "cluster_connection",
+    } == set(model.PoolConfig.__dataclass_fields__) - {"source"}
+
+
+#: Two connectors on line 3; <connection-router name="r"> on line 5; the
+#: router's body starts on line 6.
+_CONNECTORS = (
+    '<connectors><connector name="server1">tcp://10.0.0.1:61616</connector>'
+    '<connector name="server2">tcp://10.0.0.2:61616</connector></connectors>'
+)
+_POOL = "<pool><static-connectors><connector-ref>server1</connector-ref></static-connectors></pool>"
+
+
+def router_doc(inner: str) -> str:
+    return core(
+        _CONNECTORS
+        + '\n<connection-routers>\n<connection-router name="r">\n'
+        + textwrap.dedent(inner).strip("\n")
+        + "\n</connection-router>\n</connection-routers>"
+    )
+
+
+def router_errors(inner: str) -> list[tuple[int, str]]:
+    return [(e.line, e.message) for e in errors_of(router_doc(inner))]
+
+
+def test_router_doc_helper_lines():
+    cfg = parse_config(router_doc("<key-type>USER_NAME</key-type>\n" + _POOL), file="b.xml", env={})
+    (r,) = cfg.connection_routers
+    assert (r.source, r.key_type, r.pool.source) == (("b.xml", 5), "USER_NAME", ("b.xml", 7))
+
+
+_ONLY = "(it takes none)"
+
+
+@pytest.mark.parametrize(
+    "inner, expected",
+    [
+        (
+            "<key-type>CLIENTID</key-type>",
+            [
+                (
+                    6,
+                    "<key-type>: expected one of CLIENT_ID, SNI_HOST, SOURCE_IP, USER_NAME,"
+                    " ROLE_NAME, got 'CLIENTID'; did you mean 'CLIENT_ID'?",
+                )
+            ],
+        ),
+        (
+            "<key-filter>(a</key-filter>",
+            [
+                (
+                    6,
+                    "<key-filter>: not a valid regular expression: missing ), unterminated"
+                    " subpattern at position 0",
+                )
+            ],
+        ),
+        (
+            r"<key-filter>\p{Lu}+</key-filter>",
+            [
+                (
+                    6,
+                    r"<key-filter>: not a valid regular expression: bad escape \p at position 0;"
+                    r" \p{...}/\P{...} character classes are Java regex syntax that Python's re"
+                    r" does not have; spell the class out, e.g. [A-Za-z] for \p{Alpha}",
+                )
+            ],
+        ),
+        (
+            "<local-target-filter>(?&lt;shard&gt;[0-9])</local-target-filter>",
+            [
+                (
+                    6,
+                    "<local-target-filter>: not a valid regular expression: unknown extension"
+                    " ?<s at position 1; (?<name>...) named groups are Java regex syntax;"
+                    " Python writes (?P<name>...)",
+                )
+            ],
+        ),
+        (
+            "<local-target-filter>[a-z&amp;&amp;[^b]]</local-target-filter>",
+            [
+                (
+                    6,
+                    "<local-target-filter>: this regular expression uses && at position 4 (a class"
+                    " intersection in Java), which Python's re reads as literal characters;"
+                    " write the character class out in full",
+                )
+            ],
+        ),
+        (
+            '<policy name="ROUND_ROBBIN"/>',
+            [
+                (
+                    6,
+                    "unknown policy 'ROUND_ROBBIN' in connection router 'r'; did you mean 'ROUND_ROBIN'?",
+                )
+            ],
+        ),
+        (
+            '<policy name="round_robin"/>',
+            [
+                (
+                    6,
+                    "unknown policy 'round_robin' in connection router 'r'; did you mean 'ROUND_ROBIN'?",
+                )
+            ],
+        ),
+        (
+            '<policy name="RANDOM"/>',
+            [
+                (
+                    6,
+                    "unknown policy 'RANDOM' in connection router 'r'; expected one of FIRST_ELEMENT,"
+                    " ROUND_ROBIN, CONSISTENT_HASH, LEAST_CONNECTIONS, CONSISTENT_HASH_MODULO, or a"
+                    " policy registered in the Python entry-point group junction.policies",
+                )
+            ],
+        ),
+        (
+            "<policy/>",
+            [
+                (
+                    6,
+                    "<policy> needs a name attribute: one of FIRST_ELEMENT, ROUND_ROBIN,"
+                    " CONSISTENT_HASH, LEAST_CONNECTIONS, CONSISTENT_HASH_MODULO, or a policy"
+                    " registered in the entry-point group junction.policies",
+                )
+            ],
+        ),
+        (
+            '<policy name="CONSISTENT_HASH_MODULO"/>',
+            [
+                (
+                    6,
+                    "policy CONSISTENT_HASH_MODULO of connection router 'r' needs"
+                    ' <property key="MODULO" value="..."/> (Artemis fails to deploy it without one)',
+                )
+            ],
+        ),
+        (
+            '<policy name="CONSISTENT_HASH_MODULO">\n<property key="MODULO" value="two"/>\n</policy>',
+            [
+                (
+                    7,
+                    "policy CONSISTENT_HASH_MODULO property MODULO: expected a whole number, got 'two'",
+                )
+            ],
+        ),
+        (
+            '<policy name="CONSISTENT_HASH_MODULO">\n<property key="MODULO" value="0"/>\n</policy>',
+            [(7, "policy CONSISTENT_HASH_MODULO property MODULO: must be greater than 0, got '0'")],
+        ),
+        (
+            '<policy name="CONSISTENT_HASH_MODULO">\n<property key="modulo" value="2"/>\n</policy>',
+            [
+                (
+                    6,
+                    "policy CONSISTENT_HASH_MODULO of connection router 'r' needs"
+                    ' <property key="MODULO" value="..."/> (Artemis fails to deploy it without one)',
+                ),
+                (
+                    7,
+                    "policy CONSISTENT_HASH_MODULO of connection router 'r' has no property"
+                    " 'modulo'; did you mean 'MODULO'?",
+                ),
+            ],
+        ),
+        (
+            '<policy name="LEAST_CONNECTIONS">\n'
+            '<property key="CONNECTION_COUNT_THRESHOLD" value="-1"/>\n</policy>',
+            [
+                (
+                    7,
+                    "policy LEAST_CONNECTIONS property CONNECTION_COUNT_THRESHOLD: must be at"
+                    " least 0, got '-1'",
+                )
+            ],
+        ),
+        (
+            '<policy name="LEAST_CONNECTIONS">\n'
+            '<property key="CONNECTION_COUNT_TRESHOLD" value="30"/>\n</policy>',
+            [
+                (
+                    7,
+                    "policy LEAST_CONNECTIONS of connection router 'r' has no property"
+                    " 'CONNECTION_COUNT_TRESHOLD'; did you mean 'CONNECTION_COUNT_THRESHOLD'?",
+                )
+            ],
+        ),
+        (
+            '<policy name="CONSISTENT_HASH">\n<property key="HASH" value="SHA1"/>\n</policy>',
+            [
+                (
+                    7,
+                    "policy CONSISTENT_HASH property HASH: expected one of MURMUR3, FNV1A, got 'SHA1'",
+                )
+            ],
+        ),
+        (
+            '<policy name="CONSISTENT_HASH">\n<property key="MODULO" value="2"/>\n</policy>',
+            [
+                (
+                    7,
+                    "policy CONSISTENT_HASH of connection router 'r' has no property 'MODULO'"
+                    " (it takes HASH)",
+                )
+            ],
+        ),
+        (
+            '<policy name="ROUND_ROBIN">\n<property key="WEIGHT" value="2"/>\n</policy>',
+            [
+                (
+                    7,
+                    f"policy ROUND_ROBIN of connection router 'r' has no property 'WEIGHT' {_ONLY}",
+                )
+            ],
+        ),
+        (
+            '<policy name="CONSISTENT_HASH">\n<property key="HASH" value="FNV1A"/>\n'
+            '<property key="HASH" value="MURMUR3"/>\n</policy>',
+            [(8, "property 'HASH' is given twice in policy CONSISTENT_HASH (first at line 7)")],
+        ),
+        (
+            '<policy name="CONSISTENT_HASH">\n<property key="HASH"/>\n<param/>\n</policy>',
+            [
+                (7, '<property key="HASH"> needs a value attribute'),
+                (8, "unknown element <param> in <policy>; expected <property>"),
+            ],
+        ),
+        (
+            "<pool>\n<local-target-enabled>true</local-target-enabled>\n</pool>",
+            [
+                (
+                    6,
+                    "pool of connection router 'r' has no targets: give <static-connectors>,"
+                    ' <discovery-group-ref> or <cluster-connection> (Artemis: "Pool configuration'
+                    ' not valid")',
+                )
+            ],
+        ),
+        (
+            "<pool/>",
+            [
+                (
+                    6,
+                    "pool of connection router 'r' has no targets: give <static-connectors>,"
+                    ' <discovery-group-ref> or <cluster-connection> (Artemis: "Pool configuration'
+                    ' not valid")',
+                )
+            ],
+        ),
+        (
+            "<pool>\n<cluster-connection>cc</cluster-connection>\n</pool>",
+            [
+                (
+                    7,
+                    "<cluster-connection> in the pool of connection router 'r' is not supported by"
+                    " Junction yet (arrives with clustering); use <static-connectors>",
+                )
+            ],
+        ),
+        (
+            '<pool>\n<discovery-group-ref discovery-group-name="dg1"/>\n</pool>',
+            [
+                (
+                    7,
+                    "<discovery-group-ref> in the pool of connection router 'r' is not supported by"
+                    " Junction yet (arrives with clustering); use <static-connectors>",
+                )
+            ],
+        ),
+        (
+            "<pool>\n<static-connectors><connector-ref>server1</connector-ref></static-connectors>\n"
+            "<cluster-connection>cc</cluster-connection>\n</pool>",
+            [
+                (
+                    6,
+                    "pool of connection router 'r' gives <cluster-connection> and"
+                    " <static-connectors>: give exactly one source of targets (Artemis would use"
+                    " <cluster-connection> and ignore the rest)",
+                ),
+                (
+                    8,
+                    "<cluster-connection> in the pool of connection router 'r' is not supported by"
+                    " Junction yet (arrives with clustering); use <static-connectors>",
+                ),
+            ],
+        ),
+        (
+            "<pool>\n<static-connectors>\n<connector-ref>server3</connector-ref>\n"
+            "<connector-ref>nowhere</connector-ref>\n</static-connectors>\n</pool>",
+            [
+                (
+                    8,
+                    "pool of connection router 'r' names connector 'server3', but no <connectors>"
+                    " defines it; did you mean 'server1' or 'server2'?",
+                ),
+                (
+                    9,
+                    "pool of connection router 'r' names connector 'nowhere', but no <connectors>"
+                    " defines it",
+                ),
+            ],
+        ),
+        (
+            "<pool>\n<static-connectors>\n<connector-ref>server1</connector-ref>\n"
+            "<connector-ref>server1</connector-ref>\n</static-connectors>\n</pool>",
+            [(9, "connector 'server1' is listed twice in <static-connectors> (first at line 8)")],
+        ),
+        (
+            "<pool>\n<static-connectors/>\n</pool>",
+            [
+                (
+                    7,
+                    "<static-connectors> names no connectors; add a"
+                    " <connector-ref>name</connector-ref> for each target",
+                )
+            ],
+        ),
+        (
+            "<pool>\n<check-period>0</check-period>\n<quorum-size>0</quorum-size>\n"
+            "<quorum-timeout>-1</quorum-timeout>\n"
+            "<static-connectors><connector-ref>server1</connector-ref></static-connectors>\n</pool>",
+            [
+                (7, "<check-period>: must be greater than 0, got '0'"),
+                (8, "<quorum-size>: must be greater than 0, got '0'"),
+                (9, "<quorum-timeout>: must be at least 0, got '-1'"),
+            ],
+        ),
+        (
+            "<pool>\n<check-period>5s</check-period>\n<local-target-enabled>yes</local-target-enabled>\n"
+            "<static-connectors><connector-ref>server1</connector-ref></static-connectors>\n</pool>",
+            [
+                (7, "<check-period>: expected a whole number, got '5s'"),
+                (8, "<local-target-enabled>: expected true or false, got 'yes'"),
+            ],
+        ),
+        (
+            "<pool>\n<password>ENC(-3fa0b3c7e1)</password>\n"
+            "<static-connectors><connector-ref>server1</connector-ref></static-connectors>\n</pool>",
+            [
+                (
+                    7,
+                    "<password>: masked passwords (ENC(...)) are not supported by Junction yet"
+                    " (Artemis decodes them with its password codec); write the password in clear"
+                    " text or take it from the environment with ${VAR}",
+                )
+            ],
+        ),
+        (
+            "<cache>\n<timeout>-1</timeout>\n<ttl>5</ttl>\n</cache>",
+            [
+                (7, "<timeout>: must be at least 0, got '-1'"),
+                (8, "unknown element <ttl> in <cache>; expected <persisted> or <timeout>"),
+            ],
+        ),
+        (
+            "<key-typ>CLIENT_ID</key-typ>",
+            [(6, "unknown element <key-typ> in <connection-router>; did you mean <key-type>?")],
+        ),
+        (
+            '<key-transformer name="x"/>',
+            [
+                (
+                    6,
+                    "<key-transformer> is not supported by Junction yet (Artemis ignores it too: it"
+                    " is in artemis-configuration.xsd, but no Artemis version reads it; keys are"
+                    " transformed by the policy, e.g. CONSISTENT_HASH_MODULO)",
+                )
+            ],
+        ),
+        (
+            '<policy name="FIRST_ELEMENT"/>\n<policy name="ROUND_ROBIN"/>',
+            [(7, "<policy> is given twice in <connection-router> (first at line 6)")],
+        ),
+    ],
+)
+def test_connection_router_errors(inner, expected):
+    assert router_errors(inner) == expected
+
+
+def test_connection_router_names():
+    errs = errors_of(
+        core(
+            """
+            <connection-routers>
+               <connection-router name="a"/>
+               <connection-router name="a"><key-type>SNI_HOST</key-type></connection-router>
+               <connection-router/>
+               <connection-router name="b" id="x"/>
+               <router name="c"/>
+            </connection-routers>
+            """
+        )
+    )
+    assert [(e.line, e.message) for e in errs] == [
+        (5, "a second connection router named 'a' (the first is at line 4)"),
+        (6, "<connection-router> needs a name attribute (an acceptor uses it with router=)"),
+        (7, "<connection-router> has no attribute 'id'"),
+        (8, "unknown element <router> in <connection-routers>; expected <connection-router>"),
+    ]
+
+
+def test_connection_router_errors_all_at_once():
+    errs = errors_of(
+        core(
+            """
+            <acceptors>
+               <acceptor name="gw">tcp://127.0.0.1:61700?router=simple-routr</acceptor>
+            </acceptors>
+            <connection-routers>
+               <connection-router name="simple-router">
+                  <key-type>CLIENTID</key-type>
+                  <key-filter>(a</key-filter>
+                  <policy name="ROUND_ROBBIN"/>
+                  <cache><timeout>-5</timeout></cache>
+                  <pool>
+                     <quorum-size>0</quorum-size>
+                     <static-connectors><connector-ref>server9</connector-ref></static-connectors>
+                  </pool>
+               </connection-router>
+            </connection-routers>
+            """
+        )
+    )
+    assert [e.line for e in errs] == [4, 8, 9, 10, 11, 13, 14]
+    assert all(e.file == "b.xml" for e in errs)
+    msgs = messages(errs)
+    assert msgs[0] == (
+        "acceptor 'gw' names router 'simple-routr', but no <connection-routers> defines it;"
+        " did you mean 'simple-router'?"
+    )
+    assert msgs[-1] == (
+        "pool of connection router 'simple-router' names connector 'server9', but no"
+        " <connectors> defines it"
+    )
+
+
+def test_acceptor_router_must_name_a_defined_router():
+    # the router may be defined after the acceptor that names it
+    text = core(
+        """
+        <acceptors>
+           <acceptor name="gw">tcp://127.0.0.1:61700?router=shard</acceptor>
+           <acceptor name="other">tcp://127.0.0.1:61701?router=nope</acceptor>
+        </acceptors>
+        <connection-routers>
+           <connection-router name="shard">
+              <key-type>CLIENT_ID</key-type>
+              <local-target-filter>NULL|0</local-target-filter>
+              <policy name="CONSISTENT_HASH_MODULO"><property key="MODULO" value="2"/></policy>
+           </connection-router>
+        </connection-routers>
+        """
+    )
+    errs = errors_of(text)
+    assert [(e.line, e.message) for e in errs] == [
+        (5, "acceptor 'other' names router 'nope', but no <connection-routers> defines it"),
+    ]
+    cfg = parse_config(text.replace(";router=nope", "").replace("?router=nope", ""), env={})
+    gw, other = cfg.acceptors
+    assert (gw.router, other.router) == ("shard", None)
+    assert [r.name for r in cfg.connection_routers] == ["shard"]
+
+
+def test_plugin_policies_from_entry_points(monkeypatch):
+    from importlib import metadata
+
+    import junction.config.loader as loader
+
+    eps = metadata.EntryPoints(
+        [metadata.EntryPoint("STICKY_TENANT", "mypkg.policies:Sticky", "junction.policies")]
+    )
+
+    def entry_points(**params):
+        assert params == {"group": "junction.policies"}
+        return eps
+
+    monkeypatch.setattr(loader.metadata, "entry_points", entry_points)
+    assert loader.registered_policies() == ("STICKY_TENANT",)
+    cfg = parse_config(
+        router_doc(
+            '<policy name="STICKY_TENANT"><property key="Anything" value=" as given"/></policy>'
+        ),
+        env={},
+    )
+    (r,) = cfg.connection_routers
+    # a plug-in's properties are its own business: kept as strings, unchecked
+    assert r.policy == model.PolicyConfig(
+        "STICKY_TENANT", (("Anything", " as given"),), ("<string>", 6)
+    )
+    assert router_errors('<policy name="STICKY_TENANTS"/>') == [
+        (
+            6,
+            "unknown policy 'STICKY_TENANTS' in connection router 'r'; did you mean 'STICKY_TENANT'?",
+        )
+    ]
+
+
+def test_connection_routers_warned_at_startup():
+    from junction.node import unimplemented_settings
+
+    cfg = parse_config(ROUTER_EXAMPLE, file="b.xml", env={"POOL_PASSWORD": "x"})
+    warnings = [w for w in unimplemented_settings(cfg) if "connection router" in w]
+    assert warnings == [
+        f"b.xml:{line}: connection router {name!r}: parsed and validated, but connections are"
+        " not routed by this build yet"
+        for name, line in (("simple-router", 11), ("defaults", 35), ("local-only", 42))
+    ]
