@@ -1061,7 +1061,24 @@ class AmqpProtocol(Protocol):
         )
         conn.container = self.server.node_id if getattr(self.server, "node_id", None) else "junction"
         conn.offered_capabilities = [ANONYMOUS_RELAY, SHARED_SUBS]
-        conn.properties = {symbol("product"): "Junction", symbol("version"): __version__}
+        # What a gateway pool's readiness probe reads (junction/gateway/amqp_probe.py;
+        # Artemis reads broker.NodeID / Active / ConnectionCount over management).
+        # Sent only here, after SASL succeeded.  junction:connections counts the
+        # node's client connections at this moment, this one included: the
+        # distinct connections holding a session (every acceptor, every
+        # protocol) plus this acceptor's opened AMQP connections that hold
+        # none yet (as this one).  One pass over the sessions, as the
+        # management API counts them.
+        live = {s.connection.id for s in self.server.sessions}
+        live.update(p.info.id for p in _live_connections(self) if p.info is not None)
+        live.add(self.info.id)
+        conn.properties = {
+            symbol("product"): "Junction",
+            symbol("version"): __version__,
+            symbol("junction:node-id"): str(getattr(self.server, "node_id", None) or "junction"),
+            symbol("junction:active"): True,
+            symbol("junction:connections"): len(live),
+        }
         desired = conn.remote_desired_capabilities
         desired = set(str(c) for c in (desired or ()))
         if str(SOLE_CONNECTION) in desired and container:
