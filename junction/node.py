@@ -22,6 +22,10 @@ from junction.brokercore.security import SecurityManager
 from junction.brokercore.server import BrokerServer
 from junction.brokercore.stomp_server import STOMP_ACCEPTOR_PARAMS, StompFactory
 from junction.brokercore.wildcard import WildcardSyntax
+from junction.gateway.build import build_router
+from junction.gateway.listener import ROUTED_PROTOCOLS, GatewayFactory
+from junction.gateway.probe import ProbeResult
+from junction.gateway.targets import Target
 
 log = logging.getLogger("junction.node")
 
@@ -63,6 +67,9 @@ SERVED_PROTOCOLS = frozenset({"STOMP", "AMQP"})
 PROTOCOL_FACTORIES = {"STOMP": (StompFactory, STOMP_ACCEPTOR_PARAMS), "AMQP": (AmqpFactory, AMQP_ACCEPTOR_PARAMS)}
 NODE_ID_FILE = "node.id"
 LOCK_FILE = "junction.lock"
+#: Where persisted connection-router caches live: ``<router>.cache`` files in
+#: this folder beside the journal directory (``data/routers`` by default).
+ROUTERS_DIRECTORY = "routers"
 
 
 class DataDirectoryLocked(RuntimeError):
@@ -85,6 +92,9 @@ class Node:
         self._lock_fd = None
         self.journal = None
         self.node_id = None
+        #: connection routers by name (:class:`junction.gateway.build.RouterService`)
+        self.routers: dict = {}
+        self._probes: list = []
 
     @property
     def name(self) -> str:
@@ -105,6 +115,20 @@ class Node:
             "paging": self._path(c.paging_directory),
             "large_messages": self._path(c.large_messages_directory),
         }
+
+    @property
+    def routers_dir(self) -> str:
+        """Persisted router caches: ``<journal-directory>/../routers``.
+
+        Beside the journal, bindings and paging folders (``data/routers`` with
+        the default layout); a journal directory at a file-system root keeps
+        them inside it instead, so two nodes never share one.
+        """
+        journal = self.data_dirs["journal"]
+        parent = os.path.dirname(os.path.normpath(journal))
+        if not parent or parent == os.path.dirname(parent):
+            return os.path.join(journal, ROUTERS_DIRECTORY)
+        return os.path.join(parent, ROUTERS_DIRECTORY)
 
     # -- lifecycle ----------------------------------------------------------------------
     def start(self) -> None:
@@ -144,6 +168,7 @@ class Node:
             log.info("%s:%d: ignored: %s", config.config_path, line, what)
         for problem in unimplemented_settings(config):
             log.warning("%s", problem)
+        self._start_routers()
         for acceptor in config.acceptors:
             self._listen(acceptor)
         self._start_management()
@@ -156,10 +181,87 @@ class Node:
             "on" if config.persistence_enabled else "off",
         )
 
+    # -- connection routers --------------------------------------------------------------
+    def _start_routers(self) -> None:
+        """Build and start every ``<connection-router>`` (once, before the acceptors listen)."""
+        config = self.config
+        if not config.connection_routers:
+            return
+        connectors = {c.name: c for c in config.connectors}
+        for router_config in config.connection_routers:
+            probe = None
+            if router_config.pool is not None:
+                probe = self._router_probe(router_config)
+                self._probes.append(probe)
+            service = build_router(
+                router_config,
+                connectors=connectors,
+                probe=probe,
+                clock=self.reactor,
+                # one local target per router: a pool owns its targets' readiness
+                local_target=Target(local=True, ready=True, node_id=self.node_id),
+                cache_directory=self.routers_dir,
+            )
+            service.start()
+            self.routers[router_config.name] = service
+            log.info(
+                "connection router %s: key %s, policy %s, %s",
+                router_config.name,
+                router_config.key_type,
+                router_config.policy.name if router_config.policy else "none",
+                "targets " + ", ".join(router_config.pool.static_connectors)
+                if router_config.pool is not None
+                else "no pool",
+            )
+
+    def _router_probe(self, router_config):
+        """The readiness probe of a router's pool: AMQP to each target, in-process for the local one."""
+        try:
+            from junction.gateway.amqp_probe import AmqpTargetProbe
+        except ImportError as exc:
+            raise RuntimeError(
+                f"connection router {router_config.name!r}: its pool needs the AMQP readiness "
+                f"probe (junction.gateway.amqp_probe), which cannot be imported: {exc}"
+            ) from exc
+        pool = router_config.pool
+        return AmqpTargetProbe(
+            username=pool.username,
+            password=pool.password,
+            reactor=self.reactor,
+            local_status=self._local_status,
+        )
+
+    def _local_status(self, *_target) -> ProbeResult:
+        """What a probe of this node's own broker core (the local target) answers."""
+        server = self.server
+        active = server is not None and server.started
+        return ProbeResult(active=active, node_id=self.node_id, connection_count=self._connection_count())
+
+    def _connection_count(self) -> int:
+        """Client connections served by this node's broker core (not the forwarded ones)."""
+        if self.server is None:
+            return 0
+        return len({s.connection.id for s in self.server.sessions})
+
+    def _stop_routers(self) -> None:
+        for name, service in self.routers.items():
+            try:
+                service.stop()
+            except Exception:
+                log.exception("connection router %s: stopping failed", name)
+        for probe in self._probes:
+            close = getattr(probe, "close", None)
+            if close is not None:
+                try:
+                    close()
+                except Exception:
+                    log.exception("closing probe %r failed", probe)
+        self._probes.clear()
+        self.routers.clear()
+
+    # -- acceptors ------------------------------------------------------------------------
     def _listen(self, acceptor) -> None:
         protocols = acceptor.protocols or SERVED_PROTOCOLS
-        if acceptor.router:
-            log.warning("acceptor %s: router=%s needs the gateway, which is not in this build yet", acceptor.name, acceptor.router)
         served = protocols & SERVED_PROTOCOLS
         unserved = protocols - SERVED_PROTOCOLS
         if unserved:
@@ -192,11 +294,41 @@ class Node:
                 acceptor_name=acceptor.name,
                 sniff_timeout=self.config.limits.connect_timeout / 1000.0,
             )
+        what = ",".join(sorted(served))
+        if acceptor.router:
+            factory, what = self._gateway_factory(acceptor, served, factory)
         port = self.reactor.listenTCP(acceptor.port, factory, interface=acceptor.host or "0.0.0.0")
         self.listeners[acceptor.name] = port
         self.factories[acceptor.name] = factory
         actual = port.getHost().port
-        log.info("acceptor %s listening on %s:%d for %s", acceptor.name, acceptor.host, actual, ",".join(sorted(served)))
+        log.info("acceptor %s listening on %s:%d for %s", acceptor.name, acceptor.host, actual, what)
+
+    def _gateway_factory(self, acceptor, served, local_factory):
+        """The gateway listener of an acceptor with ``router=``, and what it does, for the log.
+
+        Connections the router keeps local are handed to ``local_factory``
+        (the factory the acceptor would have had without ``router=``).
+        """
+        routed = served & ROUTED_PROTOCOLS
+        not_routed = served - ROUTED_PROTOCOLS
+        if not_routed:
+            log.warning(
+                "acceptor %s: router=%s routes %s; %s connections on it are closed: not routed by "
+                "this build yet",
+                acceptor.name,
+                acceptor.router,
+                ",".join(sorted(routed)) or "nothing",
+                ",".join(sorted(not_routed)),
+            )
+        factory = GatewayFactory(
+            self.routers[acceptor.router],
+            security=self.server.security,
+            acceptor=acceptor,
+            limits=self.config.limits,
+            reactor=self.reactor,
+            local_factory=local_factory,
+        )
+        return factory, f"{','.join(sorted(routed)) or 'nothing'} routed by router {acceptor.router}"
 
     def _start_management(self) -> None:
         if self.config.management_port is None or self.config.management_port < 0:
@@ -220,9 +352,13 @@ class Node:
         for port in list(self.listeners.values()):
             yield defer.maybeDeferred(port.stopListening)
         self.listeners.clear()
+        for factory in self.factories.values():
+            if isinstance(factory, GatewayFactory):
+                factory.close_all()
         if self.management_port is not None:
             yield defer.maybeDeferred(self.management_port.stopListening)
             self.management_port = None
+        self._stop_routers()
         if self.server is not None:
             yield self.server.stop()
         self._unlock()
@@ -292,16 +428,21 @@ class Node:
             count = len(
                 {s.connection.id for s in (self.server.sessions if self.server else ()) if s.connection.acceptor == acceptor.name}
             )
-            acceptors.append(
-                {
-                    "name": acceptor.name,
-                    "protocols": sorted(acceptor.protocols or SERVED_PROTOCOLS),
-                    "host": acceptor.host,
-                    "port": port.getHost().port if port is not None else acceptor.port,
-                    "listening": port is not None,
-                    "connections": count,
-                }
-            )
+            entry = {
+                "name": acceptor.name,
+                "protocols": sorted(acceptor.protocols or SERVED_PROTOCOLS),
+                "host": acceptor.host,
+                "port": port.getHost().port if port is not None else acceptor.port,
+                "listening": port is not None,
+                "connections": count,
+            }
+            factory = self.factories.get(acceptor.name)
+            if isinstance(factory, GatewayFactory):
+                entry["router"] = acceptor.router
+                entry["opening"] = len(factory.connections)
+                entry["forwarded"] = len(factory.splices)
+                entry["decisions"] = dict(factory.decisions)
+            acceptors.append(entry)
         by_connection: dict = {}
         for session in self.server.sessions if self.server else ():
             info = session.connection
@@ -320,6 +461,15 @@ class Node:
             entry["consumers"] += len(session.consumers)
         status["acceptors"] = acceptors
         status["connections"] = connections
+        if self.routers:
+            status["routers"] = {
+                name: {
+                    "targets": service.pool.status() if service.pool is not None else [],
+                    "ready": service.pool.ready_count if service.pool is not None else 0,
+                    "quorum_size": service.pool.quorum_size if service.pool is not None else None,
+                }
+                for name, service in self.routers.items()
+            }
         status["config"] = self.config.config_path
         status["data_dirs"] = self.data_dirs
         if self.management_port is not None:
@@ -352,10 +502,13 @@ def unimplemented_settings(config) -> list[str]:
                         f"{file}:{line}: queue {queue.name!r}: {name.replace('_', '-')} "
                         "is not implemented by Junction yet and has no effect"
                     )
+    routed = ",".join(sorted(ROUTED_PROTOCOLS))
+    not_routed = ",".join(sorted({"AMQP", "CORE", "OPENWIRE"} - ROUTED_PROTOCOLS))
     for router in config.connection_routers:
         file, line = router.source
         problems.append(
-            f"{file}:{line}: connection router {router.name!r}: parsed and validated, "
-            "but connections are not routed by this build yet"
+            f"{file}:{line}: connection router {router.name!r}: routes {routed} connections; "
+            f"{not_routed} connections on its acceptors are not routed by this build yet "
+            "and are closed"
         )
     return problems

@@ -1,4 +1,5 @@
-"""Fakes for gateway unit tests: a readiness probe answering from state a test sets.
+"""Fakes for gateway unit tests: a readiness probe answering from state a test sets,
+and :class:`Wire`, a TCP-like in-memory transport.
 
 :class:`FakeProbe` runs the probe contract (``TargetProbeContract`` in
 ``test_gateway_pool.py``), so the router and pool tests that use it rely on
@@ -11,6 +12,8 @@ import dataclasses
 from collections import Counter
 
 from twisted.internet import defer
+from twisted.internet.address import IPv4Address
+from twisted.internet.testing import StringTransport
 
 from junction.gateway.pool import ProbeResult
 from junction.gateway.targets import Target
@@ -96,3 +99,42 @@ class FakeProbe:
                 setattr(self.core(target), name, value)
 
 
+
+
+class Wire(StringTransport):
+    """A TCP-like in-memory transport for the gateway's listener and splice tests.
+
+    Beyond ``StringTransport`` it can half-close (``loseWriteConnection``
+    sets ``write_shut``), and it keeps a write buffer that pauses its streaming
+    producer once it holds more than ``bufferSize`` bytes and resumes it when
+    :meth:`drain` empties it, as Twisted's ``abstract.FileDescriptor`` does.
+    ``protocol`` is the protocol reading it, as on a TCP transport.
+    """
+
+    def __init__(self, host: str = "10.0.0.5", port: int = 40000):
+        super().__init__(peerAddress=IPv4Address("TCP", host, port))
+        self.bufferSize = 65536
+        self.write_shut = False
+        self.pending = 0
+        self.producer_paused = False
+        self.protocol = None
+
+    def write(self, data):
+        super().write(data)
+        self.pending += len(data)
+        if self.producer is not None and self.streaming and self.pending > self.bufferSize:
+            self.producer_paused = True
+            self.producer.pauseProducing()
+
+    def drain(self) -> bytes:
+        """The peer read everything: empty the buffer, resume a paused producer."""
+        data = self.value()
+        self.clear()
+        self.pending = 0
+        if self.producer is not None and self.producer_paused:
+            self.producer_paused = False
+            self.producer.resumeProducing()
+        return data
+
+    def loseWriteConnection(self):
+        self.write_shut = True

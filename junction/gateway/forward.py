@@ -1,0 +1,434 @@
+"""Forwarding: splice a client's connection to a target broker core.
+
+Once the listener has read a client's opening and the router has chosen a
+remote target, :func:`connect_and_forward` connects to the target, writes the
+bytes the client has sent so far (its opening, unmodified: the broker core
+authenticates the client itself and sees the same client id), and then relays
+both directions without parsing anything (``DESIGN.md``, "Gateway flow").
+
+The splice follows twisted's ``protocols/portforward.py``, with what that
+example leaves out:
+
+* **Backpressure both ways** (principle 7).  Each side is registered as a
+  streaming producer (``IPushProducer``) of the *other* side's transport.
+  When a transport holds more than :data:`FORWARD_BUFFER_SIZE` bytes not yet
+  written, it pauses its producer, and that side stops reading from its own
+  socket; it reads again once the buffer has drained.  A slow reader
+  therefore slows the writer down through TCP flow control instead of growing
+  the gateway's memory.
+* **Bounded buffers.**  Per direction the gateway holds at most
+  :data:`FORWARD_BUFFER_SIZE` bytes waiting to be written plus one read (a
+  read is at most the transport's ``bufferSize``, which the splice sets to
+  the same value), so a forwarded connection costs at most about
+  ``4 * FORWARD_BUFFER_SIZE`` bytes of buffers (256 KiB), plus the
+  kernel's socket buffers.  While the target connection is being made, the
+  client is not read at all: what the listener buffered (its opening,
+  bounded by the listener's own limits) is all that is held.
+* **Half-close propagated.**  Both sides are ``IHalfCloseableProtocol``: a
+  FIN from one peer becomes a write shutdown (after the pending bytes) toward
+  the other, and a side is closed for good once both of its directions are.
+* **Abort propagated.**  A side lost with an error (a reset, an abort) aborts
+  the other at once (``abortConnection``: pending bytes are dropped, the peer
+  sees a reset, as it would have on a direct connection); a side closed
+  cleanly closes the other cleanly (after its pending bytes).
+* **Connect failures reported.**  The Deferred of :func:`connect_and_forward`
+  fails with :class:`ForwardConnectError` naming the target, so the listener
+  can refuse the client with its protocol's own error.  The client's transport
+  is left alone then (still paused, still the listener's).
+
+No parsing happens after the opening: a read is written to the other side
+as it is, with one byte counter per direction for the logs.
+
+The client transport is handed over by making the splice's client side the
+transport's protocol (``transport.protocol``, or ``wrappedProtocol`` for a
+protocol wrapper such as TLS), as :mod:`junction.brokercore.acceptor` hands a
+sniffed connection to its protocol.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+
+from twisted.internet import defer, error
+from twisted.internet.interfaces import IHalfCloseableProtocol, IPushProducer
+from twisted.internet.protocol import ClientFactory, Protocol
+from twisted.python.failure import Failure
+from zope.interface import implementer
+
+__all__ = [
+    "DEFAULT_CONNECT_TIMEOUT",
+    "FORWARD_BUFFER_SIZE",
+    "ForwardConnectError",
+    "Splice",
+    "apply_socket_options",
+    "connect_and_forward",
+    "rebind",
+    "target_address",
+]
+
+log = logging.getLogger("junction.gateway.forward")
+
+#: Bytes a forwarded connection lets wait to be written toward one peer
+#: before it stops reading from the other peer (the transports' write-buffer
+#: high-water mark, and their read size).
+FORWARD_BUFFER_SIZE = 64 * 1024
+
+#: Seconds allowed to connect to a target, unless the caller or the
+#: connector's ``connect-timeout-millis`` says otherwise.
+DEFAULT_CONNECT_TIMEOUT = 10.0
+
+
+class ForwardConnectError(Exception):
+    """The gateway could not connect to the target it was to forward to.
+
+    ``target`` names it (connector name and ``host:port``); ``reason`` says
+    why, as a short text (connection refused, timed out ...).
+    """
+
+    def __init__(self, target: str, reason: str):
+        super().__init__(f"could not connect to target {target}: {reason}")
+        self.target = target
+        self.reason = reason
+
+
+def target_address(connector) -> str:
+    """``name (host:port)`` for a connector, for log lines and errors."""
+    host = getattr(connector, "host", "?")
+    shown = f"[{host}]" if ":" in str(host) else host
+    return f"{getattr(connector, 'name', '?')} ({shown}:{getattr(connector, 'port', '?')})"
+
+
+def apply_socket_options(transport, params) -> None:
+    """``tcpNoDelay`` (default true) and socket buffer sizes from URL ``params``.
+
+    Artemis's acceptor and connector parameters; a transport without a
+    socket (a test transport, TLS over a wrapper) is left alone.
+    """
+    sock = getattr(transport, "socket", None)
+    if sock is None:
+        return
+    params = params or {}
+    try:
+        if str(params.get("tcpNoDelay", "true")).lower() == "true":
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for key, option in (
+            ("tcpSendBufferSize", socket.SO_SNDBUF),
+            ("tcpReceiveBufferSize", socket.SO_RCVBUF),
+        ):
+            if key in params and int(params[key]) > 0:
+                sock.setsockopt(socket.SOL_SOCKET, option, int(params[key]))
+    except (OSError, ValueError) as exc:
+        log.warning("could not apply socket options %s: %s", params, exc)
+
+
+def rebind(transport, protocol) -> None:
+    """Make ``protocol`` receive what ``transport`` reads from now on."""
+    if hasattr(transport, "wrappedProtocol"):  # a ProtocolWrapper (TLS)
+        transport.wrappedProtocol = protocol
+    else:
+        transport.protocol = protocol
+
+
+def _describe(reason: Failure) -> str:
+    value = reason.value
+    if isinstance(value, error.ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(value, error.TimeoutError):
+        return "timed out"
+    text = str(value).strip()
+    return text or type(value).__name__
+
+
+@implementer(IPushProducer, IHalfCloseableProtocol)
+class _Side(Protocol):
+    """One end of a splice: what its transport reads is written to the peer's.
+
+    It is also the streaming producer registered with the *peer's*
+    transport: ``pauseProducing`` (the peer's write buffer is full) stops
+    reading this side's socket, ``resumeProducing`` reads again.
+    """
+
+    def __init__(self, splice: Splice, name: str):
+        self.splice = splice
+        self.name = name
+        self.peer: _Side | None = None
+        #: bytes read from this side (and written to the peer)
+        self.received = 0
+        #: the peer's transport asked us to stop reading (its buffer is full)
+        self.paused_by_peer = False
+        #: not read until the splice is complete (the client while connecting)
+        self.held = False
+        self.read_closed = False
+        self.write_closed = False
+        self.lost = False
+        self.lost_reason: Failure | None = None
+        #: called by connectionMade (the target side: start the splice)
+        self.on_connected = None
+
+    def connectionMade(self) -> None:
+        callback, self.on_connected = self.on_connected, None
+        if callback is not None:
+            callback()
+
+    # -- data -------------------------------------------------------------------
+    def dataReceived(self, data: bytes) -> None:
+        self.received += len(data)
+        self.peer.transport.write(data)
+
+    # -- IHalfCloseableProtocol -------------------------------------------------
+    def readConnectionLost(self) -> None:
+        """The peer of this side sent FIN: pass the half-close on."""
+        if self.read_closed:
+            return
+        self.read_closed = True
+        self.splice._read_closed(self)
+
+    def writeConnectionLost(self) -> None:
+        """Our write shutdown toward this side is done."""
+        self.write_closed = True
+        if self.read_closed and not self.lost:
+            self.transport.loseConnection()
+
+    def connectionLost(self, reason=None) -> None:
+        if self.lost:
+            return
+        self.lost = True
+        self.lost_reason = reason
+        self.splice._lost(self, reason)
+
+    # -- IPushProducer (registered with the peer's transport) --------------------
+    def pauseProducing(self) -> None:
+        self.paused_by_peer = True
+        self._update_reading()
+
+    def resumeProducing(self) -> None:
+        self.paused_by_peer = False
+        self._update_reading()
+
+    def stopProducing(self) -> None:
+        # The peer's transport is gone; its side's connectionLost handles it.
+        pass
+
+    def _update_reading(self) -> None:
+        transport = self.transport
+        if transport is None or self.lost or self.read_closed or getattr(transport, "disconnecting", False):
+            # resuming a transport whose read side saw EOF would read EOF again;
+            # one on its way out is not read any more anyway
+            return
+        if self.paused_by_peer or self.held:
+            transport.pauseProducing()
+        else:
+            transport.resumeProducing()
+
+    @property
+    def paused(self) -> bool:
+        """Whether this side's socket is not being read."""
+        return self.paused_by_peer or self.held
+
+
+class Splice:
+    """A client connection spliced to a target connection.
+
+    ``client`` and ``target`` are the two :class:`_Side` protocols;
+    ``client.received`` counts bytes from the client (forwarded to the
+    target), ``target.received`` bytes from the target.  ``closed`` is a
+    Deferred firing (with the splice) once both connections are gone.
+    ``target_name`` is the target's ``name (host:port)``.
+    """
+
+    def __init__(self, target_name: str = "?"):
+        self.target_name = target_name
+        self.client = _Side(self, "client")
+        self.target = _Side(self, "target")
+        self.client.peer = self.target
+        self.target.peer = self.client
+        self.closed: defer.Deferred = defer.Deferred()
+        self.started = False
+
+    @property
+    def bytes_from_client(self) -> int:
+        return self.client.received
+
+    @property
+    def bytes_from_target(self) -> int:
+        return self.target.received
+
+    def start(self, client_transport, buffered: bytes) -> None:
+        """Splice ``client_transport`` to the connected target side, replaying ``buffered``."""
+        client, target = self.client, self.target
+        client.held = True
+        rebind(client_transport, client)
+        client.makeConnection(client_transport)
+        for transport in (client_transport, target.transport):
+            if hasattr(transport, "bufferSize"):
+                transport.bufferSize = FORWARD_BUFFER_SIZE
+        # each side produces what the other's transport writes
+        target.transport.registerProducer(client, True)
+        client_transport.registerProducer(target, True)
+        self.started = True
+        if buffered:
+            client.received += len(buffered)
+            target.transport.write(buffered)
+        client.held = False
+        client._update_reading()
+
+    def abort(self) -> None:
+        """Abort both connections (pending bytes dropped)."""
+        for side in (self.client, self.target):
+            if side.transport is not None and not side.lost:
+                _abort(side.transport)
+
+    def close(self) -> None:
+        """Close both connections cleanly (pending bytes are written first)."""
+        for side in (self.client, self.target):
+            if side.transport is not None and not side.lost:
+                side.transport.loseConnection()
+
+    # -- called by the sides --------------------------------------------------------
+    def _read_closed(self, side: _Side) -> None:
+        other = side.peer
+        if not other.lost and other.transport is not None:
+            lose_write = getattr(other.transport, "loseWriteConnection", None)
+            if lose_write is not None:
+                lose_write()
+            else:  # a transport that cannot half-close: close it after its pending bytes
+                other.transport.loseConnection()
+        if side.write_closed and not side.lost:
+            side.transport.loseConnection()
+
+    def _lost(self, side: _Side, reason) -> None:
+        other = side.peer
+        if not other.lost and other.transport is not None:
+            if reason is None or reason.check(error.ConnectionDone):
+                other.transport.loseConnection()
+            else:
+                _abort(other.transport)
+        if self.client.lost and (self.target.lost or self.target.transport is None):
+            if not self.closed.called:
+                self.closed.callback(self)
+
+    def __repr__(self) -> str:
+        return (
+            f"<Splice to {self.target_name}: {self.client.received} bytes in, "
+            f"{self.target.received} bytes out>"
+        )
+
+
+def _abort(transport) -> None:
+    abort = getattr(transport, "abortConnection", None)
+    if abort is not None:
+        abort()
+    else:  # pragma: no cover - every Twisted TCP transport can abort
+        transport.loseConnection()
+
+
+class _TargetFactory(ClientFactory):
+    """Connects one target side and starts the splice once connected."""
+
+    noisy = False
+
+    def __init__(self, splice: Splice, client_transport, buffered: bytes, params, deferred):
+        self.splice = splice
+        self.client_transport = client_transport
+        self.buffered = buffered
+        self.params = params
+        self.deferred = deferred
+
+    def buildProtocol(self, addr):
+        side = self.splice.target
+        side.factory = self
+        side.on_connected = self._connected
+        return side
+
+    def _connected(self) -> None:
+        splice = self.splice
+        target = splice.target
+        if self.deferred.called:
+            # cancelled while connecting: nobody wants this connection
+            _abort(target.transport)
+            return
+        apply_socket_options(target.transport, self.params)
+        if getattr(self.client_transport, "disconnected", False):
+            target.transport.loseConnection()
+            self.deferred.errback(
+                ForwardConnectError(splice.target_name, "the client went away while connecting")
+            )
+            return
+        try:
+            # read now, not when connecting began: a bytearray the caller kept
+            # appending to meanwhile is replayed whole
+            splice.start(self.client_transport, bytes(self.buffered))
+        except Exception:
+            _abort(target.transport)
+            self.deferred.errback()
+            return
+        self.buffered = b""
+        self.deferred.callback(splice)
+
+    def clientConnectionFailed(self, connector, reason) -> None:
+        if not self.deferred.called:
+            self.deferred.errback(ForwardConnectError(self.splice.target_name, _describe(reason)))
+
+
+def connect_and_forward(
+    client_transport,
+    buffered: bytes,
+    target_connector,
+    reactor,
+    *,
+    timeout: float | None = None,
+) -> defer.Deferred:
+    """Connect to ``target_connector`` and splice ``client_transport`` to it.
+
+    ``target_connector`` is a :class:`junction.config.model.Connector` (its
+    ``host``, ``port`` and URL ``params``: ``connect-timeout-millis``,
+    ``localAddress``/``localPort``, ``tcpNoDelay``, socket buffer sizes).
+    ``buffered`` -- every byte the client sent so far -- is written to the
+    target first, unmodified; it is read once connected, so bytes the caller
+    appends to a ``bytearray`` while connecting are included.  The client transport stops being read at once
+    and is read again only once spliced.
+
+    Returns a Deferred firing with the :class:`Splice` once connected, or
+    failing with :class:`ForwardConnectError` (the client transport is then
+    untouched and still the caller's, for its protocol's refusal).
+    Cancelling it while connecting stops the attempt.  ``timeout``: seconds to
+    connect (the connector's ``connect-timeout-millis`` wins, then this, then
+    :data:`DEFAULT_CONNECT_TIMEOUT`).
+    """
+    params = dict(getattr(target_connector, "params", None) or {})
+    name = target_address(target_connector)
+    seconds = timeout if timeout is not None else DEFAULT_CONNECT_TIMEOUT
+    if "connect-timeout-millis" in params:
+        try:
+            millis = int(params["connect-timeout-millis"])
+            if millis > 0:
+                seconds = millis / 1000.0
+        except ValueError:
+            pass
+    bind = None
+    if params.get("localAddress"):
+        bind = (params["localAddress"], int(params.get("localPort", 0) or 0))
+    splice = Splice(name)
+    connector_box: list = []
+
+    def cancel(_d) -> None:
+        if connector_box:
+            try:
+                connector_box[0].stopConnecting()
+            except error.NotConnectingError:
+                pass
+        if splice.target.transport is not None and not splice.target.lost:
+            _abort(splice.target.transport)
+
+    deferred = defer.Deferred(cancel)
+    client_transport.pauseProducing()
+    factory = _TargetFactory(splice, client_transport, buffered, params, deferred)
+    try:
+        connector = reactor.connectTCP(
+            target_connector.host, int(target_connector.port), factory, timeout=seconds, bindAddress=bind
+        )
+    except Exception as exc:  # a bad host string, no route ...
+        return defer.fail(ForwardConnectError(name, str(exc) or type(exc).__name__))
+    connector_box.append(connector)
+    return deferred

@@ -1,0 +1,618 @@
+"""Gateway listeners: the acceptors with ``router=``.
+
+A :class:`GatewayFactory` serves one such acceptor.  Each connection gets a
+:class:`GatewayProtocol`, which runs the gateway flow of ``DESIGN.md``:
+
+1. **Sniff** the protocol from the first bytes with
+   :func:`junction.protocols.detect.detect`: at most
+   :data:`~junction.protocols.detect.MAX_SNIFF_BYTES` bytes, within the
+   connect timeout (``<limits connect-timeout>``).  Bytes no protocol starts
+   with close the connection with a log line showing what arrived
+   (:func:`~junction.protocols.detect.describe`: at most 32 bytes).
+2. **Read the opening** -- for STOMP, the first complete ``CONNECT`` or
+   ``STOMP`` frame, with the sans-IO codec bounded by the acceptor's frame
+   size (``stompMaxFramePayloadLength``, else ``<limits max-frame-size>``) and
+   by the same connect timeout, counted from the accept.  Its ``login``,
+   ``passcode`` and ``client-id`` are the routing inputs.
+3. **Authenticate** the login against the node's users/roles files
+   (:meth:`SecurityManager.authenticate`), so USER_NAME and ROLE_NAME keys
+   cannot be spoofed.  A bad login gets the broker's own STOMP ERROR,
+   ``Security Error occurred: User name [x] or password is invalid``, and the
+   connection is closed.
+4. **Route**: :meth:`ConnectionRouter.route` with the client id, the source
+   address (``host:port``; ``[v6]:port``), the authenticated user and its
+   roles (sorted, so "first role" is stable).  SNI arrives with TLS.
+5. **Serve** the decision:
+
+   * OK, remote target: **forward** (:func:`~junction.gateway.forward.connect_and_forward`):
+     every byte received so far is replayed to the target unmodified, so the
+     broker core authenticates the client itself and sees the same client
+     id, then the two connections are spliced;
+   * OK, local target: **hand over** the transport and the bytes received
+     so far to ``local_factory`` (the node's broker core on this acceptor),
+     as :mod:`junction.brokercore.acceptor` hands a sniffed connection over;
+   * ``REFUSED_UNAVAILABLE``: ERROR ``Connection router <r> is not ready``;
+   * ``REFUSED_USE_ANOTHER``: ERROR ``Connection router <r> rejected this connection``;
+   * the target cannot be reached: ERROR ``Connection router <r> could not
+     connect to target <name> (<host>:<port>): <why>``, and the target is
+     marked not ready until its next check.
+
+   Refusals are written as the broker core writes its ERROR frames
+   (``message`` header, ``receipt-id`` when the CONNECT asked for a
+   receipt, ``content-type:text/plain``, the text as body), then the
+   connection is closed.
+
+Every decision is logged at INFO: router, peer, client id, user, key, the
+target or refusal, and which routing step decided.
+
+While the router decides and the target is connected, the client is not
+read (``transport.pauseProducing()``); what arrived with the opening is kept
+and replayed, so the bytes held per connection are bounded by the opening's
+limits plus one read.
+
+Protocols other than STOMP (AMQP, CORE, OpenWire) are sniffed but not routed
+by this build: such a connection is closed with a log line saying so.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from twisted.internet import defer
+from twisted.internet.protocol import Factory, Protocol
+
+from junction.gateway.forward import (
+    FORWARD_BUFFER_SIZE,
+    ForwardConnectError,
+    apply_socket_options,
+    connect_and_forward,
+    rebind,
+    target_address,
+)
+from junction.gateway.targets import RouterStatus
+from junction.protocols.detect import MAX_SNIFF_BYTES, NEED_MORE, UNKNOWN, describe, detect
+from junction.protocols.errors import RemoteProtocolError
+from junction.protocols.stomp import Frame, HeartBeat, StompCodec, StompLimits
+
+__all__ = [
+    "ROUTED_PROTOCOLS",
+    "GatewayFactory",
+    "GatewayProtocol",
+    "not_ready_message",
+    "rejected_message",
+]
+
+log = logging.getLogger("junction.gateway")
+
+#: Protocols whose opening this build reads and routes (forwarded, or served
+#: locally).  The others are sniffed and closed with a log line.
+ROUTED_PROTOCOLS = frozenset({"STOMP"})
+
+_SNIFFING = "sniffing"
+_OPENING = "opening"
+_ROUTING = "routing"
+_CONNECTING = "connecting"
+_FORWARDED = "forwarded"
+_LOCAL = "local"
+_CLOSED = "closed"
+
+
+def not_ready_message(router: str) -> str:
+    """Artemis's refusal text for ``REFUSED_UNAVAILABLE``."""
+    return f"Connection router {router} is not ready"
+
+
+def rejected_message(router: str) -> str:
+    """Artemis's refusal text for ``REFUSED_USE_ANOTHER``."""
+    return f"Connection router {router} rejected this connection"
+
+
+def _peer_of(transport) -> str:
+    """``host:port`` (``[v6]:port``) of the transport's peer, for the key and the logs."""
+    try:
+        peer = transport.getPeer()
+        host, port = peer.host, peer.port
+    except Exception:  # noqa: BLE001 - a transport without a peer address
+        return "?"
+    shown = f"[{host}]" if ":" in str(host) else str(host)
+    return f"{shown}:{port}"
+
+
+class GatewayFactory(Factory):
+    """Serves one acceptor with ``router=``: a :class:`GatewayProtocol` per connection.
+
+    ``router_service`` is a :class:`~junction.gateway.build.RouterService`
+    (or a bare :class:`~junction.gateway.router.ConnectionRouter`).
+    ``security`` authenticates logins (a
+    :class:`~junction.brokercore.security.SecurityManager`; None: every login
+    is taken as given, with no roles).  ``acceptor`` is the acceptor's
+    config (its ``protocols``, ``connectionsAllowed``, ``tcpNoDelay``,
+    ``stompMaxFramePayloadLength``); ``limits`` the node's
+    :class:`~junction.config.model.Limits` (``connect_timeout``,
+    ``max_frame_size``, ``max_header_count``, ``max_header_length``).
+    ``reactor`` provides ``callLater`` and ``connectTCP``.  ``local_factory``
+    serves connections the router keeps local (the node's own factory for
+    this acceptor); without it they are refused.
+
+    ``connections`` holds the protocols still in their opening,
+    ``splices`` the forwarded connections, ``decisions`` counts outcomes
+    (``forwarded``, ``local``, ``refused``, ``failed`` ...).
+    """
+
+    noisy = False
+
+    def __init__(self, router_service, *, security, acceptor, limits, reactor, local_factory=None):
+        self.router_service = router_service
+        self.router = getattr(router_service, "router", router_service)
+        self.security = security
+        self.acceptor = acceptor
+        self.limits = limits
+        self.reactor = reactor
+        self.local_factory = local_factory
+        params = dict(getattr(acceptor, "params", None) or {})
+        self.params = params
+        self.acceptor_name = getattr(acceptor, "name", "?")
+        self.protocols = frozenset(getattr(acceptor, "protocols", None) or ())
+        max_frame = int(
+            params.get("stompMaxFramePayloadLength", limits.max_frame_size if limits else 10 * 1024 * 1024)
+        )
+        self.stomp_limits = StompLimits(
+            max_frame_size=max_frame,
+            max_header_count=limits.max_header_count if limits else 1000,
+            max_header_length=limits.max_header_length if limits else 64 * 1024,
+        )
+        #: seconds from the accept to a complete opening (sniff + CONNECT)
+        self.connect_timeout = (limits.connect_timeout if limits else 10_000) / 1000.0
+        #: the most bytes one connection may have sent before it is spliced or
+        #: handed over: its opening plus one more read
+        self.max_buffered = max_frame + MAX_SNIFF_BYTES + FORWARD_BUFFER_SIZE
+        self.connections: set[GatewayProtocol] = set()
+        self.splices: set = set()
+        self.decisions: dict[str, int] = {}
+
+    def count(self, outcome: str) -> None:
+        self.decisions[outcome] = self.decisions.get(outcome, 0) + 1
+
+    def close_all(self) -> None:
+        """Close every connection of this listener: openings, and forwarded ones (cleanly)."""
+        for protocol in list(self.connections):
+            protocol._close()
+        for splice in list(self.splices):
+            splice.close()
+
+    def buildProtocol(self, addr):
+        allowed = int(self.params.get("connectionsAllowed", -1))
+        if allowed >= 0:
+            current = len(self.connections) + len(self.splices)
+            current += len(getattr(self.local_factory, "connections", ()) or ())
+            if current >= allowed:
+                log.warning(
+                    "acceptor %s: connectionsAllowed=%d reached, refusing %s",
+                    self.acceptor_name,
+                    allowed,
+                    getattr(addr, "host", addr),
+                )
+                return None
+        protocol = GatewayProtocol(self)
+        protocol.factory = self
+        return protocol
+
+    def __repr__(self) -> str:
+        return f"<GatewayFactory {self.acceptor_name} router={self.router.name}>"
+
+
+class GatewayProtocol(Protocol):
+    """One connection on a gateway listener, until it is forwarded, handed over or closed."""
+
+    def __init__(self, factory: GatewayFactory):
+        self.gateway = factory
+        self.state = _SNIFFING
+        #: every byte received so far, replayed to whoever serves the connection
+        self.buffer = bytearray()
+        self.protocol_name: str | None = None
+        self.codec: StompCodec | None = None
+        self.timer = None
+        #: the routing decision or the forward connection in progress
+        self.pending: defer.Deferred | None = None
+        self.peer = "?"
+        self.splice = None
+        self.decision = None
+
+    # -- Twisted ------------------------------------------------------------------------
+    def connectionMade(self) -> None:
+        gateway = self.gateway
+        gateway.connections.add(self)
+        apply_socket_options(self.transport, gateway.params)
+        self.peer = _peer_of(self.transport)
+        self.timer = gateway.reactor.callLater(gateway.connect_timeout, self._timed_out)
+
+    def dataReceived(self, data: bytes) -> None:
+        state = self.state
+        if state is _CLOSED or state is _FORWARDED or state is _LOCAL:
+            return
+        self.buffer += data
+        if state is _SNIFFING:
+            self._sniff()
+        elif state is _OPENING:
+            self._feed(data)
+        elif len(self.buffer) > self.gateway.max_buffered:
+            # routing or connecting: reading is paused, so only a read already
+            # under way can land here; never hold more than the bound
+            log.info(
+                "acceptor %s: %s connection from %s sent %d bytes before it was served; closing it",
+                self.gateway.acceptor_name,
+                self.protocol_name,
+                self.peer,
+                len(self.buffer),
+            )
+            self._close()
+
+    def connectionLost(self, reason=None) -> None:
+        if self.state in (_FORWARDED, _LOCAL):  # pragma: no cover - the new protocol gets it
+            return
+        self.state = _CLOSED
+        self._stop_timer()
+        self.gateway.connections.discard(self)
+        pending, self.pending = self.pending, None
+        if pending is not None and not pending.called:
+            pending.cancel()
+        self.buffer = bytearray()
+
+    # -- sniffing ----------------------------------------------------------------------
+    def _sniff(self) -> None:
+        gateway = self.gateway
+        name = detect(bytes(self.buffer[:MAX_SNIFF_BYTES]))
+        if name == NEED_MORE and len(self.buffer) < MAX_SNIFF_BYTES:
+            return
+        if name in (NEED_MORE, UNKNOWN):
+            log.info(
+                "acceptor %s (router %s): connection from %s sent an unknown protocol: %s",
+                gateway.acceptor_name,
+                gateway.router.name,
+                self.peer,
+                describe(bytes(self.buffer)),
+            )
+            self._close()
+            return
+        self.protocol_name = name
+        if gateway.protocols and name not in gateway.protocols:
+            log.info(
+                "acceptor %s (router %s): connection from %s speaks %s, which this acceptor does not serve",
+                gateway.acceptor_name,
+                gateway.router.name,
+                self.peer,
+                name,
+            )
+            self._close()
+            return
+        if name not in ROUTED_PROTOCOLS:
+            log.info(
+                "acceptor %s (router %s): %s connection from %s closed: %s connections are not "
+                "routed by this build yet (routed: %s)",
+                gateway.acceptor_name,
+                gateway.router.name,
+                name,
+                self.peer,
+                name,
+                ",".join(sorted(ROUTED_PROTOCOLS)),
+            )
+            self._close()
+            return
+        self.state = _OPENING
+        self.codec = StompCodec(gateway.stomp_limits, server=True)
+        self._feed(bytes(self.buffer))
+
+    # -- the STOMP opening -------------------------------------------------------------
+    def _feed(self, data: bytes) -> None:
+        malformed = None
+        try:
+            events = self.codec.receive_data(data)
+        except RemoteProtocolError as exc:
+            events = getattr(exc, "events", None) or []
+            malformed = exc
+        for event in events:
+            if isinstance(event, HeartBeat):
+                continue
+            # the first frame decides; what follows is replayed untouched
+            self._on_first_frame(event)
+            return
+        if malformed is not None:
+            self._stomp_refuse(f"malformed frame: {malformed}", why="malformed opening")
+
+    def _on_first_frame(self, frame: Frame) -> None:
+        gateway = self.gateway
+        if frame.command not in ("CONNECT", "STOMP"):
+            self._stomp_refuse(
+                f"{frame.command} before CONNECT: the first frame must be CONNECT or STOMP",
+                frame=frame,
+                why="no CONNECT",
+            )
+            return
+        self._stop_timer()
+        self.state = _ROUTING
+        self.transport.pauseProducing()
+        login = frame.get("login")
+        passcode = frame.get("passcode")
+        client_id = frame.get("client-id")
+        security = gateway.security
+        if security is not None:
+            principal = security.authenticate(login, passcode)
+        else:
+            principal = _Anonymous(login or None)
+        if principal is None:
+            log.info(
+                "router %s: STOMP connection from %s (client-id %r): login %r refused: "
+                "authentication failed",
+                gateway.router.name,
+                self.peer,
+                client_id,
+                login,
+            )
+            gateway.count("unauthenticated")
+            self._stomp_refuse(
+                f"Security Error occurred: User name [{login}] or password is invalid",
+                detail="Authentication failed: check login and passcode",
+                frame=frame,
+            )
+            return
+        try:
+            d = gateway.router.route(
+                client_id=client_id,
+                source_address=self.peer,
+                username=principal.user,
+                roles=sorted(principal.roles),
+            )
+        except Exception:
+            d = defer.fail()
+        self.pending = d
+        d.addCallbacks(
+            self._routed,
+            self._route_failed,
+            callbackArgs=(frame, client_id, principal.user),
+            errbackArgs=(frame,),
+        )
+
+    # -- serving the decision ------------------------------------------------------------
+    def _routed(self, decision, frame: Frame, client_id, user) -> None:
+        self.pending = None
+        if self.state is _CLOSED:
+            return
+        self.decision = decision
+        gateway = self.gateway
+        router = gateway.router.name
+        result = decision.result
+        target = result.target
+        if result.ok and target is not None and target.local:
+            outcome = f"local (this node's broker core, node {target.node_id})"
+        elif result.ok and target is not None:
+            outcome = f"forward to target {target_address(target.connector)}, node {target.node_id}"
+        elif result.status is RouterStatus.REFUSED_UNAVAILABLE:
+            outcome = "refused: not ready (REFUSED_UNAVAILABLE)"
+        else:
+            outcome = "refused: rejected (REFUSED_USE_ANOTHER)"
+        log.info(
+            "router %s: STOMP connection from %s (client-id %r, user %r) on acceptor %s: key %r -> %s [%s%s]",
+            router,
+            self.peer,
+            client_id,
+            user,
+            gateway.acceptor_name,
+            decision.key,
+            outcome,
+            decision.reason.value,
+            ", cache hit" if decision.cache_hit else "",
+        )
+        if result.ok and target is not None and target.local:
+            self._serve_locally(frame)
+        elif result.ok and target is not None and target.connector is not None:
+            self._forward(target, frame)
+        elif result.ok:
+            gateway.count("failed")
+            self._stomp_refuse(
+                rejected_message(router),
+                detail=f"the target {target!r} has no connector to forward to",
+                frame=frame,
+            )
+        elif result.status is RouterStatus.REFUSED_UNAVAILABLE:
+            gateway.count("refused")
+            self._stomp_refuse(not_ready_message(router), frame=frame)
+        else:
+            gateway.count("refused")
+            self._stomp_refuse(rejected_message(router), frame=frame)
+
+    def _route_failed(self, failure, frame: Frame) -> None:
+        self.pending = None
+        if self.state is _CLOSED or failure.check(defer.CancelledError):
+            return
+        log.error(
+            "router %s: routing the STOMP connection from %s failed: %s",
+            self.gateway.router.name,
+            self.peer,
+            failure.getTraceback(),
+        )
+        self.gateway.count("failed")
+        self._stomp_refuse(not_ready_message(self.gateway.router.name), frame=frame)
+
+    def _serve_locally(self, frame: Frame) -> None:
+        gateway = self.gateway
+        local = gateway.local_factory
+        if local is None:
+            log.info(
+                "router %s: the connection from %s is for the local target, but acceptor %s has "
+                "no broker core to serve it",
+                gateway.router.name,
+                self.peer,
+                gateway.acceptor_name,
+            )
+            gateway.count("refused")
+            self._stomp_refuse(
+                rejected_message(gateway.router.name),
+                detail="this gateway has no local broker core",
+                frame=frame,
+            )
+            return
+        transport = self.transport
+        protocol = local.buildProtocol(transport.getPeer())
+        if protocol is None:  # the local acceptor refused it (connectionsAllowed)
+            self._close()
+            return
+        gateway.count("local")
+        self.state = _LOCAL
+        gateway.connections.discard(self)
+        buffered, self.buffer = bytes(self.buffer), bytearray()
+        rebind(transport, protocol)
+        protocol.makeConnection(transport)
+        transport.resumeProducing()
+        if buffered:
+            protocol.dataReceived(buffered)
+
+    def _forward(self, target, frame: Frame) -> None:
+        gateway = self.gateway
+        self.state = _CONNECTING
+        try:
+            d = connect_and_forward(
+                self.transport,
+                self.buffer,
+                target.connector,
+                gateway.reactor,
+                timeout=gateway.connect_timeout,
+            )
+        except Exception as exc:  # noqa: BLE001 - reported like a failed connect
+            d = defer.fail(ForwardConnectError(target_address(target.connector), str(exc)))
+        self.pending = d
+        d.addCallbacks(
+            self._forwarded, self._forward_failed, callbackArgs=(target,), errbackArgs=(target, frame)
+        )
+
+    def _forwarded(self, splice, target) -> None:
+        self.pending = None
+        gateway = self.gateway
+        gateway.count("forwarded")
+        self.state = _FORWARDED
+        self.splice = splice
+        self.buffer = bytearray()
+        gateway.connections.discard(self)
+        gateway.splices.add(splice)
+        peer = self.peer
+
+        def closed(result):
+            gateway.splices.discard(splice)
+            log.debug(
+                "router %s: forwarded connection from %s to %s closed (%d bytes in, %d out)",
+                gateway.router.name,
+                peer,
+                splice.target_name,
+                splice.bytes_from_client,
+                splice.bytes_from_target,
+            )
+            return result
+
+        splice.closed.addBoth(closed)
+
+    def _forward_failed(self, failure, target, frame: Frame) -> None:
+        self.pending = None
+        if self.state is _CLOSED or failure.check(defer.CancelledError):
+            return
+        gateway = self.gateway
+        router = gateway.router.name
+        if failure.check(ForwardConnectError):
+            exc = failure.value
+            name, reason = exc.target, exc.reason
+        else:
+            name, reason = target_address(target.connector), failure.getErrorMessage()
+            log.error("router %s: forwarding failed: %s", router, failure.getTraceback())
+        log.info(
+            "router %s: STOMP connection from %s: cannot forward to target %s: %s",
+            router,
+            self.peer,
+            name,
+            reason,
+        )
+        self._target_unreachable(target, reason)
+        gateway.count("unreachable")
+        self._stomp_refuse(
+            f"Connection router {router} could not connect to target {name}: {reason}", frame=frame
+        )
+
+    def _target_unreachable(self, target, reason: str) -> None:
+        """Mark the target not ready until its next check says otherwise."""
+        pool = getattr(self.gateway.router, "pool", None)
+        monitor_of = getattr(pool, "monitor_of", None)
+        if monitor_of is None:
+            return
+        monitor = monitor_of(target)
+        if monitor is not None:
+            monitor.mark_not_ready(f"forwarding failed: {reason}")
+
+    # -- closing -----------------------------------------------------------------------------
+    def _stomp_refuse(
+        self, message: str, *, detail: str = "", frame: Frame | None = None, why: str | None = None
+    ) -> None:
+        """The broker core's ERROR frame for ``message``, then close this connection."""
+        if self.state is _CLOSED:
+            return
+        if why is not None:
+            log.info(
+                "acceptor %s (router %s): STOMP connection from %s: %s",
+                self.gateway.acceptor_name,
+                self.gateway.router.name,
+                self.peer,
+                message,
+            )
+        headers = [("message", message.replace("\n", " ")[:1000])]
+        receipt = frame.get("receipt") if frame is not None else None
+        if receipt is not None:
+            headers.append(("receipt-id", receipt))
+        headers.append(("content-type", "text/plain"))
+        body = (detail or message).encode("utf-8")
+        codec = self.codec if self.codec is not None else StompCodec(server=True)
+        try:
+            data = codec.send(Frame("ERROR", tuple(headers), body))
+        except Exception:  # noqa: BLE001 - a header the codec cannot carry
+            data = codec.send(Frame("ERROR", (("message", "connection refused"),), body))
+        self.transport.write(data)
+        self._close()
+
+    def _timed_out(self) -> None:
+        self.timer = None
+        if self.state is _SNIFFING:
+            log.info(
+                "acceptor %s (router %s): %s sent %s within %g s, not enough to tell its protocol",
+                self.gateway.acceptor_name,
+                self.gateway.router.name,
+                self.peer,
+                describe(bytes(self.buffer)),
+                self.gateway.connect_timeout,
+            )
+            self._close()
+        elif self.state is _OPENING:
+            self.gateway.count("timed-out")
+            self._stomp_refuse(
+                f"no CONNECT frame within {self.gateway.connect_timeout:g} s", why="timeout"
+            )
+
+    def _stop_timer(self) -> None:
+        timer, self.timer = self.timer, None
+        if timer is not None and timer.active():
+            timer.cancel()
+
+    def _close(self) -> None:
+        self._stop_timer()
+        self.state = _CLOSED
+        pending, self.pending = self.pending, None
+        if pending is not None and not pending.called:
+            pending.cancel()
+        self.gateway.connections.discard(self)
+        self.buffer = bytearray()
+        if self.transport is not None:
+            self.transport.loseConnection()
+
+
+class _Anonymous:
+    """The principal of a login when the gateway has no security manager."""
+
+    __slots__ = ("user", "roles")
+
+    def __init__(self, user):
+        self.user = user
+        self.roles = frozenset()
