@@ -270,7 +270,7 @@ class Node:
             )
         if not served:
             return
-        known = {"router"}
+        known = {"router", "routerMode"} if acceptor.router else {"router"}
         for name in served:
             known |= PROTOCOL_FACTORIES[name][1]
         for key in sorted(set(acceptor.params) - known):
@@ -327,6 +327,7 @@ class Node:
             limits=self.config.limits,
             reactor=self.reactor,
             local_factory=local_factory,
+            container_id=self.config.name,
         )
         return factory, f"{','.join(sorted(routed)) or 'nothing'} routed by router {acceptor.router}"
 

@@ -965,6 +965,8 @@ ACCEPTOR_PARAMS = _TRANSPORT_COMMON | frozenset(
         "pubSubPrefix", "ackManagerFlushTimeout", "mirrorMaxPendingAcks",
         # AMQP limits of Junction's own (documented in docs/configuration.md)
         "amqpChannelMax", "amqpMaxMessageSize",
+        # the gateway's per-acceptor mode (Junction's; docs/configuration.md)
+        "routerMode",
         # OpenWire (OpenWireProtocolManager)
         "supportAdvisory", "suppressInternalManagementObjects", "actorThresholdBytes", "brokerName",
         "maxInactivityDuration", "maxInactivityDurationInitalDelay", "openWireDestinationCacheSize",
@@ -1038,6 +1040,7 @@ PARAM_TYPES: dict[str, Parser] = {
     "localPort": port_number,
     "socksPort": port_number,
     "socksVersion": choice("4", "5"),
+    "routerMode": choice("redirect", "forward", "auto"),
 }
 
 # fmt: on

@@ -60,6 +60,7 @@ __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
     "FORWARD_BUFFER_SIZE",
     "ForwardConnectError",
+    "ForwardHandshakeError",
     "Splice",
     "apply_socket_options",
     "connect_and_forward",
@@ -90,6 +91,19 @@ class ForwardConnectError(Exception):
         super().__init__(f"could not connect to target {target}: {reason}")
         self.target = target
         self.reason = reason
+
+
+class ForwardHandshakeError(ForwardConnectError):
+    """The target was reached, but the handshake run with it on the client's behalf failed.
+
+    ``condition`` is the protocol's error condition for the client (for
+    AMQP: ``amqp:unauthorized-access`` when the target refused the login).
+    The target is reachable: it is not marked not ready for this.
+    """
+
+    def __init__(self, target: str, reason: str, condition: str | None = None):
+        super().__init__(target, reason)
+        self.condition = condition
 
 
 def target_address(connector) -> str:
@@ -165,6 +179,9 @@ class _Side(Protocol):
         self.lost_reason: Failure | None = None
         #: called by connectionMade (the target side: start the splice)
         self.on_connected = None
+        #: while set (the target side during a handshake), what this side reads
+        #: goes to it instead of the peer, and it is told when the connection is lost
+        self.intercept = None
 
     def connectionMade(self) -> None:
         callback, self.on_connected = self.on_connected, None
@@ -173,6 +190,10 @@ class _Side(Protocol):
 
     # -- data -------------------------------------------------------------------
     def dataReceived(self, data: bytes) -> None:
+        intercept = self.intercept
+        if intercept is not None:
+            intercept.data_received(data)
+            return
         self.received += len(data)
         self.peer.transport.write(data)
 
@@ -195,6 +216,10 @@ class _Side(Protocol):
             return
         self.lost = True
         self.lost_reason = reason
+        intercept, self.intercept = self.intercept, None
+        if intercept is not None:
+            intercept.connection_lost(reason)
+            return
         self.splice._lost(self, reason)
 
     # -- IPushProducer (registered with the peer's transport) --------------------
@@ -324,16 +349,29 @@ def _abort(transport) -> None:
 
 
 class _TargetFactory(ClientFactory):
-    """Connects one target side and starts the splice once connected."""
+    """Connects one target side and starts the splice once connected.
+
+    With a ``handshake`` (see :func:`connect_and_forward`) the splice starts
+    only once the handshake with the target is over.
+    """
 
     noisy = False
 
-    def __init__(self, splice: Splice, client_transport, buffered: bytes, params, deferred):
+    def __init__(
+        self, splice: Splice, client_transport, buffered: bytes, params, deferred,
+        handshake=None, reactor=None, timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    ):
         self.splice = splice
         self.client_transport = client_transport
         self.buffered = buffered
         self.params = params
         self.deferred = deferred
+        self.handshake = handshake
+        self.reactor = reactor
+        self.timeout = timeout
+        self.timer = None
+        #: how much of ``buffered`` went out with the handshake's first bytes
+        self.written = 0
 
     def buildProtocol(self, addr):
         side = self.splice.target
@@ -355,16 +393,95 @@ class _TargetFactory(ClientFactory):
                 ForwardConnectError(splice.target_name, "the client went away while connecting")
             )
             return
+        if self.handshake is not None:
+            self._start_handshake()
+            return
+        self._start_splice(bytes(self.buffered))
+
+    def _start_splice(self, buffered: bytes, to_client: bytes = b"") -> None:
+        splice = self.splice
+        target = splice.target
         try:
+            if to_client:
+                target.received += len(to_client)
+                self.client_transport.write(to_client)
             # read now, not when connecting began: a bytearray the caller kept
             # appending to meanwhile is replayed whole
-            splice.start(self.client_transport, bytes(self.buffered))
+            splice.start(self.client_transport, buffered)
         except Exception:
             _abort(target.transport)
             self.deferred.errback()
             return
         self.buffered = b""
         self.deferred.callback(splice)
+
+    # -- the handshake with the target, before the splice ---------------------------
+    def _start_handshake(self) -> None:
+        target = self.splice.target
+        try:
+            first = self.handshake.start()
+        except Exception as exc:  # noqa: BLE001 - e.g. credentials the handshake cannot carry
+            _abort(target.transport)
+            self._handshake_failed(str(exc) or type(exc).__name__, None)
+            return
+        buffered = bytes(self.buffered)
+        self.written = len(buffered)
+        target.intercept = self
+        if self.reactor is not None:
+            self.timer = self.reactor.callLater(self.timeout, self._handshake_timed_out)
+        target.transport.write(first + buffered)
+
+    def data_received(self, data: bytes) -> None:
+        """Bytes from the target during the handshake."""
+        target = self.splice.target
+        try:
+            to_client = self.handshake.feed(data)
+        except ForwardHandshakeError as exc:
+            target.intercept = None
+            self._stop_timer()
+            target.transport.loseConnection()
+            self._handshake_failed(exc.reason, exc.condition)
+            return
+        if to_client is None:
+            return
+        target.intercept = None
+        self._stop_timer()
+        if self.deferred.called:  # cancelled meanwhile
+            _abort(target.transport)
+            return
+        if getattr(self.client_transport, "disconnected", False):
+            target.transport.loseConnection()
+            self.deferred.errback(
+                ForwardConnectError(self.splice.target_name, "the client went away during the handshake")
+            )
+            return
+        self._start_splice(bytes(self.buffered[self.written :]), to_client)
+
+    def connection_lost(self, reason) -> None:
+        """The target closed the connection during the handshake."""
+        self._stop_timer()
+        why = "the target closed the connection during the handshake"
+        if reason is not None and not reason.check(error.ConnectionDone):
+            why += f" ({_describe(reason)})"
+        self._handshake_failed(why, None)
+
+    def _handshake_timed_out(self) -> None:
+        self.timer = None
+        target = self.splice.target
+        target.intercept = None
+        if target.transport is not None:
+            _abort(target.transport)
+        self._handshake_failed(f"no handshake answer within {self.timeout:g} s", None)
+
+    def _handshake_failed(self, reason: str, condition: str | None) -> None:
+        self._stop_timer()
+        if not self.deferred.called:
+            self.deferred.errback(ForwardHandshakeError(self.splice.target_name, reason, condition))
+
+    def _stop_timer(self) -> None:
+        timer, self.timer = self.timer, None
+        if timer is not None and timer.active():
+            timer.cancel()
 
     def clientConnectionFailed(self, connector, reason) -> None:
         if not self.deferred.called:
@@ -378,6 +495,7 @@ def connect_and_forward(
     reactor,
     *,
     timeout: float | None = None,
+    handshake=None,
 ) -> defer.Deferred:
     """Connect to ``target_connector`` and splice ``client_transport`` to it.
 
@@ -395,6 +513,18 @@ def connect_and_forward(
     Cancelling it while connecting stops the attempt.  ``timeout``: seconds to
     connect (the connector's ``connect-timeout-millis`` wins, then this, then
     :data:`DEFAULT_CONNECT_TIMEOUT`).
+
+    ``handshake`` (optional) is run with the target before the splice, for a
+    protocol whose opening the gateway must redo on the client's behalf
+    (AMQP's SASL): once connected, ``handshake.start()`` followed by
+    ``buffered`` is written to the target, then what the target sends goes
+    to ``handshake.feed(data)``, which returns None while it needs more,
+    the bytes to pass to the client (possibly empty) once the handshake is
+    over -- then the splice starts, with any bytes appended to ``buffered``
+    meanwhile -- or raises :class:`ForwardHandshakeError`.  A failed
+    handshake (or the target closing, or no answer within the same timeout)
+    fails the Deferred with :class:`ForwardHandshakeError`; the client
+    transport is then still the caller's.
     """
     params = dict(getattr(target_connector, "params", None) or {})
     name = target_address(target_connector)
@@ -418,12 +548,17 @@ def connect_and_forward(
                 connector_box[0].stopConnecting()
             except error.NotConnectingError:
                 pass
+        factory._stop_timer()
+        splice.target.intercept = None
         if splice.target.transport is not None and not splice.target.lost:
             _abort(splice.target.transport)
 
     deferred = defer.Deferred(cancel)
     client_transport.pauseProducing()
-    factory = _TargetFactory(splice, client_transport, buffered, params, deferred)
+    factory = _TargetFactory(
+        splice, client_transport, buffered, params, deferred,
+        handshake=handshake, reactor=reactor, timeout=seconds,
+    )
     try:
         connector = reactor.connectTCP(
             target_connector.host, int(target_connector.port), factory, timeout=seconds, bindAddress=bind

@@ -50,8 +50,35 @@ read (``transport.pauseProducing()``); what arrived with the opening is kept
 and replayed, so the bytes held per connection are bounded by the opening's
 limits plus one read.
 
-Protocols other than STOMP (AMQP, CORE, OpenWire) are sniffed but not routed
-by this build: such a connection is closed with a log line saying so.
+**AMQP** runs the same flow with :class:`~junction.protocols.amqp.opening.AmqpOpening`
+(whose answers are written after every read): the gateway runs SASL with the
+client itself -- PLAIN against the security manager, ANONYMOUS (and no SASL)
+only where the node allows anonymous logins -- then reads the client's Open;
+its container-id is the client id, the SASL principal the user and roles.
+A failed opening is written and closed.  The decision is served per the
+acceptor's ``routerMode`` (:data:`ROUTER_MODES`; ``auto`` redirects the
+protocols of :data:`REDIRECTING_PROTOCOLS`, forwards the others):
+
+* redirect: :meth:`AmqpOpening.redirect` to the target connector's host and
+  port (Artemis's Open + Close ``amqp:connection:redirect``), then close;
+* forward: :func:`connect_and_forward` with a handshake (:class:`_AmqpLogin`)
+  that writes a :class:`~junction.protocols.amqp.sasl_client.SaslClient`'s
+  sasl-init followed by the client's bytes after SASL (its header and Open),
+  feeds the target's answer to the SaslClient until its outcome, passes what
+  follows to the client and splices.  A refused login (or a target closing or
+  silent during it) ends the client's connection with
+  :meth:`AmqpOpening.close_with` (``amqp:unauthorized-access`` /
+  ``amqp:connection:forced``) and does not mark the target down; an
+  unreachable target does, as for STOMP;
+* local: the broker core is given the sasl-init and then the client's bytes;
+  its transport is wrapped (:class:`_SaslFilteredTransport`) so its SASL
+  answers go through a SaslClient rather than to the client, and is swapped
+  back for the real one once its outcome ``ok`` arrived;
+* refuse: :meth:`AmqpOpening.refuse` (``amqp:connection:forced``, Artemis's
+  texts).
+
+CORE and OpenWire are sniffed but not routed by this build: such a
+connection is closed with a log line saying so.
 """
 
 from __future__ import annotations
@@ -64,18 +91,30 @@ from twisted.internet.protocol import Factory, Protocol
 from junction.gateway.forward import (
     FORWARD_BUFFER_SIZE,
     ForwardConnectError,
+    ForwardHandshakeError,
     apply_socket_options,
     connect_and_forward,
     rebind,
     target_address,
 )
 from junction.gateway.targets import RouterStatus
+from junction.protocols.amqp.opening import (
+    DEFAULT_CONTAINER_ID,
+    FORCED,
+    AmqpOpening,
+    OpeningComplete,
+    OpeningFailed,
+)
+from junction.protocols.amqp.sasl import SaslCode
+from junction.protocols.amqp.sasl_client import SaslClient, SaslClientDone, SaslClientFailed
 from junction.protocols.detect import MAX_SNIFF_BYTES, NEED_MORE, UNKNOWN, describe, detect
 from junction.protocols.errors import RemoteProtocolError
 from junction.protocols.stomp import Frame, HeartBeat, StompCodec, StompLimits
 
 __all__ = [
+    "REDIRECTING_PROTOCOLS",
     "ROUTED_PROTOCOLS",
+    "ROUTER_MODES",
     "GatewayFactory",
     "GatewayProtocol",
     "not_ready_message",
@@ -86,7 +125,18 @@ log = logging.getLogger("junction.gateway")
 
 #: Protocols whose opening this build reads and routes (forwarded, or served
 #: locally).  The others are sniffed and closed with a log line.
-ROUTED_PROTOCOLS = frozenset({"STOMP"})
+ROUTED_PROTOCOLS = frozenset({"STOMP", "AMQP"})
+
+#: Protocols with a native redirect this build writes (CORE and OpenWire
+#: join with their issues).  The others are always forwarded.
+REDIRECTING_PROTOCOLS = frozenset({"AMQP"})
+
+#: The acceptor parameter ``routerMode``: how a connection routed to a
+#: remote target is served.  ``auto`` (the default, Artemis's behaviour):
+#: redirect where the protocol has a native redirect, forward otherwise.
+ROUTER_MODES = ("redirect", "forward", "auto")
+
+_UNAUTHORIZED = "amqp:unauthorized-access"
 
 _SNIFFING = "sniffing"
 _OPENING = "opening"
@@ -141,7 +191,17 @@ class GatewayFactory(Factory):
 
     noisy = False
 
-    def __init__(self, router_service, *, security, acceptor, limits, reactor, local_factory=None):
+    def __init__(
+        self,
+        router_service,
+        *,
+        security,
+        acceptor,
+        limits,
+        reactor,
+        local_factory=None,
+        container_id: str = DEFAULT_CONTAINER_ID,
+    ):
         self.router_service = router_service
         self.router = getattr(router_service, "router", router_service)
         self.security = security
@@ -153,6 +213,21 @@ class GatewayFactory(Factory):
         self.params = params
         self.acceptor_name = getattr(acceptor, "name", "?")
         self.protocols = frozenset(getattr(acceptor, "protocols", None) or ())
+        mode = str(params.get("routerMode", "auto")).strip().lower()
+        if mode not in ROUTER_MODES:
+            raise ValueError(f"acceptor {self.acceptor_name}: routerMode must be one of "
+                             f"{', '.join(ROUTER_MODES)}, not {mode!r}")
+        #: ``redirect``, ``forward`` or ``auto``
+        self.mode = mode
+        #: the gateway's container-id in the AMQP frames it writes (the node name)
+        self.container_id = container_id
+        #: whether a client may log in without credentials (AMQP ANONYMOUS / no SASL),
+        #: as the node's broker core allows it
+        self.anonymous_allowed = (
+            security is None
+            or not getattr(security, "enabled", True)
+            or getattr(security, "anonymous_user", None) is not None
+        )
         max_frame = int(
             params.get("stompMaxFramePayloadLength", limits.max_frame_size if limits else 10 * 1024 * 1024)
         )
@@ -169,6 +244,12 @@ class GatewayFactory(Factory):
         self.connections: set[GatewayProtocol] = set()
         self.splices: set = set()
         self.decisions: dict[str, int] = {}
+
+    def redirects(self, protocol_name: str | None) -> bool:
+        """Whether a connection of this protocol routed to a remote target is redirected."""
+        if protocol_name not in REDIRECTING_PROTOCOLS:
+            return False
+        return self.mode in ("redirect", "auto")
 
     def count(self, outcome: str) -> None:
         self.decisions[outcome] = self.decisions.get(outcome, 0) + 1
@@ -211,6 +292,10 @@ class GatewayProtocol(Protocol):
         self.buffer = bytearray()
         self.protocol_name: str | None = None
         self.codec: StompCodec | None = None
+        #: the AMQP opening (SASL + Open), for an AMQP connection
+        self.opening: AmqpOpening | None = None
+        #: the login to redo with the target on the client's behalf (AMQP)
+        self.sasl_client: SaslClient | None = None
         self.timer = None
         #: the routing decision or the forward connection in progress
         self.pending: defer.Deferred | None = None
@@ -229,6 +314,9 @@ class GatewayProtocol(Protocol):
     def dataReceived(self, data: bytes) -> None:
         state = self.state
         if state is _CLOSED or state is _FORWARDED or state is _LOCAL:
+            return
+        if state is _OPENING and self.opening is not None:
+            self._feed_amqp(data)
             return
         self.buffer += data
         if state is _SNIFFING:
@@ -285,7 +373,7 @@ class GatewayProtocol(Protocol):
             )
             self._close()
             return
-        if name not in ROUTED_PROTOCOLS:
+        if name not in ROUTED_PROTOCOLS:  # pragma: no cover - every sniffed protocol but CORE/OpenWire
             log.info(
                 "acceptor %s (router %s): %s connection from %s closed: %s connections are not "
                 "routed by this build yet (routed: %s)",
@@ -299,8 +387,85 @@ class GatewayProtocol(Protocol):
             self._close()
             return
         self.state = _OPENING
+        if name == "AMQP":
+            self.opening = AmqpOpening(
+                self._amqp_authenticate,
+                mechanisms=("PLAIN", "ANONYMOUS") if gateway.anonymous_allowed else ("PLAIN",),
+                allow_no_sasl=gateway.anonymous_allowed,
+                container_id=gateway.container_id,
+            )
+            data, self.buffer = bytes(self.buffer), bytearray()
+            self._feed_amqp(data)
+            return
         self.codec = StompCodec(gateway.stomp_limits, server=True)
         self._feed(bytes(self.buffer))
+
+    # -- the AMQP opening --------------------------------------------------------------
+    def _amqp_authenticate(self, credentials):
+        """AmqpOpening's callback: the principal for the client's SASL login, or None."""
+        if credentials.mechanism == "PLAIN":
+            user, password = credentials.username, credentials.password
+            if not user:
+                return None
+        elif credentials.mechanism == "ANONYMOUS" and self.gateway.anonymous_allowed:
+            user = password = None
+        else:
+            return None
+        security = self.gateway.security
+        if security is None:
+            return _Anonymous(user)
+        return security.authenticate(user, password)
+
+    def _feed_amqp(self, data: bytes) -> None:
+        opening = self.opening
+        events = opening.receive_data(data)
+        out = opening.data_to_send()
+        if out:
+            self.transport.write(out)
+        for event in events:
+            if isinstance(event, OpeningFailed):
+                log.info(
+                    "router %s: AMQP connection from %s on acceptor %s: opening failed: %s (%s)",
+                    self.gateway.router.name,
+                    self.peer,
+                    self.gateway.acceptor_name,
+                    event.reason,
+                    event.condition,
+                )
+                self.gateway.count(
+                    "unauthenticated" if event.condition == _UNAUTHORIZED else "bad-opening"
+                )
+                self._close()
+                return
+            if isinstance(event, OpeningComplete):
+                self._on_amqp_open(event)
+                return
+
+    def _on_amqp_open(self, event: OpeningComplete) -> None:
+        gateway = self.gateway
+        self._stop_timer()
+        self.state = _ROUTING
+        self.transport.pauseProducing()
+        self.buffer = bytearray(event.after_sasl)
+        principal = event.principal
+        if principal is None:  # no SASL, as the node allows: the anonymous login
+            security = gateway.security
+            principal = security.authenticate(None, None) if security is not None else _Anonymous(None)
+            if principal is None:  # pragma: no cover - no SASL is allowed only for anonymous
+                self._answer("Security Error occurred: anonymous login refused", condition=_UNAUTHORIZED)
+                return
+        try:
+            self.sasl_client = SaslClient(
+                event.mechanism,
+                username=event.username,
+                password=event.password,
+                authzid=event.authzid,
+                hostname=event.sasl_hostname,
+            )
+        except ValueError as exc:  # credentials the backend login cannot carry
+            self._answer(f"cannot log in to the target on the client's behalf: {exc}", condition=_UNAUTHORIZED)
+            return
+        self._route(event.container_id, principal, None)
 
     # -- the STOMP opening -------------------------------------------------------------
     def _feed(self, data: bytes) -> None:
@@ -355,8 +520,11 @@ class GatewayProtocol(Protocol):
                 frame=frame,
             )
             return
+        self._route(client_id, principal, frame)
+
+    def _route(self, client_id, principal, frame: Frame | None) -> None:
         try:
-            d = gateway.router.route(
+            d = self.gateway.router.route(
                 client_id=client_id,
                 source_address=self.peer,
                 username=principal.user,
@@ -382,18 +550,22 @@ class GatewayProtocol(Protocol):
         router = gateway.router.name
         result = decision.result
         target = result.target
+        redirect = gateway.redirects(self.protocol_name)
         if result.ok and target is not None and target.local:
             outcome = f"local (this node's broker core, node {target.node_id})"
         elif result.ok and target is not None:
-            outcome = f"forward to target {target_address(target.connector)}, node {target.node_id}"
+            how = "redirect" if redirect else "forward"
+            outcome = f"{how} to target {target_address(target.connector)}, node {target.node_id}"
         elif result.status is RouterStatus.REFUSED_UNAVAILABLE:
             outcome = "refused: not ready (REFUSED_UNAVAILABLE)"
         else:
             outcome = "refused: rejected (REFUSED_USE_ANOTHER)"
         log.info(
-            "router %s: STOMP connection from %s (client-id %r, user %r) on acceptor %s: key %r -> %s [%s%s]",
+            "router %s: %s connection from %s (%s %r, user %r) on acceptor %s: key %r -> %s [%s%s]",
             router,
+            self.protocol_name,
             self.peer,
+            "container-id" if self.protocol_name == "AMQP" else "client-id",
             client_id,
             user,
             gateway.acceptor_name,
@@ -405,20 +577,31 @@ class GatewayProtocol(Protocol):
         if result.ok and target is not None and target.local:
             self._serve_locally(frame)
         elif result.ok and target is not None and target.connector is not None:
-            self._forward(target, frame)
+            if redirect:
+                self._redirect(target)
+            else:
+                self._forward(target, frame)
         elif result.ok:
             gateway.count("failed")
-            self._stomp_refuse(
+            self._answer(
                 rejected_message(router),
+                status=RouterStatus.REFUSED_USE_ANOTHER,
                 detail=f"the target {target!r} has no connector to forward to",
                 frame=frame,
             )
         elif result.status is RouterStatus.REFUSED_UNAVAILABLE:
             gateway.count("refused")
-            self._stomp_refuse(not_ready_message(router), frame=frame)
+            self._answer(not_ready_message(router), status=result.status, frame=frame)
         else:
             gateway.count("refused")
-            self._stomp_refuse(rejected_message(router), frame=frame)
+            self._answer(rejected_message(router), status=RouterStatus.REFUSED_USE_ANOTHER, frame=frame)
+
+    def _redirect(self, target) -> None:
+        """Artemis's AMQP redirect to the target's connector, then close."""
+        connector = target.connector
+        self.gateway.count("redirected")
+        self.transport.write(self.opening.redirect(self.gateway.router.name, str(connector.host), int(connector.port)))
+        self._close()
 
     def _route_failed(self, failure, frame: Frame) -> None:
         self.pending = None
@@ -431,7 +614,9 @@ class GatewayProtocol(Protocol):
             failure.getTraceback(),
         )
         self.gateway.count("failed")
-        self._stomp_refuse(not_ready_message(self.gateway.router.name), frame=frame)
+        self._answer(
+            not_ready_message(self.gateway.router.name), status=RouterStatus.REFUSED_UNAVAILABLE, frame=frame
+        )
 
     def _serve_locally(self, frame: Frame) -> None:
         gateway = self.gateway
@@ -445,8 +630,9 @@ class GatewayProtocol(Protocol):
                 gateway.acceptor_name,
             )
             gateway.count("refused")
-            self._stomp_refuse(
+            self._answer(
                 rejected_message(gateway.router.name),
+                status=RouterStatus.REFUSED_USE_ANOTHER,
                 detail="this gateway has no local broker core",
                 frame=frame,
             )
@@ -460,8 +646,15 @@ class GatewayProtocol(Protocol):
         self.state = _LOCAL
         gateway.connections.discard(self)
         buffered, self.buffer = bytes(self.buffer), bytearray()
+        seen_by_protocol = transport
+        if self.sasl_client is not None:
+            # the broker core runs SASL again: give it the login first and keep
+            # its SASL answers from the client, which is past SASL already
+            sasl_client, self.sasl_client = self.sasl_client, None
+            buffered = sasl_client.initial_bytes() + buffered
+            seen_by_protocol = _SaslFilteredTransport(transport, sasl_client, self)
         rebind(transport, protocol)
-        protocol.makeConnection(transport)
+        protocol.makeConnection(seen_by_protocol)
         transport.resumeProducing()
         if buffered:
             protocol.dataReceived(buffered)
@@ -469,6 +662,9 @@ class GatewayProtocol(Protocol):
     def _forward(self, target, frame: Frame) -> None:
         gateway = self.gateway
         self.state = _CONNECTING
+        handshake = None
+        if self.sasl_client is not None:
+            handshake, self.sasl_client = _AmqpLogin(self.sasl_client), None
         try:
             d = connect_and_forward(
                 self.transport,
@@ -476,6 +672,7 @@ class GatewayProtocol(Protocol):
                 target.connector,
                 gateway.reactor,
                 timeout=gateway.connect_timeout,
+                handshake=handshake,
             )
         except Exception as exc:  # noqa: BLE001 - reported like a failed connect
             d = defer.fail(ForwardConnectError(target_address(target.connector), str(exc)))
@@ -491,6 +688,7 @@ class GatewayProtocol(Protocol):
         self.state = _FORWARDED
         self.splice = splice
         self.buffer = bytearray()
+        self.opening = None
         gateway.connections.discard(self)
         gateway.splices.add(splice)
         peer = self.peer
@@ -515,6 +713,24 @@ class GatewayProtocol(Protocol):
             return
         gateway = self.gateway
         router = gateway.router.name
+        if failure.check(ForwardHandshakeError):
+            exc = failure.value
+            log.info(
+                "router %s: %s connection from %s: the login on the client's behalf at target %s "
+                "failed: %s",
+                router,
+                self.protocol_name,
+                self.peer,
+                exc.target,
+                exc.reason,
+            )
+            gateway.count("target-refused")
+            self._answer(
+                f"Connection router {router}: target {exc.target} refused the connection: {exc.reason}",
+                condition=exc.condition or FORCED,
+                frame=frame,
+            )
+            return
         if failure.check(ForwardConnectError):
             exc = failure.value
             name, reason = exc.target, exc.reason
@@ -522,15 +738,16 @@ class GatewayProtocol(Protocol):
             name, reason = target_address(target.connector), failure.getErrorMessage()
             log.error("router %s: forwarding failed: %s", router, failure.getTraceback())
         log.info(
-            "router %s: STOMP connection from %s: cannot forward to target %s: %s",
+            "router %s: %s connection from %s: cannot forward to target %s: %s",
             router,
+            self.protocol_name,
             self.peer,
             name,
             reason,
         )
         self._target_unreachable(target, reason)
         gateway.count("unreachable")
-        self._stomp_refuse(
+        self._answer(
             f"Connection router {router} could not connect to target {name}: {reason}", frame=frame
         )
 
@@ -545,6 +762,35 @@ class GatewayProtocol(Protocol):
             monitor.mark_not_ready(f"forwarding failed: {reason}")
 
     # -- closing -----------------------------------------------------------------------------
+    def _answer(
+        self,
+        message: str,
+        *,
+        status: RouterStatus | None = None,
+        condition: str = FORCED,
+        detail: str = "",
+        frame: Frame | None = None,
+    ) -> None:
+        """End the connection with the protocol's own refusal, then close.
+
+        STOMP: an ERROR frame with ``message``.  AMQP: Artemis's refusal for
+        ``status`` when given (``amqp:connection:forced``), else an Open and
+        a Close with ``condition`` and ``message``.
+        """
+        if self.state is _CLOSED:
+            return
+        opening = self.opening
+        if opening is None:
+            self._stomp_refuse(message, detail=detail, frame=frame)
+            return
+        router = self.gateway.router.name
+        if status is not None:
+            data = opening.refuse(router, status)
+        else:
+            data = opening.close_with(condition, message)
+        self.transport.write(data)
+        self._close()
+
     def _stomp_refuse(
         self, message: str, *, detail: str = "", frame: Frame | None = None, why: str | None = None
     ) -> None:
@@ -585,6 +831,17 @@ class GatewayProtocol(Protocol):
                 self.gateway.connect_timeout,
             )
             self._close()
+        elif self.state is _OPENING and self.opening is not None:
+            self.gateway.count("timed-out")
+            log.info(
+                "acceptor %s (router %s): AMQP connection from %s: no complete opening (SASL and "
+                "open) within %g s",
+                self.gateway.acceptor_name,
+                self.gateway.router.name,
+                self.peer,
+                self.gateway.connect_timeout,
+            )
+            self._close()
         elif self.state is _OPENING:
             self.gateway.count("timed-out")
             self._stomp_refuse(
@@ -604,6 +861,7 @@ class GatewayProtocol(Protocol):
             pending.cancel()
         self.gateway.connections.discard(self)
         self.buffer = bytearray()
+        self.sasl_client = None
         if self.transport is not None:
             self.transport.loseConnection()
 
@@ -616,3 +874,108 @@ class _Anonymous:
     def __init__(self, user):
         self.user = user
         self.roles = frozenset()
+
+
+class _AmqpLogin:
+    """The forward handshake of an AMQP connection: SASL redone at the target.
+
+    :func:`~junction.gateway.forward.connect_and_forward` writes
+    :meth:`start` (the SASL header and sasl-init) followed by the client's
+    bytes after its SASL exchange, then feeds what the target sends here
+    until the target's sasl-outcome; what came after it goes to the client.
+    """
+
+    __slots__ = ("client",)
+
+    def __init__(self, client: SaslClient):
+        self.client = client
+
+    def start(self) -> bytes:
+        return self.client.initial_bytes()
+
+    def feed(self, data: bytes) -> bytes | None:
+        try:
+            events = self.client.receive_data(data)
+        except RemoteProtocolError as exc:
+            raise ForwardHandshakeError("?", f"the target broke the SASL exchange: {exc}", FORCED) from None
+        for event in events:
+            if isinstance(event, SaslClientDone):
+                return event.remaining
+            if isinstance(event, SaslClientFailed):
+                condition = _UNAUTHORIZED if event.code in (SaslCode.AUTH, None) else FORCED
+                raise ForwardHandshakeError("?", event.reason, condition)
+        return None
+
+
+class _SaslFilteredTransport:
+    """The transport a locally served AMQP connection's broker core writes to.
+
+    The core is given the client's login again (``sasl_client``'s initial
+    bytes); its SASL answers go through ``sasl_client`` and are not written
+    to the client, which is past SASL already.  Once the core's
+    sasl-outcome ``ok`` arrived, what follows is written as is (and the core
+    is given the real transport).  A refused login ends the client's
+    connection with ``amqp:unauthorized-access``.  Everything else is the
+    real transport's.
+    """
+
+    def __init__(self, transport, sasl_client: SaslClient, owner: GatewayProtocol):
+        object.__setattr__(self, "_transport", transport)
+        object.__setattr__(self, "_sasl_client", sasl_client)
+        object.__setattr__(self, "_owner", owner)
+
+    def __getattr__(self, name):
+        return getattr(self._transport, name)
+
+    def __setattr__(self, name, value):  # e.g. ``transport.protocol = ...`` on a hand-over
+        setattr(self._transport, name, value)
+
+    def writeSequence(self, data) -> None:
+        self.write(b"".join(data))
+
+    def write(self, data: bytes) -> None:
+        sasl_client = self._sasl_client
+        transport = self._transport
+        if sasl_client is None:
+            transport.write(data)
+            return
+        reason = None
+        try:
+            events = sasl_client.receive_data(bytes(data))
+        except RemoteProtocolError as exc:
+            events, reason = [], f"the broker core broke the SASL exchange: {exc}"
+        for event in events:
+            if isinstance(event, SaslClientDone):
+                object.__setattr__(self, "_sasl_client", None)
+                protocol = getattr(transport, "protocol", None)
+                if getattr(protocol, "transport", None) is self:
+                    protocol.transport = transport
+                if event.remaining:
+                    transport.write(event.remaining)
+                return
+            if isinstance(event, SaslClientFailed):
+                reason = event.reason
+        if reason is not None:
+            object.__setattr__(self, "_sasl_client", _DROP)
+            owner = self._owner
+            log.info(
+                "router %s: AMQP connection from %s served locally: the broker core refused the "
+                "login: %s",
+                owner.gateway.router.name,
+                owner.peer,
+                reason,
+            )
+            opening = owner.opening
+            if opening is not None:
+                transport.write(opening.close_with(_UNAUTHORIZED, reason))
+            transport.loseConnection()
+
+
+class _Drop:
+    """Stands for the SASL client of a filtered transport whose login failed: writes are dropped."""
+
+    def receive_data(self, data):
+        return []
+
+
+_DROP = _Drop()

@@ -711,6 +711,16 @@ def test_url_semicolon_and_ampersand():
         assert (url.scheme, url.host, url.port) == ("tcp", "example.org", 61613)
 
 
+def test_router_mode_is_a_choice():
+    for value in ("redirect", "forward", "auto", "FORWARD"):
+        url, errs = parse_transport_url(f"tcp://h:1?router=r;routerMode={value}")
+        assert errs == [] and url.params["routerMode"] == value
+    _url, errs = parse_transport_url("tcp://h:1?router=r;routerMode=bounce")
+    assert len(errs) == 1 and "redirect, forward, auto" in errs[0]
+    _url, errs = parse_transport_url("tcp://h:1?routerMode=forward", kind="connector")
+    assert errs and "routerMode" in errs[0]
+
+
 def test_url_forms():
     assert parse_transport_url("tcp://[::1]:5672")[0][1:3] == ("::1", 5672)
     assert parse_transport_url("tcp://h")[0].port == 61616
@@ -1657,7 +1667,7 @@ def test_connection_routers_warned_at_startup():
     cfg = parse_config(ROUTER_EXAMPLE, file="b.xml", env={"POOL_PASSWORD": "x"})
     warnings = [w for w in unimplemented_settings(cfg) if "connection router" in w]
     assert warnings == [
-        f"b.xml:{line}: connection router {name!r}: routes STOMP connections; AMQP,CORE,OPENWIRE"
+        f"b.xml:{line}: connection router {name!r}: routes AMQP,STOMP connections; CORE,OPENWIRE"
         " connections on its acceptors are not routed by this build yet and are closed"
         for name, line in (("simple-router", 11), ("defaults", 35), ("local-only", 42))
     ]

@@ -160,6 +160,7 @@ class Gateway:
         params=None,
         limits=None,
         local_factory="fake",
+        container_id=None,
     ):
         self.reactor = MemoryReactorClock()
         self.probe = FakeProbe()
@@ -194,6 +195,7 @@ class Gateway:
             limits=limits if limits is not None else Limits(),
             reactor=self.reactor,
             local_factory=self.local,
+            **({"container_id": container_id} if container_id else {}),
         )
 
     @property
@@ -560,19 +562,6 @@ def test_a_first_frame_other_than_connect_is_refused(gateways):
     assert c.error().get("message") == "CONNECTED before CONNECT: the first frame must be CONNECT or STOMP"
 
 
-def test_amqp_is_sniffed_but_not_routed_yet(gateways, caplog):
-    g = gateways(protocols=frozenset({"STOMP", "AMQP"}))
-    caplog.set_level(logging.INFO, logger="junction.gateway")
-    c = g.client()
-    c.send(b"AMQP\x03\x01\x00\x00")
-    assert c.closed and c.transport.value() == b""
-    assert any(
-        "AMQP connection from 10.0.0.5:40000 closed: AMQP connections are not routed by this build yet"
-        in r.getMessage()
-        for r in caplog.records
-    )
-
-
 def test_a_protocol_the_acceptor_does_not_serve_is_closed(gateways, caplog):
     g = gateways(protocols=frozenset({"AMQP"}))
     caplog.set_level(logging.INFO, logger="junction.gateway")
@@ -614,3 +603,373 @@ def test_close_all(gateways):
 def test_protocol_is_a_gateway_protocol(gateways):
     g = gateways()
     assert isinstance(g.client().protocol, GatewayProtocol)
+
+
+# -- AMQP ---------------------------------------------------------------------------------------------------
+
+from proton import Event, symbol  # noqa: E402
+
+from junction.brokercore.amqp_server import AmqpFactory  # noqa: E402
+from junction.protocols.amqp.sasl import SASL_HEADER  # noqa: E402
+from tests.unit.test_amqp_opening import ProtonClient, sasl_anonymous  # noqa: E402
+from tests.unit.test_amqp_sasl_client import SECURITY, Backend  # noqa: E402
+from tests.unit.test_amqp_sasl_client import USERS as CORE_USERS  # noqa: E402
+
+AMQP = frozenset({"STOMP", "AMQP"})
+
+
+def amqp_client(**kw) -> ProtonClient:
+    kw.setdefault("user", "alice")
+    kw.setdefault("password", "secret")
+    kw.setdefault("container", "app-1")
+    return ProtonClient(**kw)
+
+
+def pump(engine: ProtonClient, c: Client) -> None:
+    """Move bytes between the proton client engine and the gateway until both are quiet."""
+    for _ in range(50):
+        out = engine.take()
+        if out and not c.closed:
+            c.send(out)
+        back = c.transport.drain()
+        if back:
+            engine.push(back)
+        if not out and not back:
+            return
+    raise AssertionError("never quiet")
+
+
+def assert_refused(engine: ProtonClient, condition: str, description: str, container="junction-gateway"):
+    types = engine.event_types()
+    assert Event.CONNECTION_REMOTE_OPEN in types and Event.CONNECTION_REMOTE_CLOSE in types
+    assert engine.conn.remote_container == container
+    assert engine.conn.remote_properties == {symbol("amqp:connection-establishment-failed"): True}
+    assert engine.remote_condition.name == condition
+    assert engine.remote_condition.description == description
+
+
+def test_amqp_redirect_is_the_default_and_exactly_artemis(gateways, caplog):
+    g = gateways(protocols=AMQP, container_id="gw-node-1")
+    g.ready("c1", "c2")
+    caplog.set_level(logging.INFO, logger="junction.gateway")
+    engine = amqp_client()
+    c = g.client()
+    pump(engine, c)
+    assert c.closed and g.reactor.tcpClients == []
+    assert_refused(
+        engine,
+        "amqp:connection:redirect",
+        "Connection router first redirected this connection to 127.0.0.1:61001",
+        container="gw-node-1",
+    )
+    assert engine.remote_condition.info == {symbol("network-host"): "127.0.0.1", symbol("port"): 61001}
+    assert g.factory.decisions == {"redirected": 1}
+    assert any(
+        "router first: AMQP connection from 10.0.0.5:40000 (container-id 'app-1', user 'alice') on "
+        "acceptor routed: key 'app-1' -> redirect to target c1 (127.0.0.1:61001)" in r.getMessage()
+        for r in caplog.records
+    )
+
+
+def test_amqp_redirect_mode_explicit(gateways):
+    g = gateways(protocols=AMQP, params={"routerMode": "redirect"})
+    g.ready("c2")
+    engine = amqp_client()
+    c = g.client()
+    pump(engine, c)
+    assert engine.remote_condition.info == {symbol("network-host"): "127.0.0.1", symbol("port"): 61002}
+
+
+@pytest.mark.parametrize(
+    ("router", "ready", "description"),
+    [
+        ("first", (), "Connection router first is not ready"),
+        ("tenants", (), "Connection router tenants rejected this connection"),
+    ],
+)
+def test_amqp_refusals_are_artemis(gateways, router, ready, description):
+    g = gateways(router, protocols=AMQP, params={"routerMode": "forward"})
+    engine = amqp_client()
+    c = g.client()
+    pump(engine, c)
+    assert c.closed
+    assert_refused(engine, "amqp:connection:forced", description)
+    assert g.factory.decisions == {"refused": 1}
+
+
+def test_amqp_quorum_unmet_is_not_ready(gateways):
+    g = gateways("quorum", protocols=AMQP, params={"routerMode": "forward"})
+    g.ready("c1")
+    engine = amqp_client()
+    c = g.client()
+    pump(engine, c)
+    assert not c.closed and c.transport.producerState == "paused"
+    g.reactor.advance(1.0)
+    pump(engine, c)
+    assert_refused(engine, "amqp:connection:forced", "Connection router quorum is not ready")
+
+
+class Core:
+    """A real broker core's AMQP connection in memory, fed by a target wire."""
+
+    def __init__(self):
+        self.broker = Broker(users=CORE_USERS, security_settings=SECURITY)
+        self.backend = Backend(self.broker)
+
+    def relay(self, target) -> None:
+        """What the gateway wrote to the target goes to the core, and the core's answer back."""
+        for _ in range(20):
+            data = target.drain()
+            if data:
+                self.backend.write(data)
+            answer = self.backend.read()
+            if answer:
+                target.protocol.dataReceived(answer)
+            if not data and not answer:
+                return
+
+
+def test_amqp_forward_redoes_sasl_with_the_target_and_passes_the_open_through(gateways):
+    g = gateways(protocols=AMQP, params={"routerMode": "forward"}, users={"alice": ("s3cret", {"app"})})
+    g.ready("c1")
+    engine = amqp_client(password="s3cret")
+    c = g.client()
+    pump(engine, c)
+    assert c.transport.producerState == "paused"
+    host, port, target = g.complete_target_connection()
+    assert (host, port) == ("127.0.0.1", 61001)
+    first = target.value()
+    assert first.startswith(SASL_HEADER) and b"PLAIN" in first and b"\0alice\0s3cret" in first
+    assert first.count(b"AMQP\x00\x01\x00\x00") == 1  # the client's opening pipelined behind
+    assert c.transport.producerState == "paused"  # not spliced before the target's outcome
+    core = Core()
+    core.relay(target)
+    assert g.factory.decisions == {"forwarded": 1} and len(g.factory.splices) == 1
+    assert c.transport.producerState == "producing"
+    pump(engine, c)
+    core.relay(target)
+    pump(engine, c)
+    types = engine.event_types()
+    assert Event.CONNECTION_REMOTE_OPEN in types and Event.CONNECTION_REMOTE_CLOSE not in types
+    assert engine.conn.remote_container != "junction-gateway"  # the core's own open
+    assert engine.transport.condition is None
+    protocol = core.backend.protocol
+    assert protocol.principal.user == "alice"
+    assert protocol.info.client_id == "app-1"  # the client's own Open, passed through
+    # relayed from now on: the client's close reaches the core, the core's close the client
+    engine.conn.close()
+    pump(engine, c)
+    core.relay(target)
+    pump(engine, c)
+    assert Event.CONNECTION_REMOTE_CLOSE in engine.event_types()
+    assert engine.remote_condition is None
+
+
+def test_amqp_forward_target_refusing_the_login(gateways):
+    # the gateway accepts alice, the core does not know her password
+    g = gateways(protocols=AMQP, params={"routerMode": "forward"})
+    g.ready("c1")
+    engine = amqp_client()
+    c = g.client()
+    pump(engine, c)
+    _h, _p, target = g.complete_target_connection()
+    Core().relay(target)
+    pump(engine, c)
+    assert c.closed and target.disconnecting
+    assert_refused(
+        engine,
+        "amqp:unauthorized-access",
+        "Connection router first: target c1 (127.0.0.1:61001) refused the connection: the backend "
+        "refused SASL PLAIN for user 'alice': outcome auth (1)",
+    )
+    assert g.target("c1").ready  # reachable: not marked down for a refused login
+    assert g.factory.decisions == {"target-refused": 1}
+
+
+def test_amqp_forward_target_closing_during_sasl(gateways):
+    g = gateways(protocols=AMQP, params={"routerMode": "forward"})
+    g.ready("c1")
+    engine = amqp_client()
+    c = g.client()
+    pump(engine, c)
+    _h, _p, target = g.complete_target_connection()
+    target.protocol.dataReceived(SASL_HEADER)
+    target.protocol.connectionLost(Failure(error.ConnectionDone()))
+    pump(engine, c)
+    assert c.closed
+    assert_refused(
+        engine,
+        "amqp:connection:forced",
+        "Connection router first: target c1 (127.0.0.1:61001) refused the connection: the target "
+        "closed the connection during the handshake",
+    )
+
+
+def test_amqp_forward_target_silent_times_out(gateways):
+    g = gateways(protocols=AMQP, params={"routerMode": "forward"}, limits=Limits(connect_timeout=500))
+    g.ready("c1")
+    engine = amqp_client()
+    c = g.client()
+    pump(engine, c)
+    _h, _p, target = g.complete_target_connection()
+    g.reactor.advance(0.5)
+    pump(engine, c)
+    assert c.closed
+    assert engine.remote_condition.description.endswith("no handshake answer within 0.5 s")
+
+
+def test_amqp_forward_target_unreachable(gateways):
+    g = gateways(protocols=AMQP, params={"routerMode": "forward"})
+    g.ready("c1", "c2")
+    engine = amqp_client()
+    c = g.client()
+    pump(engine, c)
+    g.fail_target_connection()
+    pump(engine, c)
+    assert c.closed
+    assert_refused(
+        engine,
+        "amqp:connection:forced",
+        "Connection router first could not connect to target c1 (127.0.0.1:61001): connection refused",
+    )
+    assert not g.target("c1").ready
+    assert g.factory.decisions == {"unreachable": 1}
+
+
+def test_amqp_local_hand_off_gives_the_core_the_login_then_the_opening(gateways):
+    g = gateways(protocols=AMQP)
+    engine = amqp_client(container="local-1")
+    c = g.client()
+    pump(engine, c)
+    (local,) = g.local.built
+    assert local.data.startswith(SASL_HEADER) and b"\0alice\0secret" in local.data
+    after_sasl = local.data[local.data.index(b"AMQP\x00\x01\x00\x00") :]
+    assert b"local-1" in after_sasl  # the client's header and Open follow the login
+    assert c.transport.protocol is local
+    assert g.factory.decisions == {"local": 1}
+
+
+def test_amqp_local_hand_off_to_a_real_broker_core(gateways):
+    broker = Broker(users=CORE_USERS, security_settings=SECURITY)
+    from tests.unit.test_amqp_server import amqp_acceptor
+
+    local = AmqpFactory(broker.server, acceptor=amqp_acceptor(), limits=broker.limits, reactor=broker.clock)
+    g = gateways(protocols=AMQP, local_factory=local, users={"alice": ("s3cret", {"app"})})
+    engine = amqp_client(container="local-1", password="s3cret")
+    c = g.client()
+    pump(engine, c)
+    broker.run()
+    pump(engine, c)
+    types = engine.event_types()
+    assert Event.CONNECTION_REMOTE_OPEN in types and Event.CONNECTION_REMOTE_CLOSE not in types
+    assert engine.transport.condition is None
+    protocol = c.transport.protocol
+    assert protocol.principal.user == "alice"
+    assert protocol.transport is c.transport  # the SASL filter is gone once the core's login passed
+    protocol.connectionLost(Failure(error.ConnectionDone()))
+
+
+def test_amqp_local_core_refusing_the_login(gateways):
+    broker = Broker(users=CORE_USERS, security_settings=SECURITY)
+    from tests.unit.test_amqp_server import amqp_acceptor
+
+    local = AmqpFactory(broker.server, acceptor=amqp_acceptor(), limits=broker.limits, reactor=broker.clock)
+    g = gateways(protocols=AMQP, local_factory=local)  # the gateway's alice/secret is not the core's
+    engine = amqp_client(container="local-1")
+    c = g.client()
+    pump(engine, c)
+    broker.run()
+    pump(engine, c)
+    assert c.closed
+    assert engine.remote_condition.name == "amqp:unauthorized-access"
+    c.transport.protocol.connectionLost(Failure(error.ConnectionDone()))
+
+
+def test_amqp_bad_password_fails_in_sasl(gateways):
+    g = gateways(protocols=AMQP)
+    g.ready("c1")
+    engine = amqp_client(password="wrong")
+    c = g.client()
+    pump(engine, c)
+    assert c.closed and g.reactor.tcpClients == []
+    assert engine.transport.condition is not None  # proton: authentication failed
+    assert g.factory.decisions == {"unauthenticated": 1}
+
+
+def test_amqp_anonymous_is_refused_unless_the_node_allows_it(gateways):
+    g = gateways(protocols=AMQP)
+    engine = amqp_client(mechs="ANONYMOUS", user=None)
+    c = g.client()
+    pump(engine, c)
+    # only PLAIN is offered: proton gives up (it would close its socket); never routed
+    assert engine.transport.condition is not None
+    assert g.reactor.tcpClients == [] and g.factory.decisions == {}
+    # a hand-made sasl-init for ANONYMOUS is refused
+    other = g.client(port=40001)
+    other.send(sasl_anonymous())
+    assert other.closed and g.factory.decisions == {"unauthenticated": 1}
+
+
+def test_amqp_anonymous_when_security_is_off(gateways):
+    g = gateways("tenants", protocols=AMQP, users=None)
+    engine = amqp_client(mechs="ANONYMOUS", user=None)
+    c = g.client()
+    pump(engine, c)
+    # no user, no tenant-a: the key matches no target
+    assert_refused(engine, "amqp:connection:forced", "Connection router tenants rejected this connection")
+
+
+def test_amqp_bad_opening_closes(gateways, caplog):
+    g = gateways(protocols=AMQP)
+    caplog.set_level(logging.INFO, logger="junction.gateway")
+    c = g.client()
+    c.send(b"AMQP\x03\x01\x00\x00garbage!")
+    assert c.closed
+    assert g.factory.decisions == {"bad-opening": 1}
+    assert any("AMQP connection from 10.0.0.5:40000 on acceptor routed: opening failed" in r.getMessage()
+               for r in caplog.records)
+
+
+def test_amqp_stalling_in_the_opening_is_closed(gateways):
+    g = gateways(protocols=AMQP)
+    c = g.client()
+    c.send(b"AMQP\x03\x01\x00\x00")
+    g.reactor.advance(10)
+    assert c.closed and g.factory.decisions == {"timed-out": 1}
+
+
+def test_stomp_is_forwarded_even_in_redirect_mode(gateways):
+    g = gateways(protocols=AMQP, params={"routerMode": "redirect"})
+    g.ready("c1")
+    c = g.client()
+    c.send(CONNECT)
+    assert len(g.reactor.tcpClients) == 1
+
+
+def test_router_mode_is_checked(gateways):
+    with pytest.raises(ValueError, match="routerMode"):
+        gateways(params={"routerMode": "bounce"})
+
+
+def test_amqp_local_hand_off_through_a_multi_protocol_core_acceptor(gateways):
+    from junction.brokercore.acceptor import MultiProtocolFactory
+    from tests.unit.test_amqp_server import amqp_acceptor
+
+    broker = Broker(users=CORE_USERS, security_settings=SECURITY)
+    amqp = AmqpFactory(broker.server, acceptor=amqp_acceptor(), limits=broker.limits, reactor=broker.clock)
+    stomp = StompFactory(broker.server, acceptor=None, limits=Limits(), reactor=broker.clock)
+    local = MultiProtocolFactory(
+        {"AMQP": amqp, "STOMP": stomp}, reactor=broker.clock, acceptor_name="routed", sniff_timeout=10
+    )
+    g = gateways(protocols=AMQP, local_factory=local, users={"alice": ("s3cret", {"app"})})
+    engine = amqp_client(container="local-2", password="s3cret")
+    c = g.client()
+    pump(engine, c)
+    broker.run()
+    pump(engine, c)
+    types = engine.event_types()
+    assert Event.CONNECTION_REMOTE_OPEN in types and Event.CONNECTION_REMOTE_CLOSE not in types
+    protocol = c.transport.protocol
+    assert protocol.principal.user == "alice" and protocol.info.client_id == "local-2"
+    assert protocol.transport is c.transport
+    protocol.connectionLost(Failure(error.ConnectionDone()))
