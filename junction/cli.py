@@ -3,6 +3,7 @@
 ``junction run --config etc/broker.xml`` runs one node in the foreground and
 stops gracefully on SIGTERM or Ctrl-C (in-flight journal syncs finish).
 ``junction status`` prints a running node's state as a table.
+``junction route ROUTER KEY`` asks a running node's connection router where a key goes.
 ``junction user add|list|rm`` edits the users and roles files beside a config.
 """
 
@@ -108,6 +109,28 @@ def cmd_status(args) -> int:
     return 0
 
 
+def cmd_route(args) -> int:
+    from junction.management import status_table
+
+    url = status_table.route_url(args.url, args.router, args.key)
+    try:
+        code, payload = status_table.fetch_route(url)
+    except OSError as exc:
+        print(f"junction: {exc}", file=sys.stderr)
+        return 1
+    if code == 200:
+        if args.json:
+            print(json.dumps(payload, indent=2, sort_keys=True))
+        else:
+            print(status_table.format_route(payload))
+        return 0
+    if code == 503 and payload.get("status"):
+        print(f"junction: refused ({payload['status']}): {payload.get('error', '')}", file=sys.stderr)
+        return 2
+    print(f"junction: HTTP {code}: {payload.get('error', payload)}", file=sys.stderr)
+    return 1
+
+
 def _user_files(args):
     config = _load(args.config)
     return config.users_file, config.roles_file
@@ -169,6 +192,13 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--url", default="http://127.0.0.1:8161", help="the node's management API")
     status.add_argument("--json", action="store_true", help="print the raw JSON")
     status.set_defaults(func=cmd_status)
+
+    route = sub.add_parser("route", help="ask a running node's connection router where a key goes")
+    route.add_argument("router", help="the connection router's name")
+    route.add_argument("key", help="the routing key (client id, user name, SNI host, ...)")
+    route.add_argument("--url", default="http://127.0.0.1:8161", help="the node's management API")
+    route.add_argument("--json", action="store_true", help="print the raw getTargetAsJSON object")
+    route.set_defaults(func=cmd_route)
 
     user = sub.add_parser("user", help="manage users and roles (Artemis properties files)")
     user.add_argument("--config", default=DEFAULT_CONFIG, help="broker.xml naming the users and roles files")

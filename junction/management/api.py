@@ -10,6 +10,10 @@ default, like the Artemis console).  It serves
 ``GET /api/status``
     ``node.status()`` as JSON: the broker core's figures plus acceptors,
     connections, config path and data directories.
+``GET /api/routers`` (and ``/api/routers/NAME/target?key=K``, ``/filters``)
+    The connection routers, Artemis's ``ConnectionRouterControl`` as JSON
+    (:mod:`junction.management.routers`); ``POST /jolokia/`` is the same
+    through a Jolokia-compatible exec/read/write path.
 ``GET /metrics``
     Prometheus text exposition (format 0.0.4), computed from ``node.status()``
     at scrape time by :class:`NodeCollector` in a registry private to the node,
@@ -61,7 +65,7 @@ JSON_CONTENT_TYPE = b"application/json"
 METRICS_CONTENT_TYPE = b"text/plain; version=0.0.4; charset=utf-8"
 
 #: The endpoints, listed in 404 answers to help someone who mistyped a path.
-ENDPOINTS = ("/api/health", "/api/status", "/metrics")
+ENDPOINTS = ("/api/health", "/api/status", "/api/routers", "/metrics", "/jolokia/")
 
 _READ_METHODS = (b"GET", b"HEAD")
 
@@ -73,7 +77,7 @@ def build_site(node, reactor=None) -> Site:
     timestamps; ``None`` means the global reactor, imported only then, so
     tests can pass a :class:`twisted.internet.task.Clock`.
     """
-    root = ManagementRoot(node)
+    root = ManagementRoot(node, clock=reactor)
     kwargs = {} if reactor is None else {"reactor": reactor}
     site = Site(root, **kwargs)
     # Never send Python tracebacks to HTTP clients; ours go to the log.
@@ -251,15 +255,23 @@ class _ApiResource(Resource):
 class ManagementRoot(Resource):
     """The root of the management site; ``registry`` is the node's metrics registry."""
 
-    def __init__(self, node, registry: CollectorRegistry | None = None):
+    def __init__(self, node, registry: CollectorRegistry | None = None, clock=None):
+        from junction.management.routers import JolokiaResource, RoutersResource
+
         super().__init__()
         self.node = node
         self.registry = registry if registry is not None else build_registry(node)
         api = _ApiResource()
         api.putChild(b"health", HealthResource(node))
         api.putChild(b"status", StatusResource(node))
+        api.putChild(b"routers", RoutersResource(node, clock))
         self.putChild(b"api", api)
         self.putChild(b"metrics", MetricsResource(node, self.registry))
+        jolokia = JolokiaResource(node, clock)
+        self.putChild(b"jolokia", jolokia)
+        console = _ApiResource()
+        console.putChild(b"jolokia", jolokia)
+        self.putChild(b"console", console)
 
     def getChild(self, path, request):
         return NotFoundResource()

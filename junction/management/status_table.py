@@ -15,7 +15,16 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-__all__ = ["DEFAULT_URL", "StatusFetchError", "fetch_status", "format_status", "status_url"]
+__all__ = [
+    "DEFAULT_URL",
+    "StatusFetchError",
+    "fetch_status",
+    "format_status",
+    "status_url",
+    "route_url",
+    "fetch_route",
+    "format_route",
+]
 
 #: Where a node's management API listens unless broker.xml says otherwise.
 DEFAULT_URL = "http://127.0.0.1:8161"
@@ -95,6 +104,61 @@ def fetch_status(url: str = DEFAULT_URL, timeout: float = 5) -> dict:
     if not isinstance(status, dict):
         raise StatusFetchError(f"{target} answered {type(status).__name__}, not a status object")
     return status
+
+
+def route_url(url: str, router: str, key: str) -> str:
+    """The ``/api/routers/ROUTER/target?key=KEY`` URL for a management base URL.
+
+    The base is read as :func:`status_url` reads it (``host:8161``, a proxy
+    prefix, or even a URL ending in ``/api/status`` all work).
+    """
+    status = urllib.parse.urlsplit(status_url(url))
+    base = status.path[: -len("/api/status")]
+    path = f"{base}/api/routers/{urllib.parse.quote(router, safe='')}/target"
+    query = urllib.parse.urlencode({"key": key})
+    return urllib.parse.urlunsplit((status.scheme, status.netloc, path, query, ""))
+
+
+def fetch_route(url: str, timeout: float = 15) -> tuple[int, dict]:
+    """GET a routing answer; ``(HTTP status, JSON object)`` for any JSON answer.
+
+    Error answers (404, 400, the 503 refusal) are returned, not raised, so the
+    caller can tell a refusal from a failure; an unreachable node or a body
+    that is not a JSON object raises :class:`StatusFetchError`.
+    """
+    request = urllib.request.Request(url, headers={"Accept": "application/json"})
+    handlers = []
+    if _is_loopback(urllib.parse.urlsplit(url).hostname):
+        handlers.append(urllib.request.ProxyHandler({}))
+    opener = urllib.request.build_opener(*handlers)
+    try:
+        with opener.open(request, timeout=timeout) as response:
+            code, body = response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        code, body = exc.code, (exc.read() if exc.fp is not None else b"")
+    except urllib.error.URLError as exc:
+        raise StatusFetchError(f"cannot reach {url}: {exc.reason}") from exc
+    except OSError as exc:
+        raise StatusFetchError(f"cannot read {url}: {exc}") from exc
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        raise StatusFetchError(f"{url}: HTTP {code}: {_error_detail(body)}") from None
+    if not isinstance(payload, dict):
+        raise StatusFetchError(f"{url}: HTTP {code}: answered {type(payload).__name__}, not an object")
+    return code, payload
+
+
+def format_route(target: dict) -> str:
+    """A getTargetAsJSON object as the lines ``junction route`` prints."""
+    lines = [f"node id:   {target.get('nodeID') or '-'}", f"local:     {'yes' if target.get('local') else 'no'}"]
+    connector = target.get("connector")
+    if isinstance(connector, dict):
+        params = connector.get("params") or {}
+        lines.append(f"connector: {connector.get('name')} {params.get('host', '?')}:{params.get('port', '?')}")
+    else:
+        lines.append("connector: - (the local broker core)")
+    return "\n".join(lines)
 
 
 def _error_detail(body: bytes) -> str:
