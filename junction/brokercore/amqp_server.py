@@ -59,6 +59,7 @@ from junction.brokercore.queue import QueueDefinition
 from junction.brokercore.security import SecurityError
 from junction.brokercore.session import ConnectionInfo, ServerSession
 from junction.protocols.amqp import message as sections_codec
+from junction.protocols.amqp.engine import drain_output
 from junction.protocols.amqp.sasl import (
     SUPPORTED_MECHANISMS,
     NoSasl,
@@ -272,9 +273,27 @@ def _temporary_node(session, capabilities) -> tuple[str, RoutingType]:
 
 
 class _Context:
-    """What every link context has."""
+    """What every link context has: its connection, session, link, and a dynamic node if any."""
 
     closed = False
+
+    def __init__(self, protocol: AmqpProtocol, sctx: _SessionContext, link):
+        self.protocol = protocol
+        self.sctx = sctx
+        self.session = sctx.session
+        self.link = link
+        #: the temporary queue of a dynamic source or target, gone with the link
+        self.temporary = None
+        self.routing_type = None
+
+    def _create_temporary(self, capabilities) -> str:
+        self.temporary, self.routing_type = _temporary_node(self.session, capabilities)
+        return self.temporary
+
+    def _drop_temporary(self) -> None:
+        if self.temporary is not None:
+            self.session.temporary_queues.discard(self.temporary)
+            self.session.server.destroy_queue(self.temporary)
 
     def close(self, remote_close: bool) -> None:  # pragma: no cover - overridden
         self.closed = True
@@ -313,14 +332,9 @@ class _Receiver(_Context):
     """A client's sending link: messages into the broker."""
 
     def __init__(self, protocol: AmqpProtocol, sctx: _SessionContext, link):
-        self.protocol = protocol
-        self.sctx = sctx
-        self.session = sctx.session
-        self.link = link
+        super().__init__(protocol, sctx, link)
         target = link.remote_target
         capabilities = _capabilities(target)
-        self.routing_type = None
-        self.temporary = None
         address = target.address
         if target.dynamic:
             address = self._create_temporary(capabilities)
@@ -344,10 +358,6 @@ class _Receiver(_Context):
         link.open()
         self.waiting_for_space = False
         link.flow(protocol.credits)
-
-    def _create_temporary(self, capabilities) -> str:
-        self.temporary, self.routing_type = _temporary_node(self.session, capabilities)
-        return self.temporary
 
     def _check_target(self, address: str) -> None:
         session = self.session
@@ -487,24 +497,19 @@ class _Receiver(_Context):
         self.closed = True
         self.sctx.links.discard(self)
         self.protocol.links.pop(self.link_impl, None)
-        if self.temporary is not None and remote_close:
-            self.session.temporary_queues.discard(self.temporary)
-            self.session.server.destroy_queue(self.temporary)
+        if remote_close:
+            self._drop_temporary()
 
 
 class _Sender(_Context):
     """A client's receiving link: a broker consumer whose credit is the link credit."""
 
     def __init__(self, protocol: AmqpProtocol, sctx: _SessionContext, link):
-        self.protocol = protocol
-        self.sctx = sctx
-        self.session = sctx.session
-        self.link = link
+        super().__init__(protocol, sctx, link)
         self.consumer = None
         self.unsettled: dict = {}
         self._tags = itertools.count(1)
         self.durable_queue = None
-        self.temporary = None
         source = link.remote_source
         capabilities = _capabilities(source)
         filters = _filters(source)
@@ -551,10 +556,6 @@ class _Sender(_Context):
         link.open()
 
     # -- attach -------------------------------------------------------------------
-    def _create_temporary(self, capabilities) -> str:
-        self.temporary, self.routing_type = _temporary_node(self.session, capabilities)
-        return self.temporary
-
     def _subscription(self, link, source, capabilities, address) -> dict:
         """Consumer arguments for a topic (MULTICAST) receiver, Artemis's naming."""
         durable = source.durability != Terminus.NONDURABLE or source.expiry_policy == Terminus.EXPIRE_NEVER
@@ -683,18 +684,15 @@ class _Sender(_Context):
                     server.destroy_queue(queue.name)
                 except SecurityError as exc:
                     log.warning("%s: subscription %s not removed: %s", self.protocol.peer, queue.name, exc)
-        if self.temporary is not None and remote_close:
-            self.session.temporary_queues.discard(self.temporary)
-            server.destroy_queue(self.temporary)
+        if remote_close:
+            self._drop_temporary()
 
 
 class _Coordinator(_Context):
     """The transaction coordinator link of a session."""
 
     def __init__(self, protocol: AmqpProtocol, sctx: _SessionContext, link):
-        self.protocol = protocol
-        self.sctx = sctx
-        self.link = link
+        super().__init__(protocol, sctx, link)
         link.source.copy(link.remote_source)
         link.target.type = Terminus.COORDINATOR
         link.target.copy(link.remote_target)
@@ -985,15 +983,9 @@ class AmqpProtocol(Protocol):
         transport = self.pn_transport
         if transport is None or self._processing:
             return
-        pending = transport.pending()
-        while pending > 0:
-            self.transport.write(bytes(transport.peek(pending)))
-            transport.pop(pending)
-            # proton hands out at most one output buffer at a time: go on
-            # until it is empty.  What was just written may have been the
-            # last of it (a close frame): then the head is closed now
-            # (pending < 0) and the socket should go.
-            pending = transport.pending()
+        # What was just written may have been the last of it (a close
+        # frame): then the head is closed (pending < 0) and the socket goes.
+        pending = drain_output(transport, self.transport.write)
         if pending < 0 and not self._closing:
             self._closing = True
             self.transport.loseConnection()

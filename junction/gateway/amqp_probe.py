@@ -75,6 +75,7 @@ from twisted.python.failure import Failure
 
 from junction.gateway.probe import PROBE_TIMEOUT, ProbeResult
 from junction.gateway.router import INTERNAL_CLIENT_ID_PREFIX
+from junction.protocols.amqp.engine import drain_output
 
 __all__ = [
     "ACTIVE_PROPERTY",
@@ -488,11 +489,7 @@ class _ProbeProtocol(Protocol):
         transport = self.pn_transport
         if transport is None or self.closing:
             return
-        pending = transport.pending()
-        while pending > 0:
-            self.transport.write(bytes(transport.peek(pending)))
-            transport.pop(pending)
-            pending = transport.pending()
+        pending = drain_output(transport, self.transport.write)
         if pending < 0 and self._peer_done():
             self.closing = True
             self.transport.loseConnection()
