@@ -1,5 +1,8 @@
 """The ``junction`` command line: run a node, show its status, manage users.
 
+``junction up`` runs the appliance: a gateway and the broker cores behind it
+(every broker.xml in ``etc/appliance``), each a child process, restarted when
+it dies, with a live status table; Ctrl-C stops them all gracefully.
 ``junction run --config etc/broker.xml`` runs one node in the foreground and
 stops gracefully on SIGTERM or Ctrl-C (in-flight journal syncs finish).
 ``junction status`` prints a running node's state as a table.
@@ -17,6 +20,7 @@ import os
 import sys
 
 DEFAULT_CONFIG = os.path.join("etc", "broker.xml")
+DEFAULT_APPLIANCE_DIR = os.path.join("etc", "appliance")
 
 
 class JsonFormatter(logging.Formatter):
@@ -71,7 +75,30 @@ def _user_store(config):
         raise SystemExit(2) from None
 
 
+def _supervised(supervisor_pid: int) -> None:
+    """A child of ``junction up``: Ctrl-C goes to the supervisor, which stops us in order.
+
+    The node leaves the terminal's process group (the supervisor sends the
+    SIGTERM itself, gateways before cores) and asks Linux to send it SIGTERM
+    if the supervisor dies, so no node outlives its appliance.
+    """
+    import signal
+
+    os.setpgrp()
+    try:
+        import ctypes
+
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):  # not Linux: the supervisor's own stop still applies
+        pass
+    if os.getppid() != supervisor_pid:  # the supervisor died before prctl took effect
+        raise SystemExit(1)
+
+
 def cmd_run(args) -> int:
+    if args.supervised is not None:
+        _supervised(args.supervised)
     _setup_logging(args.log_json, args.log_level)
     log = logging.getLogger("junction")
     config = _load(args.config)
@@ -89,6 +116,49 @@ def cmd_run(args) -> int:
         log.error("could not start: %s", exc)
         return 3
     reactor.addSystemEventTrigger("before", "shutdown", node.stop)
+    reactor.run()
+    return 0
+
+
+def cmd_up(args) -> int:
+    from junction.gateway.appliance import ApplianceErrors, StatusBoard, child_specs, load_appliance
+
+    folder = args.etc
+    try:
+        nodes = load_appliance(folder)
+    except ApplianceErrors as exc:
+        print(f"junction: the appliance in {folder} is not valid:", file=sys.stderr)
+        for problem in exc.problems:
+            print(f"  {problem}", file=sys.stderr)
+        return 2
+    _setup_logging(False, args.log_level)
+    from twisted.internet import reactor
+
+    from junction.gateway.supervisor import Supervisor
+
+    live = args.status if args.status is not None else sys.stdout.isatty()
+
+    def write(text: str) -> None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+    supervisor = Supervisor(child_specs(nodes, folder, log_level=args.log_level), reactor=reactor)
+    board = StatusBoard(nodes, supervisor, reactor=reactor, write=write, live=live)
+    supervisor.on_event = board.event
+    supervisor.on_output = board.output
+    names = ", ".join(f"{n.name} ({n.role})" for n in nodes)
+    write(f"junction up: {folder}: starting {names}\n")
+
+    def shutdown():
+        write("junction up: stopping (gateways first, then broker cores)\n")
+        d = supervisor.stop()
+        d.addBoth(lambda _: board.stop())
+        d.addBoth(lambda _: write("junction up: stopped\n"))
+        return d
+
+    reactor.callWhenRunning(supervisor.start)
+    reactor.callWhenRunning(board.start)
+    reactor.addSystemEventTrigger("before", "shutdown", shutdown)
     reactor.run()
     return 0
 
@@ -186,7 +256,20 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--config", default=DEFAULT_CONFIG, help="broker.xml to run (default: %(default)s)")
     run.add_argument("--log-json", action="store_true", help="log one JSON object per line")
     run.add_argument("--log-level", default="info", help="debug, info, warning or error")
+    # --supervised PID: a child of `junction up` (the supervisor's pid)
+    run.add_argument("--supervised", type=int, default=None, help=argparse.SUPPRESS)
     run.set_defaults(func=cmd_run)
+
+    up = sub.add_parser("up", help="run the appliance: a gateway and its broker cores")
+    up.add_argument("--etc", default=DEFAULT_APPLIANCE_DIR,
+                    help="folder whose *.xml are the nodes' broker.xml (default: %(default)s)")
+    up.add_argument("--log-level", default="info", help="the nodes' log level")
+    shown = up.add_mutually_exclusive_group()
+    shown.add_argument("--status", dest="status", action="store_true", default=None,
+                       help="show the live status table (the default on a terminal)")
+    shown.add_argument("--no-status", dest="status", action="store_false",
+                       help="print events and the nodes' log lines instead")
+    up.set_defaults(func=cmd_up)
 
     status = sub.add_parser("status", help="show a running node's status")
     status.add_argument("--url", default="http://127.0.0.1:8161", help="the node's management API")

@@ -364,6 +364,7 @@ class NodeCollector:
         families.extend(self._address_families(status.get("addresses") or []))
         families.extend(self._connection_families(status))
         families.extend(self._journal_families(status))
+        families.extend(self._router_families(status))
         return families
 
     def _node_families(self, status: dict) -> list:
@@ -490,6 +491,46 @@ class NodeCollector:
         for (acceptor, protocol), count in sorted(counts.items()):
             by_protocol.add_metric([acceptor, protocol], count)
         return [by_protocol, by_acceptor]
+
+    @staticmethod
+    def _router_families(status: dict) -> list:
+        """The gateway: each router's pool and targets, each routed acceptor's decisions."""
+        routers = status.get("routers")
+        routed = [a for a in status.get("acceptors") or [] if a.get("router")]
+        if not isinstance(routers, dict) and not routed:
+            return []
+        ready = GaugeMetricFamily("junction_router_targets_ready", "Targets of the router's pool that are ready.", labels=["router"])
+        known = GaugeMetricFamily("junction_router_targets", "Targets in the router's pool.", labels=["router"])
+        quorum = GaugeMetricFamily("junction_router_quorum_size", "Ready targets the router needs before it routes.", labels=["router"])
+        labels = ["router", "target", "node_id"]
+        target_ready = GaugeMetricFamily("junction_router_target_ready", "1 when the target is reachable and active, else 0.", labels=labels)
+        target_conns = GaugeMetricFamily("junction_router_target_connections", "Connections on the target as its last readiness check read them.", labels=labels)
+        for name, router in (routers or {}).items():
+            targets = router.get("targets") or []
+            ready.add_metric([str(name)], _number(router.get("ready")) or 0)
+            known.add_metric([str(name)], len(targets))
+            if _number(router.get("quorum_size")) is not None:
+                quorum.add_metric([str(name)], _number(router.get("quorum_size")))
+            for target in targets:
+                values = [str(name), str(target.get("name") or ""), str(target.get("node_id") or "")]
+                target_ready.add_metric(values, 1 if target.get("ready") else 0)
+                count = _number(target.get("connection_count"))
+                if count is not None:
+                    target_conns.add_metric(values, count)
+        decisions = CounterMetricFamily(
+            "junction_gateway_decisions",
+            "Connections on a routed acceptor by outcome (forwarded, redirected, local, refused, ...) since start.",
+            labels=["acceptor", "router", "outcome"],
+        )
+        forwarded = GaugeMetricFamily("junction_gateway_forwarded_connections", "Connections the acceptor is relaying to a target now.", labels=["acceptor", "router"])
+        opening = GaugeMetricFamily("junction_gateway_opening_connections", "Connections on the acceptor still in their opening (before the routing decision).", labels=["acceptor", "router"])
+        for acceptor in routed:
+            names = [str(acceptor.get("name", "")), str(acceptor.get("router"))]
+            for outcome, count in sorted((acceptor.get("decisions") or {}).items()):
+                decisions.add_metric([*names, str(outcome)], count)
+            forwarded.add_metric(names, _number(acceptor.get("forwarded")) or 0)
+            opening.add_metric(names, _number(acceptor.get("opening")) or 0)
+        return [ready, known, quorum, target_ready, target_conns, decisions, forwarded, opening]
 
     @staticmethod
     def _journal_families(status: dict) -> list:

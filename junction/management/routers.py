@@ -24,6 +24,10 @@ from twisted.web.server import NOT_DONE_YET
 log = logging.getLogger("junction.management")
 
 CONNECTOR_FACTORY = "org.apache.activemq.artemis.core.remoting.impl.netty.NettyConnectorFactory"
+#: The address whose ``manage`` permission (``<security-settings>``) allows
+#: changing a router over HTTP: Artemis's default ``management-address``.
+MANAGEMENT_ADDRESS = "activemq.management"
+REALM = "junction"
 #: Seconds a management routing query may wait for the router (quorum waits).
 TARGET_TIMEOUT = 10.0
 
@@ -96,6 +100,44 @@ def lookup(node, key: str, name: str, clock, timeout: float = TARGET_TIMEOUT) ->
     return d
 
 
+def _security(node):
+    server = getattr(node, "server", None)
+    return getattr(server, "security", None) if server is not None else getattr(node, "security", None)
+
+
+def authorize_change(request, node) -> bytes | None:
+    """None when the request may change a router, else the error answer already set up.
+
+    Reading is open (the API listens on loopback unless configured
+    otherwise); a change -- a filter set over REST or a Jolokia ``write`` --
+    changes where clients go, so with security enabled it needs HTTP Basic
+    credentials of a user from the users file whose roles have the
+    ``manage`` permission on :data:`MANAGEMENT_ADDRESS`, as Artemis's
+    management operations need ``manage`` on its management address.
+    401 asks for credentials, 403 says the user may not.
+    """
+    security = _security(node)
+    if security is None or not getattr(security, "enabled", False):
+        return None
+    user = request.getUser()
+    user = user.decode("utf-8", "replace") if isinstance(user, bytes) else user
+    password = request.getPassword()
+    password = password.decode("utf-8", "replace") if isinstance(password, bytes) else password
+    principal = security.authenticate(user, password) if user else None
+    if principal is None:
+        request.setHeader(b"WWW-Authenticate", f'Basic realm="{REALM}"'.encode())
+        return _respond(request, 401, {"error": "changing a connection router needs a user with the "
+                                                f"manage permission on {MANAGEMENT_ADDRESS} (HTTP Basic)"})
+    if not security.is_allowed(principal, "manage", MANAGEMENT_ADDRESS):
+        log.warning("management API: user %s may not change connection routers (no manage permission on %s)",
+                    principal.user, MANAGEMENT_ADDRESS)
+        return _respond(request, 403, {"error": f"user {principal.user} does not have the manage permission "
+                                                f"on {MANAGEMENT_ADDRESS}"})
+    log.info("management API: %s %s by user %s", request.method.decode(), request.uri.decode("utf-8", "replace"),
+             principal.user)
+    return None
+
+
 def _status_name(result) -> str:
     return getattr(result.status, "name", str(result.status))
 
@@ -163,6 +205,9 @@ class _RouterChild(Resource):
             if request.method in (b"GET", b"HEAD"):
                 return _respond(request, 200, self._filters())
             if request.method in (b"PUT", b"POST"):
+                refused = authorize_change(request, self.parent.node)
+                if refused is not None:
+                    return refused
                 return self._set_filters(request)
             return _respond(request, 405, {"error": "use GET, PUT or POST"})
         if not rest:
@@ -316,6 +361,10 @@ class JolokiaResource(Resource):
         return self._answer(request, body)
 
     def _answer(self, request, body):
+        if body.get("type") == "write":
+            refused = authorize_change(request, self.node)
+            if refused is not None:
+                return refused
         _watch(request)
         d = defer.maybeDeferred(self._handle, body)
 

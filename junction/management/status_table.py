@@ -350,8 +350,37 @@ def format_status(status: dict) -> str:
             listen += " (not listening)"
         protocols = acc.get("protocols")
         protocols = ",".join(str(p) for p in protocols) if protocols else "all"
-        rows.append([truncate(acc.get("name")), protocols, listen, acc.get("connections")])
-    lines += _section("Acceptors", ["NAME", "PROTOCOLS", "LISTEN", "CONNECTIONS"], rows, {3})
+        router = acc.get("router")
+        if router:
+            connections = (acc.get("forwarded") or 0) + (acc.get("connections") or 0)
+            router = f"{router} ({acc.get('forwarded', 0)} forwarded, {acc.get('opening', 0)} opening)"
+        else:
+            connections = acc.get("connections")
+        rows.append([truncate(acc.get("name")), protocols, listen, connections, router or ""])
+    lines += _section("Acceptors", ["NAME", "PROTOCOLS", "LISTEN", "CONNECTIONS", "ROUTER"], rows, {3})
+
+    routers = status.get("routers")
+    if isinstance(routers, dict) and routers:
+        rows = []
+        for name, router in routers.items():
+            for target in router.get("targets") or []:
+                rows.append(
+                    [
+                        truncate(name),
+                        truncate(target.get("name")),
+                        target.get("node_id"),
+                        "yes" if target.get("ready") else "no",
+                        target.get("connection_count"),
+                        "local" if target.get("local") else "",
+                        target.get("problem") or "",
+                    ]
+                )
+        lines += _section(
+            "Router targets",
+            ["ROUTER", "TARGET", "NODE ID", "READY", "CONNECTIONS", "LOCAL", "PROBLEM"],
+            rows,
+            {4},
+        )
 
     rows = []
     for addr in status.get("addresses") or []:

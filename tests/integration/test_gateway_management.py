@@ -8,6 +8,7 @@ path must name core1, with its real node id and connector.
 from __future__ import annotations
 
 import json
+import urllib.error
 import urllib.request
 
 import pytest
@@ -53,3 +54,34 @@ def test_target_for_key_on_a_real_gateway(broker_factory):
 
     code, body = fetch_route(route_url(gateway.mgmt_url, "nope", "k"))
     assert code == 404 and "nope" in body["error"]
+
+
+def test_changing_a_filter_needs_credentials_and_changes_routing(broker_factory):
+    core1 = make_core(broker_factory, "core1").start()
+    gateway = make_gateway(broker_factory, [core1]).start()
+    wait_ready(gateway, core1=True)
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    url = gateway.mgmt_url + "/api/routers/r/filters"
+
+    def put(body: dict, auth: str | None = None) -> tuple[int, dict]:
+        import base64
+
+        headers = {"Content-Type": "application/json"}
+        if auth:
+            headers["Authorization"] = "Basic " + base64.b64encode(auth.encode()).decode()
+        req = urllib.request.Request(url, data=json.dumps(body).encode(), method="PUT", headers=headers)
+        try:
+            with opener.open(req, timeout=10) as resp:
+                return resp.status, json.loads(resp.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read())
+
+    code, body = put({"localTargetFilter": "app-.*"})
+    assert code == 401 and "manage permission" in body["error"]
+    assert put({"localTargetFilter": "app-.*"}, "app:wrong")[0] == 401
+    assert fetch_route(route_url(gateway.mgmt_url, "r", "app-1"))[1]["local"] is False  # unchanged
+    code, body = put({"localTargetFilter": "app-.*"}, "app:app-secret")
+    assert code == 200 and body["localTargetFilter"] == "app-.*"
+    code, target = fetch_route(route_url(gateway.mgmt_url, "r", "app-1"))
+    assert code == 200 and target["local"] is True and target["connector"] is None
+    assert "by user app" in gateway.log_text()

@@ -641,3 +641,71 @@ def test_fetch_status_unreachable():
         port = sock.getsockname()[1]
     with pytest.raises(StatusFetchError, match="cannot reach"):
         fetch_status(f"http://127.0.0.1:{port}", timeout=2)
+
+
+def test_format_status_shows_router_acceptors_and_targets(node):
+    status = node.status()
+    status["acceptors"].append(
+        {"name": "routed", "protocols": ["AMQP", "STOMP"], "host": "127.0.0.1", "port": 61616,
+         "listening": True, "connections": 0, "router": "shard", "forwarded": 3, "opening": 1}
+    )
+    status["routers"] = {
+        "shard": {
+            "ready": 1,
+            "targets": [
+                {"name": "core1", "node_id": "n-1", "ready": True, "connection_count": 7, "local": False, "problem": None},
+                {"name": "core2", "node_id": None, "ready": False, "connection_count": 0, "local": False,
+                 "problem": "connection refused"},
+            ],
+        }
+    }
+    lines = format_status(status).splitlines()
+    routed = next(line for line in lines if line.strip().startswith("routed "))
+    assert routed.split()[:4] == ["routed", "AMQP,STOMP", "127.0.0.1:61616", "3"]
+    assert "shard (3 forwarded, 1 opening)" in routed
+    start = lines.index("Router targets (2)")
+    core1, core2 = lines[start + 2], lines[start + 3]
+    assert core1.split() == ["shard", "core1", "n-1", "yes", "7"]
+    assert core2.split()[:5] == ["shard", "core2", "-", "no", "0"] and core2.endswith("connection refused")
+
+
+def test_metrics_of_a_gateway_s_routers_and_routed_acceptors(node):
+    status = node.status()
+    status["acceptors"].append(
+        {"name": "routed", "protocols": ["STOMP"], "host": "127.0.0.1", "port": 61613, "listening": True,
+         "connections": 0, "router": "shard", "forwarded": 3, "opening": 1,
+         "decisions": {"forwarded": 10, "refused": 2}}
+    )
+    status["routers"] = {
+        "shard": {
+            "ready": 1,
+            "quorum_size": 1,
+            "targets": [
+                {"name": "core1", "node_id": "n-1", "ready": True, "connection_count": 7},
+                {"name": "core2", "node_id": None, "ready": False, "connection_count": 0},
+            ],
+        }
+    }
+    node.status = lambda: status
+    _, text = scrape(build_site(node, reactor=Clock()))
+    got = samples(text)
+    shard = frozenset({"router": "shard"}.items())
+    assert got[("junction_router_targets", shard)] == 2
+    assert got[("junction_router_targets_ready", shard)] == 1
+    assert got[("junction_router_quorum_size", shard)] == 1
+    core1 = frozenset({"router": "shard", "target": "core1", "node_id": "n-1"}.items())
+    core2 = frozenset({"router": "shard", "target": "core2", "node_id": ""}.items())
+    assert got[("junction_router_target_ready", core1)] == 1 and got[("junction_router_target_ready", core2)] == 0
+    assert got[("junction_router_target_connections", core1)] == 7
+    routed = {"acceptor": "routed", "router": "shard"}
+    assert got[("junction_gateway_decisions_total", frozenset({**routed, "outcome": "forwarded"}.items()))] == 10
+    assert got[("junction_gateway_decisions_total", frozenset({**routed, "outcome": "refused"}.items()))] == 2
+    assert got[("junction_gateway_forwarded_connections", frozenset(routed.items()))] == 3
+    assert got[("junction_gateway_opening_connections", frozenset(routed.items()))] == 1
+    families = {f.name: f.type for f in text_string_to_metric_families(text)}
+    assert families["junction_gateway_decisions"] == "counter"
+
+
+def test_metrics_of_a_node_without_routers_have_no_router_series(node):
+    _, text = scrape(build_site(node, reactor=Clock()))
+    assert "junction_router_" not in text and "junction_gateway_" not in text

@@ -386,3 +386,62 @@ def test_route_url(base, expected):
     from junction.management.status_table import route_url
 
     assert route_url(base, "r/x", "a&b") == expected
+
+
+# -- who may change a router -------------------------------------------------------------
+def secured_node():
+    """A node whose broker core has security on: admin may manage, app may not."""
+    from types import SimpleNamespace
+
+    from junction.brokercore.security import SecurityManager
+    from junction.brokercore.wildcard import WildcardSyntax
+    from junction.config.model import SecuritySetting
+    from tests.unit.test_security import FakeUserStore
+
+    users = FakeUserStore({"admin": ("secret", {"amq"}), "app": ("pw", {"app"})})
+    settings = [SecuritySetting("#", {"manage": frozenset({"amq"}), "send": frozenset({"app", "amq"})})]
+    node = FakeNode()
+    node.server = SimpleNamespace(security=SecurityManager(users, settings, WildcardSyntax()))
+    return node
+
+
+def exchange_as(site, method, path, body, user=None, password=None):
+    import base64
+
+    ex = Exchange.__new__(Exchange)
+    ex.proto = site.buildProtocol(IPv4Address("TCP", "127.0.0.1", 40000))
+    ex.transport = StringTransport(
+        hostAddress=IPv4Address("TCP", "127.0.0.1", 8161), peerAddress=IPv4Address("TCP", "127.0.0.1", 40000)
+    )
+    ex.proto.makeConnection(ex.transport)
+    data = json.dumps(body).encode()
+    raw = f"{method} {path} HTTP/1.0\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n"
+    if user is not None:
+        raw += "Authorization: Basic " + base64.b64encode(f"{user}:{password}".encode()).decode() + "\r\n"
+    ex.proto.dataReceived(raw.encode() + b"\r\n" + data)
+    head = ex.transport.value().partition(b"\r\n\r\n")[0]
+    code, body = ex.result()
+    return code, body, head
+
+
+@pytest.mark.parametrize("how", ["rest", "jolokia"])
+def test_changing_a_router_needs_a_user_with_manage_when_security_is_on(clock, how):
+    node = secured_node()
+    site = build_site(node, reactor=clock)
+    router = node.routers["r"].router
+    if how == "rest":
+        path, body = "/api/routers/r/filters", {"keyFilter": "^[a-z]+"}
+    else:
+        path, body = "/jolokia/", {"type": "write", "mbean": MBEAN, "attribute": "TargetKeyFilter", "value": "^[a-z]+"}
+    code, answer, head = exchange_as(site, "POST", path, body)
+    assert code == 401 and b'WWW-Authenticate: Basic realm="junction"' in head
+    assert "manage permission on activemq.management" in answer["error"]
+    assert exchange_as(site, "POST", path, body, "admin", "wrong")[0] == 401
+    code, answer, _ = exchange_as(site, "POST", path, body, "app", "pw")
+    assert code == 403 and "user app does not have the manage permission" in answer["error"]
+    assert router.key_filter is None  # nothing changed so far
+    code, answer, _ = exchange_as(site, "POST", path, body, "admin", "secret")
+    assert code == 200 and router.key_filter == "^[a-z]+"
+    # reading needs no credentials
+    assert call(site, "GET", "/api/routers/r/filters")[0] == 200
+    assert jolokia(site, {"type": "read", "mbean": MBEAN, "attribute": "TargetKeyFilter"})["value"] == "^[a-z]+"

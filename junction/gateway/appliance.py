@@ -1,0 +1,329 @@
+"""``junction up``: the appliance -- a gateway and its broker cores from one folder.
+
+Every ``*.xml`` in the appliance folder (``etc/appliance`` by default) is a
+node's broker.xml.  :func:`load_appliance` reads them all before anything
+starts and reports every problem at once (each file's own errors with file
+and line, and clashes between files: two nodes with one name, one port or
+one data folder).  A node with ``<connection-routers>`` is a gateway, the
+others are broker cores.  :class:`~junction.gateway.supervisor.Supervisor`
+runs each as a ``junction run`` child process; :class:`StatusBoard` polls
+each node's management API and shows a live table (nodes, ports,
+readiness as the gateway's pool sees it, connections, restarts), or, when
+the output is not a terminal, one line per event and each child's log lines
+prefixed with its name.
+
+Child logs are also kept in ``<folder>/data/logs/<node>.log``.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import sys
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from junction.gateway.supervisor import Child, ChildSpec, ChildState, Supervisor
+from junction.management.status_table import format_duration, format_table
+
+__all__ = [
+    "DEFAULT_APPLIANCE_DIR",
+    "STATUS_INTERVAL",
+    "STATUS_TIMEOUT",
+    "EVENT_LINES",
+    "ApplianceNode",
+    "ApplianceErrors",
+    "load_appliance",
+    "child_specs",
+    "StatusBoard",
+    "format_board",
+]
+
+#: the folder ``junction up`` reads unless told otherwise
+DEFAULT_APPLIANCE_DIR = os.path.join("etc", "appliance")
+#: seconds between two polls of every node's status (and table redraws)
+STATUS_INTERVAL = 1.0
+#: seconds a status poll may take before the node counts as not answering
+STATUS_TIMEOUT = 2.0
+#: how many recent events the live table shows under it
+EVENT_LINES = 8
+
+
+@dataclass(frozen=True)
+class ApplianceNode:
+    """One node of the appliance: its config file and what the table shows of it."""
+
+    name: str
+    role: str  # "gateway" or "core"
+    config_path: str
+    config: object
+    management_url: str | None
+    #: "name host:port" of each acceptor, for the table
+    listens: tuple[str, ...]
+
+
+class ApplianceErrors(Exception):
+    """Everything wrong with an appliance folder, one problem per line."""
+
+    def __init__(self, problems: list[str]):
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+def load_appliance(folder: str) -> list[ApplianceNode]:
+    """Read and check every node config in *folder*; raise :class:`ApplianceErrors` listing all problems."""
+    from junction.config.loader import ConfigErrors, load_config, load_user_store
+
+    problems: list[str] = []
+    paths = sorted(glob.glob(os.path.join(folder, "*.xml")))
+    if not paths:
+        raise ApplianceErrors([f"{folder}: no node configs (*.xml) in this folder"])
+    nodes: list[ApplianceNode] = []
+    for path in paths:
+        try:
+            config = load_config(path)
+        except ConfigErrors as exc:
+            problems.extend(str(exc).splitlines())
+            continue
+        if config.security_enabled or os.path.exists(config.users_file):
+            try:
+                load_user_store(config)
+            except ConfigErrors as exc:
+                problems.extend(str(exc).splitlines())
+        management = None
+        if config.management_port is not None:
+            management = f"http://{_url_host(config.management_host)}:{config.management_port}"
+        listens = tuple(f"{a.name} {a.host}:{a.port}" for a in config.acceptors)
+        role = "gateway" if config.connection_routers else "core"
+        nodes.append(ApplianceNode(config.name, role, path, config, management, listens))
+    problems.extend(_clashes(nodes))
+    if not any(n.role == "gateway" for n in nodes) and not problems:
+        problems.append(f"{folder}: no gateway (a node with <connection-routers>) among {len(nodes)} nodes")
+    if problems:
+        raise ApplianceErrors(problems)
+    return nodes
+
+
+def _url_host(host: str | None) -> str:
+    if not host or host in ("0.0.0.0", "::"):
+        return "127.0.0.1"
+    return f"[{host}]" if ":" in host else host
+
+
+def _clashes(nodes: list[ApplianceNode]) -> list[str]:
+    """Two nodes of one appliance may not share a name, a port or a data folder."""
+    problems = []
+    seen: dict = {}
+
+    def claim(kind: str, value, node: ApplianceNode) -> None:
+        other = seen.setdefault((kind, value), node)
+        if other is not node:
+            problems.append(f"{node.config_path}: {kind} {value} is also used by {other.config_path} ({other.name})")
+
+    for node in nodes:
+        c = node.config
+        claim("node name", c.name, node)
+        for acceptor in c.acceptors:
+            if acceptor.port:
+                claim("port", acceptor.port, node)
+        if c.management_port:
+            claim("port", c.management_port, node)
+        journal = c.journal_directory
+        if not os.path.isabs(journal):
+            journal = os.path.normpath(os.path.join(c.base_dir or ".", journal))
+        claim("journal directory", journal, node)
+    return problems
+
+
+def child_specs(nodes: list[ApplianceNode], folder: str, *, python: str | None = None, log_level: str = "info") -> list[ChildSpec]:
+    """One ``junction run --supervised`` child per node, logging to ``<folder>/data/logs``."""
+    python = python or sys.executable
+    logs = os.path.join(folder, "data", "logs")
+    return [
+        ChildSpec(
+            name=node.name,
+            role=node.role,
+            argv=(python, "-m", "junction", "run", "--config", os.path.abspath(node.config_path),
+                  "--log-level", log_level, "--supervised", str(os.getpid())),
+            log_path=os.path.join(logs, f"{node.name}.log"),
+        )
+        for node in nodes
+    ]
+
+
+# -- the live status -------------------------------------------------------------------
+class StatusBoard:
+    """Polls each node's ``/api/status`` and shows the appliance's state.
+
+    ``write`` receives whole screens (a terminal: the table redrawn in place)
+    or lines (anything else).  Polls go through a Twisted HTTP agent on the
+    injected reactor, one request per node in flight at most.
+    """
+
+    def __init__(
+        self,
+        nodes: list[ApplianceNode],
+        supervisor: Supervisor,
+        *,
+        reactor,
+        write: Callable[[str], None],
+        live: bool,
+        agent=None,
+    ):
+        self.nodes = {n.name: n for n in nodes}
+        self.supervisor = supervisor
+        self.reactor = reactor
+        self.write = write
+        self.live = live
+        self.statuses: dict[str, dict | None] = {n.name: None for n in nodes}
+        self.events: deque[str] = deque(maxlen=EVENT_LINES)
+        self._inflight: set[str] = set()
+        self._loop = None
+        if agent is None:
+            from twisted.web.client import Agent, HTTPConnectionPool
+
+            pool = HTTPConnectionPool(reactor, persistent=True)
+            pool.maxPersistentPerHost = 1
+            pool.retryAutomatically = False
+            self._pool = pool
+            agent = Agent(reactor, connectTimeout=STATUS_TIMEOUT, pool=pool)
+        else:
+            self._pool = None
+        self.agent = agent
+
+    # supervisor hooks
+    def event(self, child: Child, text: str) -> None:
+        line = f"{time.strftime('%H:%M:%S')} {child.name}: {text}"
+        self.events.append(line)
+        if not self.live:
+            self.write(line + "\n")
+
+    def output(self, child: Child, line: str) -> None:
+        if not self.live and line:
+            self.write(f"{child.name} | {line}\n")
+
+    # polling
+    def start(self) -> None:
+        from twisted.internet.task import LoopingCall
+
+        self._loop = LoopingCall(self.tick)
+        self._loop.clock = self.reactor
+        self._loop.start(STATUS_INTERVAL, now=True)
+
+    def stop(self):
+        if self._loop is not None and self._loop.running:
+            self._loop.stop()
+        self._loop = None
+        if self._pool is not None:
+            return self._pool.closeCachedConnections()
+        return None
+
+    def tick(self) -> None:
+        for name, node in self.nodes.items():
+            child = self.supervisor.child(name)
+            if node.management_url is None or not child.alive:
+                self.statuses[name] = None
+                continue
+            if name in self._inflight:
+                continue
+            self._inflight.add(name)
+            self._poll(name, node.management_url + "/api/status")
+        if self.live:
+            self.write(self.render(clear=True))
+
+    def _poll(self, name: str, url: str) -> None:
+        from twisted.web.client import readBody
+
+        d = self.agent.request(b"GET", url.encode("ascii"))
+        timeout = self.reactor.callLater(STATUS_TIMEOUT, d.cancel)
+
+        def got(response):
+            return readBody(response).addCallback(lambda body: (response.code, body))
+
+        def parsed(result):
+            code, body = result
+            status = json.loads(body) if code == 200 else None
+            self.statuses[name] = status if isinstance(status, dict) else None
+            child = self.supervisor.child(name)
+            if self.statuses[name] is not None and self.statuses[name].get("pid") in (None, child.pid):
+                self.supervisor.mark_running(child)
+
+        def failed(_failure):
+            self.statuses[name] = None
+
+        def done(_):
+            if timeout.active():
+                timeout.cancel()
+            self._inflight.discard(name)
+
+        d.addCallback(got).addCallback(parsed).addErrback(failed).addBoth(done)
+
+    # rendering
+    def render(self, *, clear: bool = False) -> str:
+        text = format_board(list(self.nodes.values()), self.supervisor, self.statuses, self.reactor.seconds())
+        if self.events:
+            text += "\n\n" + "\n".join(self.events)
+        text += "\n\nCtrl-C stops everything.  Logs: data/logs/<node>.log in the appliance folder.\n"
+        return ("\x1b[H\x1b[2J" + text) if clear else text
+
+
+def _pool_view(statuses: dict) -> dict:
+    """node id -> (ready, connection count) as the gateways' pools see each target."""
+    view: dict = {}
+    for status in statuses.values():
+        for router in ((status or {}).get("routers") or {}).values():
+            for target in router.get("targets", []):
+                if target.get("node_id"):
+                    view[target["node_id"]] = target
+    return view
+
+
+def format_board(nodes: list[ApplianceNode], supervisor: Supervisor, statuses: dict, now: float) -> str:
+    """The appliance table: one row per node."""
+    pool = _pool_view(statuses)
+    rows = []
+    for node in nodes:
+        child = supervisor.child(node.name)
+        status = statuses.get(node.name) or {}
+        state = child.state.value
+        if child.state is ChildState.BACKOFF and child.restart_at is not None:
+            state = f"restarting in {max(0.0, child.restart_at - now):.0f}s"
+        ports = []
+        for acceptor in status.get("acceptors", []) or []:
+            mark = "" if acceptor.get("listening", True) else "!"
+            ports.append(f"{acceptor.get('port')}{mark}")
+        if not ports:
+            ports = [entry.rsplit(":", 1)[-1] for entry in node.listens]
+        if node.management_url:
+            ports.append("http " + node.management_url.rsplit(":", 1)[-1])
+        connections = sum(a.get("connections", 0) + a.get("forwarded", 0) for a in status.get("acceptors", []) or [])
+        if node.role == "gateway":
+            routers = status.get("routers") or {}
+            ready = ", ".join(
+                f"{name} {r.get('ready', 0)}/{len(r.get('targets', []))}" for name, r in routers.items()
+            ) or "-"
+        else:
+            target = pool.get(status.get("node_id"))
+            ready = "-" if target is None else ("ready" if target.get("ready") else "not ready")
+        uptime = "-"
+        if child.alive and child.started_at is not None:
+            uptime = format_duration(now - child.started_at)
+        rows.append(
+            [
+                node.name,
+                node.role,
+                state,
+                child.pid or "-",
+                " ".join(ports),
+                connections if status else "-",
+                ready,
+                child.restarts,
+                uptime,
+                child.last_exit or "",
+            ]
+        )
+    headers = ["NODE", "ROLE", "STATE", "PID", "PORTS", "CONNS", "READY", "RESTARTS", "UP", "LAST EXIT"]
+    return "\n".join(format_table(headers, rows, numeric={3, 5, 7}))

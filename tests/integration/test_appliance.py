@@ -1,0 +1,201 @@
+"""``junction up``: the shipped appliance, run as a user runs it, with real clients.
+
+The test copies ``etc/appliance`` (the README's run command starts exactly
+these files) into its own folder and moves every port to a free one, then
+runs ``python -m junction up --etc DIR --no-status`` as a process.  Through
+the gateway's STOMP, AMQP and multi-protocol ports real stomp.py and
+python-qpid-proton clients send and receive; a broker core killed with
+SIGKILL is restarted by the supervisor and still has what it acknowledged;
+SIGTERM stops every node and the supervisor exits 0.  Nothing is
+synchronised by sleeping: waits poll the nodes' management APIs with
+deadlines.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+from proton import Message
+from proton.utils import BlockingConnection
+
+from junction.management.status_table import StatusFetchError, fetch_status
+from tests.harness import REPO_ROOT, free_port, wait_for
+from tests.integration.test_stomp_clients import Client
+
+pytestmark = pytest.mark.timeout(180)
+
+APPLIANCE = REPO_ROOT / "etc" / "appliance"
+#: the ports the shipped files use: gateway 61616/5672/61613/8161, cores 61617-61619/8162-8164
+SHIPPED_PORTS = (61616, 5672, 61613, 8161, 61617, 61618, 61619, 8162, 8163, 8164)
+TIMEOUT = 30.0
+
+
+def copy_appliance(folder) -> dict[int, int]:
+    """The shipped appliance in *folder* with every port moved; shipped port -> new port."""
+    ports = {p: free_port() for p in SHIPPED_PORTS}
+    for name in os.listdir(APPLIANCE):
+        shutil.copy(APPLIANCE / name, folder / name)
+    for xml in folder.glob("*.xml"):
+        text = xml.read_text()
+        for old, new in ports.items():
+            text = re.sub(rf"127\.0\.0\.1:{old}\b", f"127.0.0.1:{new}", text)
+            text = text.replace(f'port="{old}"', f'port="{new}"')
+        xml.write_text(text)
+    return ports
+
+
+def status(port: int) -> dict | None:
+    try:
+        return fetch_status(f"http://127.0.0.1:{port}", timeout=2)
+    except StatusFetchError:
+        return None
+
+
+@pytest.fixture
+def appliance(tmp_path):
+    folder = tmp_path / "appliance"
+    folder.mkdir()
+    ports = copy_appliance(folder)
+    out = open(tmp_path / "up.out", "wb")
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "junction", "up", "--etc", str(folder), "--no-status"],
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        env=env,
+        cwd=tmp_path,
+    )
+    world = SimpleNamespace(proc=proc, ports=ports, folder=folder, out=tmp_path / "up.out")
+    world.output = lambda: world.out.read_text(errors="replace")
+    world.cores = {f"core{i}": ports[8161 + i] for i in (1, 2, 3)}
+    try:
+        yield world
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        out.close()
+
+
+def wait_all_ready(world) -> dict:
+    def ready():
+        gw = status(world.ports[8161])
+        router = ((gw or {}).get("routers") or {}).get("shard")
+        return gw if router and router["ready"] == 3 else None
+
+    return wait_for(ready, TIMEOUT, interval=0.1, what="the gateway's three cores ready")
+
+
+def holder(world, queue: str) -> str:
+    """The one core that has *queue*."""
+
+    def find():
+        found = []
+        for name, port in world.cores.items():
+            s = status(port) or {}
+            if any(q["name"] == queue for q in s.get("queues", [])):
+                found.append(name)
+        return found or None
+
+    found = wait_for(find, TIMEOUT, what=f"queue {queue} on a core")
+    assert len(found) == 1, found
+    return found[0]
+
+
+def amqp(port: int) -> BlockingConnection:
+    return BlockingConnection(
+        f"amqp://127.0.0.1:{port}",
+        timeout=TIMEOUT,
+        user="admin",
+        password="admin",
+        allowed_mechs="PLAIN",
+        allow_insecure_mechs=True,
+    )
+
+
+def test_the_appliance_serves_real_clients_restarts_a_killed_core_and_stops_cleanly(appliance):
+    world = appliance
+    wait_all_ready(world)
+    out = world.output()
+    assert re.search(r"starting core1 \(core\), core2 \(core\), core3 \(core\), gateway \(gateway\)", out)
+
+    # STOMP through the gateway's 61613: the README's example, receipted and acked
+    stomp = Client(SimpleNamespace(stomp_address=("127.0.0.1", world.ports[61613])), "1.2").connect("admin", "admin")
+    stomp.subscribe("/queue/orders", "1", ack="client-individual")
+    stomp.send("/queue/orders", "hello", persistent="true")
+    message = stomp.rec.wait_messages(1)[0]
+    assert (message.headers["destination"], message.body) == ("/queue/orders", "hello")
+    stomp.ack(message)
+    core = holder(world, "orders")
+
+    # AMQP through 5672 and through the multi-protocol 61616: the same user, the same core
+    for port in (world.ports[5672], world.ports[61616]):
+        conn = amqp(port)
+        conn.create_sender("kept").send(Message(body=f"via {port}", durable=True))
+        conn.close()
+    assert holder(world, "kept") == core
+    assert status(world.cores[core])["connections"][0]["user"] == "admin"
+    stomp.disconnect()
+
+    # kill -9 the core: the supervisor starts it again, and it kept both messages
+    before = status(world.cores[core])
+    os.kill(before["pid"], signal.SIGKILL)
+    wait_for(lambda: f"{core}: exited (signal KILL)" in world.output(), TIMEOUT, what="the supervisor saw the kill")
+    after = wait_for(
+        lambda: (s := status(world.cores[core])) and s["pid"] != before["pid"] and s,
+        TIMEOUT,
+        interval=0.1,
+        what=f"{core} restarted",
+    )
+    assert after["node_id"] == before["node_id"]
+    wait_all_ready(world)
+    conn = amqp(world.ports[5672])
+    receiver = conn.create_receiver("kept", credit=10)
+    bodies = sorted(receiver.receive(timeout=TIMEOUT).body for _ in range(2))
+    receiver.accept()
+    conn.close()
+    assert bodies == sorted(f"via {world.ports[p]}" for p in (5672, 61616))
+    assert re.search(rf"{core}: restarting in [0-9.]+ s", world.output())
+
+    # SIGTERM: gateway first, then the cores; every node exits and so does junction up
+    pids = [status(port)["pid"] for port in (world.ports[8161], *world.cores.values())]
+    world.proc.send_signal(signal.SIGTERM)
+    assert world.proc.wait(60) == 0
+    out = world.output()
+    assert out.rstrip().endswith("junction up: stopped")
+    assert out.index("gateway: stopped") < min(out.index(f"{c}: stopped") for c in world.cores)
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def test_an_invalid_appliance_is_refused_with_every_problem(tmp_path):
+    folder = tmp_path / "bad"
+    folder.mkdir()
+    copy_appliance(folder)
+    (folder / "core2.xml").write_text((folder / "core2.xml").read_text().replace("<name>core2</name>", "<name>core1</name>"))
+    gateway = (folder / "gateway.xml").read_text()
+    (folder / "gateway.xml").write_text(gateway.replace("<key-type>USER_NAME</key-type>", "<key-type>USERNAME</key-type>"))
+    result = subprocess.run(
+        [sys.executable, "-m", "junction", "up", "--etc", str(folder), "--no-status"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)),
+    )
+    assert result.returncode == 2
+    assert "is not valid" in result.stderr
+    assert "node name core1 is also used by" in result.stderr
+    assert re.search(r"gateway\.xml:\d+: .*USERNAME", result.stderr)
+    assert not (folder / "data").exists()  # nothing was started

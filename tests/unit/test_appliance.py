@@ -1,0 +1,243 @@
+"""The appliance supervisor and folder loader, on a Clock with a fake spawn.
+
+The fake process (:class:`FakeProcess`) has what the supervisor uses of
+Twisted's process transport: ``pid`` and ``signalProcess(name)``; the
+process's end is delivered as Twisted does, ``processEnded`` with a
+:class:`~twisted.internet.error.ProcessDone` or ``ProcessTerminated``
+failure.  tests/integration/test_appliance.py runs the same supervisor with
+the reactor's real ``spawnProcess``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+
+import pytest
+from twisted.internet import error
+from twisted.internet.task import Clock
+from twisted.python.failure import Failure
+
+from junction.gateway import supervisor as sup
+from junction.gateway.appliance import ApplianceErrors, child_specs, format_board, load_appliance
+from junction.gateway.supervisor import ChildSpec, ChildState, Supervisor
+
+ETC = os.path.join(os.path.dirname(__file__), "..", "..", "etc", "appliance")
+_pids = itertools.count(1000)
+
+
+class FakeProcess:
+    def __init__(self, protocol):
+        self.protocol = protocol
+        self.pid = next(_pids)
+        self.signals: list[str] = []
+
+    def signalProcess(self, name: str) -> None:
+        self.signals.append(name)
+
+    def end(self, code: int = 0, sig: int | None = None) -> None:
+        if code == 0 and sig is None:
+            reason = Failure(error.ProcessDone(0))
+        else:
+            reason = Failure(error.ProcessTerminated(exitCode=None if sig else code, signal=sig))
+        self.protocol.processEnded(reason)
+
+
+class FakeSpawn:
+    def __init__(self):
+        self.spawned: list[tuple[str, FakeProcess, list]] = []
+
+    def __call__(self, protocol, executable, args, env=None, path=None):
+        process = FakeProcess(protocol)
+        protocol.makeConnection(process)
+        self.spawned.append((protocol.child.name, process, args))
+        return process
+
+    def last(self, name: str) -> FakeProcess:
+        return [p for n, p, _ in self.spawned if n == name][-1]
+
+
+@pytest.fixture
+def world(tmp_path):
+    clock = Clock()
+    spawn = FakeSpawn()
+    events: list[tuple[str, str]] = []
+    specs = [
+        ChildSpec("gateway", "gateway", ("python", "gw"), str(tmp_path / "logs" / "gateway.log")),
+        ChildSpec("core1", "core", ("python", "c1"), str(tmp_path / "logs" / "core1.log")),
+        ChildSpec("core2", "core", ("python", "c2"), str(tmp_path / "logs" / "core2.log")),
+    ]
+    s = Supervisor(specs, reactor=clock, spawn=spawn, on_event=lambda c, t: events.append((c.name, t)))
+    return s, clock, spawn, events, tmp_path
+
+
+def test_cores_start_before_gateways(world):
+    s, clock, spawn, events, _ = world
+    s.start()
+    assert [n for n, _, _ in spawn.spawned] == ["core1", "core2", "gateway"]
+    assert all(c.state is ChildState.STARTING and c.pid for c in s.children)
+
+
+def test_a_crashed_child_restarts_with_a_doubling_delay_capped_at_the_maximum(world):
+    s, clock, spawn, events, _ = world
+    s.start()
+    core = s.child("core1")
+    delays = []
+    for _ in range(10):
+        spawn.last("core1").end(code=3)
+        assert core.state is ChildState.BACKOFF and not core.alive
+        delay = core.restart_at - clock.seconds()
+        delays.append(round(delay, 6))
+        clock.advance(delay - 0.01)
+        assert core.state is ChildState.BACKOFF  # not a moment early
+        clock.advance(0.02)
+        assert core.state is ChildState.STARTING and core.alive
+    assert delays[:4] == [0.5, 1.0, 2.0, 4.0]
+    assert max(delays) == sup.RESTART_DELAY_MAX and delays[-1] == sup.RESTART_DELAY_MAX
+    assert core.restarts == 10
+    assert core.last_exit == "exit 3"
+    # the other children were never touched
+    assert len([n for n, _, _ in spawn.spawned if n != "core1"]) == 2
+
+
+def test_a_child_that_ran_long_enough_restarts_quickly_again(world):
+    s, clock, spawn, events, _ = world
+    s.start()
+    core = s.child("core2")
+    for _ in range(4):  # four quick failures: the delay grew to 8 s
+        spawn.last("core2").end(code=1)
+        clock.advance(core.restart_at - clock.seconds())
+    clock.advance(sup.STABLE_AFTER)
+    spawn.last("core2").end(sig=9)
+    assert core.last_exit == "signal KILL"
+    assert core.restart_at - clock.seconds() == sup.RESTART_DELAY_INITIAL
+    assert ("core2", "exited (signal KILL)") in events
+
+
+def test_stop_terminates_gateways_first_then_cores_and_cancels_restarts(world):
+    s, clock, spawn, events, _ = world
+    s.start()
+    spawn.last("core2").end(code=1)  # core2 waits to be restarted
+    done = []
+    s.stop().addCallback(done.append)
+    gateway, core1 = spawn.last("gateway"), spawn.last("core1")
+    assert gateway.signals == ["TERM"] and core1.signals == []  # cores wait for the gateway
+    gateway.end()
+    assert core1.signals == ["TERM"]
+    assert s.child("core2").state is ChildState.STOPPED and s.child("core2").restart_at is None
+    assert not done
+    core1.end()
+    assert done == [None]
+    assert all(c.state is ChildState.STOPPED for c in s.children)
+    clock.advance(3600)  # the cancelled restart never happens, and no timer is left
+    assert len(spawn.spawned) == 3
+    assert clock.getDelayedCalls() == []
+
+
+def test_a_child_that_ignores_sigterm_is_killed_after_the_stop_timeout(world):
+    s, clock, spawn, events, _ = world
+    s.start()
+    done = []
+    s.stop().addCallback(done.append)
+    gateway = spawn.last("gateway")
+    clock.advance(sup.STOP_TIMEOUT - 0.1)
+    assert gateway.signals == ["TERM"]
+    clock.advance(0.1)
+    assert gateway.signals == ["TERM", "KILL"]
+    gateway.end(sig=9)
+    for name in ("core1", "core2"):
+        spawn.last(name).end()
+    assert done == [None] and clock.getDelayedCalls() == []
+
+
+def test_output_goes_to_the_log_file_and_whole_lines_to_the_observer(world):
+    s, clock, spawn, events, tmp_path = world
+    lines = []
+    s.on_output = lambda child, line: lines.append((child.name, line))
+    s.start()
+    proto = spawn.last("core1").protocol
+    proto.childDataReceived(2, b"first li")
+    proto.childDataReceived(2, b"ne\nsecond\r\nthi")
+    assert lines == [("core1", "first line"), ("core1", "second")]
+    proto.childDataReceived(2, b"x" * (sup.MAX_LINE_BYTES + 10))  # no newline: cut, not held
+    assert lines[-1][1].endswith("...") and len(lines[-1][1]) == sup.MAX_LINE_BYTES + 3
+    spawn.last("core1").end(code=2)
+    assert (tmp_path / "logs" / "core1.log").read_bytes() == b"first line\nsecond\r\nthi" + b"x" * (sup.MAX_LINE_BYTES + 10)
+
+
+def test_mark_running_only_moves_a_starting_child(world):
+    s, clock, spawn, events, _ = world
+    s.start()
+    core = s.child("core1")
+    s.mark_running(core)
+    assert core.state is ChildState.RUNNING and ("core1", "up") in events
+    spawn.last("core1").end(code=1)
+    s.mark_running(core)  # a late status answer from the dead process
+    assert core.state is ChildState.BACKOFF
+
+
+def test_duplicate_names_are_refused():
+    spec = ChildSpec("a", "core", ("x",), "/dev/null")
+    with pytest.raises(ValueError, match="unique"):
+        Supervisor([spec, spec], reactor=Clock(), spawn=FakeSpawn())
+
+
+# -- the appliance folder -----------------------------------------------------------------
+def test_the_shipped_appliance_is_a_gateway_and_three_cores():
+    nodes = load_appliance(ETC)
+    assert sorted((n.name, n.role) for n in nodes) == [
+        ("core1", "core"),
+        ("core2", "core"),
+        ("core3", "core"),
+        ("gateway", "gateway"),
+    ]
+    gateway = next(n for n in nodes if n.role == "gateway")
+    assert sorted(a.port for a in gateway.config.acceptors) == [5672, 61613, 61616]
+    assert gateway.management_url == "http://127.0.0.1:8161"
+    specs = child_specs(nodes, ETC)
+    assert all(s.argv[1:4] == ("-m", "junction", "run") and "--supervised" in s.argv for s in specs)
+
+
+def test_every_problem_in_the_folder_is_reported_at_once(tmp_path):
+    for name in os.listdir(ETC):
+        shutil.copy(os.path.join(ETC, name), tmp_path / name)
+    core2 = (tmp_path / "core2.xml").read_text()
+    # core2 takes core1's port and name; core3 is broken XML
+    (tmp_path / "core2.xml").write_text(core2.replace("61618", "61617").replace("<name>core2</name>", "<name>core1</name>"))
+    (tmp_path / "core3.xml").write_text((tmp_path / "core3.xml").read_text().replace("</acceptors>", "</acceptor>"))
+    with pytest.raises(ApplianceErrors) as info:
+        load_appliance(str(tmp_path))
+    text = "\n".join(info.value.problems)
+    assert "core3.xml:" in text and "not well-formed" in text
+    assert "node name core1 is also used by" in text
+    assert "port 61617 is also used by" in text
+
+
+def test_an_empty_folder_and_a_folder_without_a_gateway_are_refused(tmp_path):
+    with pytest.raises(ApplianceErrors, match="no node configs"):
+        load_appliance(str(tmp_path))
+    for name in ("core1.xml", "artemis-users.properties", "artemis-roles.properties"):
+        shutil.copy(os.path.join(ETC, name), tmp_path / name)
+    with pytest.raises(ApplianceErrors, match="no gateway"):
+        load_appliance(str(tmp_path))
+
+
+def test_the_board_shows_readiness_as_the_gateway_sees_each_core(world):
+    s, clock, spawn, events, _ = world
+    nodes = [n for n in load_appliance(ETC) if n.name in ("gateway", "core1", "core2")]
+    s.start()
+    s.child("core2")._process.end(code=3)
+    statuses = {
+        "gateway": {
+            "acceptors": [{"port": 61616, "listening": True, "connections": 0, "forwarded": 2}],
+            "routers": {"shard": {"ready": 1, "targets": [{"node_id": "n1", "ready": True}, {"node_id": "n2", "ready": False}]}},
+        },
+        "core1": {"node_id": "n1", "acceptors": [{"port": 61617, "listening": True, "connections": 2}]},
+        "core2": None,
+    }
+    text = format_board(nodes, s, statuses, clock.seconds())
+    rows = {line.split()[0]: line for line in text.splitlines()[1:]}
+    assert "shard 1/2" in rows["gateway"] and " 2 " in rows["gateway"]
+    assert "ready" in rows["core1"] and "not ready" not in rows["core1"]
+    assert "restarting in" in rows["core2"] and "exit 3" in rows["core2"]
