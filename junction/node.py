@@ -16,7 +16,11 @@ import uuid
 
 from twisted.internet import defer
 
-from junction.brokercore.acceptor import MultiProtocolFactory
+from junction.brokercore.acceptor import (
+    PROXY_ACCEPTOR_PARAMS,
+    MultiProtocolFactory,
+    wrap_proxy_protocol,
+)
 from junction.brokercore.amqp_server import AMQP_ACCEPTOR_PARAMS, AmqpFactory
 from junction.brokercore.security import SecurityManager
 from junction.brokercore.server import BrokerServer
@@ -271,6 +275,7 @@ class Node:
         if not served:
             return
         known = {"router", "routerMode"} if acceptor.router else {"router"}
+        known |= PROXY_ACCEPTOR_PARAMS
         for name in served:
             known |= PROTOCOL_FACTORIES[name][1]
         for key in sorted(set(acceptor.params) - known):
@@ -297,7 +302,14 @@ class Node:
         what = ",".join(sorted(served))
         if acceptor.router:
             factory, what = self._gateway_factory(acceptor, served, factory)
-        port = self.reactor.listenTCP(acceptor.port, factory, interface=acceptor.host or "0.0.0.0")
+        # proxyProtocolEnabled: a PROXY header first, read within the connect timeout;
+        # self.factories keeps the factory behind it (status, stop).
+        listening = wrap_proxy_protocol(
+            factory, acceptor, reactor=self.reactor, timeout=self.config.limits.connect_timeout / 1000.0
+        )
+        if listening is not factory:
+            what += " behind the PROXY protocol"
+        port = self.reactor.listenTCP(acceptor.port, listening, interface=acceptor.host or "0.0.0.0")
         self.listeners[acceptor.name] = port
         self.factories[acceptor.name] = factory
         actual = port.getHost().port
@@ -458,6 +470,10 @@ class Node:
                     "acceptor": info.acceptor,
                     "consumers": 0,
                 }
+                # as Artemis's listConnections: proxyAddress / proxyVersion
+                if getattr(info, "proxy_version", None) is not None:
+                    entry["proxy_address"] = info.proxy_address
+                    entry["proxy_version"] = info.proxy_version
                 connections.append(entry)
             entry["consumers"] += len(session.consumers)
         status["acceptors"] = acceptors

@@ -52,7 +52,12 @@ from zope.interface import implementer
 
 from junction import __version__
 from junction.brokercore import errors
-from junction.brokercore.acceptor import AcceptorFactory, apply_socket_options, prefixes
+from junction.brokercore.acceptor import (
+    AcceptorFactory,
+    apply_socket_options,
+    prefixes,
+    proxy_details,
+)
 from junction.brokercore.amqp_convert import ConversionError, to_amqp, to_core
 from junction.brokercore.message import RoutingType
 from junction.brokercore.queue import QueueDefinition
@@ -1048,8 +1053,14 @@ class AmqpProtocol(Protocol):
             self._connect_timer.cancel()
         self._connect_timer = None
         container = conn.remote_container or None
+        proxy_address, proxy_version = proxy_details(self.transport)
         self.info = ConnectionInfo(
-            "AMQP", self.peer, client_id=container, acceptor=self.acceptor.name if self.acceptor else None
+            "AMQP",
+            self.peer,
+            client_id=container,
+            acceptor=self.acceptor.name if self.acceptor else None,
+            proxy_address=proxy_address,
+            proxy_version=proxy_version,
         )
         conn.container = self.server.node_id if getattr(self.server, "node_id", None) else "junction"
         conn.offered_capabilities = [ANONYMOUS_RELAY, SHARED_SUBS]

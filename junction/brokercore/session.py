@@ -32,12 +32,27 @@ class ConnectionInfo:
 
     _ids = itertools.count(1)
 
-    def __init__(self, protocol: str, remote: str, *, client_id: str | None = None, acceptor: str | None = None):
+    def __init__(
+        self,
+        protocol: str,
+        remote: str,
+        *,
+        client_id: str | None = None,
+        acceptor: str | None = None,
+        proxy_address: str | None = None,
+        proxy_version: str | None = None,
+    ):
         self.id = next(self._ids)
         self.protocol = protocol
+        #: the client's ``host:port``: behind a PROXY header, the address the header names
         self.remote = remote
         self.client_id = client_id
         self.acceptor = acceptor
+        #: for a connection that came through the PROXY protocol (Artemis's
+        #: ``proxyAddress``/``proxyVersion``): the proxy's ``host:port`` as this
+        #: core sees it, and ``"V1"``/``"V2"``; None otherwise
+        self.proxy_address = proxy_address
+        self.proxy_version = proxy_version
 
 
 class ServerConsumer:

@@ -29,7 +29,12 @@ from zope.interface import implementer
 
 from junction import __version__
 from junction.brokercore import errors
-from junction.brokercore.acceptor import AcceptorFactory, apply_socket_options, prefixes
+from junction.brokercore.acceptor import (
+    AcceptorFactory,
+    apply_socket_options,
+    prefixes,
+    proxy_details,
+)
 from junction.brokercore.message import BodyType, Message, RoutingType, Typed, plain
 from junction.brokercore.session import ConnectionInfo, ServerSession
 from junction.protocols.errors import RemoteProtocolError
@@ -429,7 +434,15 @@ class StompProtocol(Protocol):
         self.codec.set_version(version)
         client_id = frame.get("client-id")
         peer = self._peer()
-        info = ConnectionInfo("STOMP", peer, client_id=client_id, acceptor=self.acceptor.name if self.acceptor else None)
+        proxy_address, proxy_version = proxy_details(self.transport)
+        info = ConnectionInfo(
+            "STOMP",
+            peer,
+            client_id=client_id,
+            acceptor=self.acceptor.name if self.acceptor else None,
+            proxy_address=proxy_address,
+            proxy_version=proxy_version,
+        )
         self.session = ServerSession(self.server, principal, info)
         self.session_id = f"{self.server.node_id[:8]}-{info.id}"
         headers = [("version", version), ("session", self.session_id), ("server", f"Junction/{__version__}")]

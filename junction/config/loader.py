@@ -83,6 +83,7 @@ not know it, so a file that uses it is Junction-only)::
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import math
 import os
 import re
@@ -281,6 +282,26 @@ def choice(*values: str) -> Parser:
         )
 
     return parse
+
+
+def ip_networks(text: str) -> tuple:
+    """A comma list of IP addresses or CIDR networks, IPv4 or IPv6 (``proxyTrustedSources``).
+
+    Returns the :class:`ipaddress.IPv4Network`/``IPv6Network`` objects; an
+    empty list is an error (leave the parameter out to trust any source).
+    """
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if not items:
+        raise ValueError("expected a comma list of IP addresses or CIDR networks, got nothing")
+    networks = []
+    for item in items:
+        try:
+            networks.append(ipaddress.ip_network(item, strict=False))
+        except ValueError:
+            raise ValueError(
+                f"{item!r} is not an IP address or CIDR network (such as 10.0.0.0/8 or fd00::/8)"
+            ) from None
+    return tuple(networks)
 
 
 def routing_type(text: str) -> RoutingType:
@@ -967,6 +988,9 @@ ACCEPTOR_PARAMS = _TRANSPORT_COMMON | frozenset(
         "amqpChannelMax", "amqpMaxMessageSize",
         # the gateway's per-acceptor mode (Junction's; docs/configuration.md)
         "routerMode",
+        # PROXY protocol: Artemis's proxyProtocolEnabled (above), Junction's alias
+        # proxyEnabled and Junction's proxyTrustedSources (docs/configuration.md)
+        "proxyEnabled", "proxyTrustedSources",
         # OpenWire (OpenWireProtocolManager)
         "supportAdvisory", "suppressInternalManagementObjects", "actorThresholdBytes", "brokerName",
         "maxInactivityDuration", "maxInactivityDurationInitalDelay", "openWireDestinationCacheSize",
@@ -984,6 +1008,9 @@ CONNECTOR_PARAMS = _TRANSPORT_COMMON | frozenset(
         "httpUpgradeEndpoint", "servletPath", "useServlet", "trustAll", "forceSSLParameters",
         "useDefaultSslContext", "useGlobalWorkerPool", "useNioGlobalWorkerPool", "socksEnabled",
         "socksHost", "socksPort", "socksVersion", "socksUsername", "socksPassword", "socksRemoteDNS",
+        # Junction's: the gateway writes a PROXY v2 header on connections it forwards
+        # through this connector (docs/configuration.md)
+        "proxyProtocolEnabled", "proxyEnabled",
     }
 )
 
@@ -998,7 +1025,7 @@ PARAM_TYPES: dict[str, Parser] = {
         [
             "sslEnabled", "tcpNoDelay", "useEpoll", "useKQueue", "useNio", "useInvm", "needClientAuth",
             "wantClientAuth", "verifyHost", "httpUpgradeEnabled", "autoStart", "directDeliver",
-            "proxyProtocolEnabled", "sslAutoReload", "stompEnableMessageId", "stomp-enable-message-id",
+            "proxyProtocolEnabled", "proxyEnabled", "sslAutoReload", "stompEnableMessageId", "stomp-enable-message-id",
             "disableStompServerHeader", "amqpDuplicateDetection", "supportAdvisory",
             "suppressInternalManagementObjects", "useKeepAlive", "trustAll", "forceSSLParameters",
             "useDefaultSslContext", "httpEnabled", "httpRequiresSessionId", "socksEnabled",
@@ -1041,6 +1068,7 @@ PARAM_TYPES: dict[str, Parser] = {
     "socksPort": port_number,
     "socksVersion": choice("4", "5"),
     "routerMode": choice("redirect", "forward", "auto"),
+    "proxyTrustedSources": ip_networks,
 }
 
 # fmt: on
@@ -1510,6 +1538,7 @@ class _Loader:
                     f"acceptor {name!r}: sslEnabled=true is not supported by Junction yet "
                     "(TLS acceptors are planned); remove it or terminate TLS in front of the node",
                 )
+            self._proxy_params(child, f"acceptor {name!r}", url.params, acceptor=True)
             self.acceptors.append(
                 model.Acceptor(
                     name=name,
@@ -1534,11 +1563,28 @@ class _Loader:
                 self.error(child, f"connector {name!r}: {p}")
             if url is None:
                 continue
+            self._proxy_params(child, f"connector {name!r}", url.params, acceptor=False)
             self.connectors.append(
                 model.Connector(
                     name, url.scheme, url.host, url.port, dict(url.params), source=child.source
                 )
             )
+
+    def _proxy_params(self, child, what: str, params: dict, *, acceptor: bool) -> None:
+        """PROXY protocol parameters that only make sense together (values are checked already)."""
+        given = [k for k in ("proxyProtocolEnabled", "proxyEnabled") if k in params]
+        if len(given) == 2:
+            self.error(
+                child,
+                f"{what}: give proxyProtocolEnabled or its alias proxyEnabled, not both",
+            )
+        if acceptor and "proxyTrustedSources" in params:
+            enabled = any(str(params[k]).strip().lower() == "true" for k in given)
+            if not enabled:
+                self.error(
+                    child,
+                    f"{what}: proxyTrustedSources has no effect without proxyProtocolEnabled=true",
+                )
 
     # -- addresses ----------------------------------------------------------------------
     def _addresses(self, el: Element) -> None:

@@ -56,6 +56,11 @@ a callable given at construction returning a ``ProbeResult`` (or a
 Deferred of one).  Without it a local target's check fails: the pool would
 otherwise have no node id or count for it.
 
+On a connector with ``proxyProtocolEnabled=true`` (or ``proxyEnabled=true``)
+the probe's connection starts with a PROXY protocol v2 ``LOCAL`` header (the
+health-check form: the core keeps the probe's real address), since the
+core's acceptor closes any connection without a header.
+
 Limits: TLS connectors (``sslEnabled=true``) are not supported yet (the
 check fails saying so); the pool credentials go over plain TCP, as
 Artemis's pool does on a plain connector.
@@ -73,9 +78,11 @@ from twisted.internet import defer, error
 from twisted.internet.protocol import ClientFactory, Protocol
 from twisted.python.failure import Failure
 
+from junction.gateway.forward import proxy_protocol_enabled
 from junction.gateway.probe import PROBE_TIMEOUT, ProbeResult
 from junction.gateway.router import INTERNAL_CLIENT_ID_PREFIX
 from junction.protocols.amqp.engine import drain_output
+from junction.protocols.proxy import encode_v2_local
 
 __all__ = [
     "ACTIVE_PROPERTY",
@@ -172,6 +179,9 @@ class AmqpTargetProbe:
         except (TypeError, ValueError):
             return defer.fail(ProbeError(f"{target.name}: no valid port ({connector.port!r})"))
         check = _Check(self, target, connector.host or "localhost", port)
+        # a core acceptor with proxyProtocolEnabled=true closes a connection without a
+        # PROXY header: the probe speaks for itself, so it sends a v2 LOCAL one
+        check.proxy_local = proxy_protocol_enabled(params)
         self._checks.setdefault(target, set()).add(check)
         try:
             check.start()
@@ -230,6 +240,8 @@ class _Check:
         self.result: ProbeResult | None = None
         self.problem: BaseException | None = None
         self.ended = False
+        #: write a PROXY v2 LOCAL header first (the connector has proxyProtocolEnabled=true)
+        self.proxy_local = False
 
     def __repr__(self) -> str:
         state = (
@@ -415,6 +427,8 @@ class _ProbeProtocol(Protocol):
             self.abort()
             return
         check.protocol = self
+        if check.proxy_local:
+            self.transport.write(encode_v2_local())
         probe = check.probe
         transport = Transport(Transport.CLIENT)
         sasl = transport.sasl()

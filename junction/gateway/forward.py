@@ -39,6 +39,15 @@ example leaves out:
 No parsing happens after the opening: a read is written to the other side
 as it is, with one byte counter per direction for the logs.
 
+**PROXY protocol.**  On a connector with ``proxyProtocolEnabled=true`` (or
+its alias ``proxyEnabled=true``; Junction's connector parameter) the first
+bytes written to the target are a PROXY protocol v2 header
+(:func:`junction.protocols.proxy.encode_v2`) naming the client's address as
+the source and the address the client connected to on the gateway as the
+destination, so a broker core acceptor with ``proxyProtocolEnabled=true``
+sees the real client.  It goes before anything else, the AMQP SASL
+handshake included.
+
 The client transport is handed over by making the splice's client side the
 transport's protocol (``transport.protocol``, or ``wrappedProtocol`` for a
 protocol wrapper such as TLS), as :mod:`junction.brokercore.acceptor` hands a
@@ -56,6 +65,9 @@ from twisted.internet.protocol import ClientFactory, Protocol
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
+from junction.protocols.errors import ProtocolError
+from junction.protocols.proxy import encode_v2
+
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
     "FORWARD_BUFFER_SIZE",
@@ -64,6 +76,8 @@ __all__ = [
     "Splice",
     "apply_socket_options",
     "connect_and_forward",
+    "proxy_header_for",
+    "proxy_protocol_enabled",
     "rebind",
     "target_address",
 ]
@@ -134,6 +148,30 @@ def apply_socket_options(transport, params) -> None:
                 sock.setsockopt(socket.SOL_SOCKET, option, int(params[key]))
     except (OSError, ValueError) as exc:
         log.warning("could not apply socket options %s: %s", params, exc)
+
+
+#: the connector parameters that make the gateway write a PROXY header (the second
+#: is Junction's shorter alias of the first)
+PROXY_ENABLED_PARAMS = ("proxyProtocolEnabled", "proxyEnabled")
+
+
+def proxy_protocol_enabled(params) -> bool:
+    """Whether a connector's URL ``params`` ask for a PROXY protocol header."""
+    params = params or {}
+    return any(str(params.get(k, "false")).strip().lower() == "true" for k in PROXY_ENABLED_PARAMS)
+
+
+def proxy_header_for(client_transport) -> bytes:
+    """The PROXY v2 header for a forwarded client: its peer as source, the gateway's address as destination.
+
+    Raises :class:`~junction.protocols.errors.ProtocolError` when the
+    transport's addresses are not IP addresses (a header cannot carry them).
+    """
+    peer, host = client_transport.getPeer(), client_transport.getHost()
+    try:
+        return encode_v2((peer.host, peer.port), (host.host, host.port))
+    except AttributeError:
+        raise ProtocolError(f"no IP addresses to put in a PROXY header ({peer!r}, {host!r})") from None
 
 
 def rebind(transport, protocol) -> None:
@@ -372,6 +410,8 @@ class _TargetFactory(ClientFactory):
         self.timer = None
         #: how much of ``buffered`` went out with the handshake's first bytes
         self.written = 0
+        #: a PROXY protocol header to write before anything else, or b""
+        self.proxy_header = b""
 
     def buildProtocol(self, addr):
         side = self.splice.target
@@ -393,6 +433,8 @@ class _TargetFactory(ClientFactory):
                 ForwardConnectError(splice.target_name, "the client went away while connecting")
             )
             return
+        if self.proxy_header:
+            target.transport.write(self.proxy_header)
         if self.handshake is not None:
             self._start_handshake()
             return
@@ -514,6 +556,11 @@ def connect_and_forward(
     connect (the connector's ``connect-timeout-millis`` wins, then this, then
     :data:`DEFAULT_CONNECT_TIMEOUT`).
 
+    A connector with ``proxyProtocolEnabled=true`` (or ``proxyEnabled=true``)
+    gets a PROXY protocol v2 header first (:func:`proxy_header_for`); a
+    client transport whose addresses cannot go in one fails the Deferred
+    with :class:`ForwardConnectError` before connecting.
+
     ``handshake`` (optional) is run with the target before the splice, for a
     protocol whose opening the gateway must redo on the client's behalf
     (AMQP's SASL): once connected, ``handshake.start()`` followed by
@@ -539,6 +586,12 @@ def connect_and_forward(
     bind = None
     if params.get("localAddress"):
         bind = (params["localAddress"], int(params.get("localPort", 0) or 0))
+    proxy_header = b""
+    if proxy_protocol_enabled(params):
+        try:
+            proxy_header = proxy_header_for(client_transport)
+        except ProtocolError as exc:
+            return defer.fail(ForwardConnectError(name, f"cannot write a PROXY header: {exc}"))
     splice = Splice(name)
     connector_box: list = []
 
@@ -559,6 +612,7 @@ def connect_and_forward(
         splice, client_transport, buffered, params, deferred,
         handshake=handshake, reactor=reactor, timeout=seconds,
     )
+    factory.proxy_header = proxy_header
     try:
         connector = reactor.connectTCP(
             target_connector.host, int(target_connector.port), factory, timeout=seconds, bindAddress=bind

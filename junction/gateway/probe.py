@@ -14,6 +14,12 @@ clock, and turns the answers into ``target.ready`` / ``target.node_id`` /
 that; a probe that cannot reach its target should fail its Deferred (errback)
 promptly rather than rely on the timeout.
 
+A probe that connects to a target through a connector with
+``proxyProtocolEnabled=true`` must open its connection with a PROXY
+protocol v2 ``LOCAL`` header (:func:`junction.protocols.proxy.encode_v2_local`),
+as a load balancer's health check does: the core's acceptor then accepts it
+and keeps the probe's own address (:mod:`junction.gateway.amqp_probe` does).
+
 The contract every probe must meet (the fake in the unit tests and the real
 one alike) is written as ``TargetProbeContract`` in
 ``tests/unit/test_gateway_pool.py``.
