@@ -4,7 +4,8 @@ The test copies ``etc/appliance`` (the README's run command starts exactly
 these files) into its own folder and moves every port to a free one, then
 runs ``python -m junction up --etc DIR --no-status`` as a process.  Through
 the gateway's STOMP, AMQP and multi-protocol ports real stomp.py and
-python-qpid-proton clients send and receive; a broker core killed with
+python-qpid-proton clients send and receive (the core sees each client's own
+address, sent by the gateway in a PROXY protocol header); a broker core killed with
 SIGKILL is restarted by the supervisor and still has what it acknowledged;
 SIGTERM stops every node and the supervisor exits 0.  Nothing is
 synchronised by sleeping: waits poll the nodes' management APIs with
@@ -145,7 +146,11 @@ def test_the_appliance_serves_real_clients_restarts_a_killed_core_and_stops_clea
         conn.create_sender("kept").send(Message(body=f"via {port}", durable=True))
         conn.close()
     assert holder(world, "kept") == core
-    assert status(world.cores[core])["connections"][0]["user"] == "admin"
+    # the core sees the client's own address (PROXY protocol v2 from the gateway), not the gateway's
+    [seen] = status(world.cores[core])["connections"]
+    host, port = stomp.conn.transport.socket.getsockname()[:2]
+    assert (seen["user"], seen["remote"], seen["proxy_version"]) == ("admin", f"{host}:{port}", "V2")
+    assert seen["proxy_address"] != seen["remote"]
     stomp.disconnect()
 
     # kill -9 the core: the supervisor starts it again, and it kept both messages
