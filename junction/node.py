@@ -163,6 +163,10 @@ class Node:
             syntax,
             enabled=config.security_enabled,
             anonymous_user=config.anonymous_user,
+            cache_size=config.authorization_cache_size,
+            authentication_cache_size=config.authentication_cache_size,
+            invalidation_interval=config.security_invalidation_interval / 1000,
+            clock=self.reactor,
         )
         self.server = BrokerServer(
             config, reactor=self.reactor, security=security, journal=self.journal, node_id=self.node_id

@@ -23,6 +23,9 @@ and :meth:`SecurityManager.check` never raises.
 
 from __future__ import annotations
 
+import hmac
+import os
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
@@ -49,6 +52,10 @@ __all__ = [
 #: How many authorization decisions are remembered (LRU).  Artemis's
 #: ``authorization-cache-size`` defaults to 1000 as well.
 AUTHORIZATION_CACHE_SIZE = 1000
+#: successful logins remembered at most (Artemis's authentication-cache-size default)
+AUTHENTICATION_CACHE_SIZE = 1000
+#: seconds a remembered login stays valid (Artemis's security-invalidation-interval, 10000 ms)
+SECURITY_INVALIDATION_INTERVAL = 10.0
 
 #: Artemis's ``CheckType`` name of each permission type, as its error
 #: messages print it (``permission='SEND'``).
@@ -120,7 +127,17 @@ class SecurityManager:
     are cached per (roles, permission, address, queue), at most
     ``cache_size`` of them (LRU); a decision depends only on those and the
     settings, so a user whose roles change simply misses the cache.
-    Authentication is not cached: the user store lookup is already cheap.
+
+    Successful logins are cached too, as Artemis's authentication cache
+    does: checking a hashed password (PBKDF2, 1024 rounds, Artemis's
+    ``ENC()`` format) costs milliseconds, and a gateway and the core it
+    forwards to would pay it on every connection.  At most
+    ``authentication_cache_size`` logins (LRU) are kept for
+    ``invalidation_interval`` seconds each (Artemis's
+    ``security-invalidation-interval``); the key is the user name and an
+    HMAC of the password under a key drawn at start, so the cache never
+    holds a password.  Failed logins are never cached, and
+    :meth:`invalidate` forgets everything.
     """
 
     def __init__(
@@ -132,8 +149,15 @@ class SecurityManager:
         anonymous_user: str | None = None,
         *,
         cache_size: int = AUTHORIZATION_CACHE_SIZE,
+        authentication_cache_size: int = AUTHENTICATION_CACHE_SIZE,
+        invalidation_interval: float = SECURITY_INVALIDATION_INTERVAL,
+        clock=None,
     ):
         self.user_store = user_store
+        self._logins = BoundedLRU(authentication_cache_size if invalidation_interval > 0 else 0)
+        self._login_key = os.urandom(32)
+        self._invalidation_interval = invalidation_interval
+        self._now = clock.seconds if clock is not None else time.monotonic
         self.enabled = enabled
         self.anonymous_user = anonymous_user
         if isinstance(security_settings, SettingsRepository):
@@ -169,15 +193,22 @@ class SecurityManager:
             return Principal(
                 self.anonymous_user, frozenset(self.user_store.roles_of(self.anonymous_user))
             )
-        if not self.user_store.authenticate(user, "" if password is None else password):
-            return None
+        password = "" if password is None else password
+        key = (user, hmac.new(self._login_key, password.encode("utf-8", "surrogatepass"), "sha256").digest())
+        now = self._now()
+        valid_until = self._logins.get(key)
+        if valid_until is None or now >= valid_until:
+            if not self.user_store.authenticate(user, password):
+                return None
+            self._logins.put(key, now + self._invalidation_interval)
         return Principal(user, frozenset(self.user_store.roles_of(user)))
 
     # -- authorization ----------------------------------------------------
 
     def invalidate(self) -> None:
-        """Forget every cached decision (settings or roles changed)."""
+        """Forget every cached decision and login (settings, users or roles changed)."""
         self._decisions.clear()
+        self._logins.clear()
         self.generation += 1
 
     def allowed_roles(

@@ -535,6 +535,9 @@ CORE_ELEMENTS: dict[str, Value | Section | Ignored | DefaultOnly | Unsupported] 
     "id-cache-size": Value("id_cache_size", integer(0)),
     "persist-id-cache": Value("persist_id_cache", boolean),
     "security-enabled": Value("security_enabled", boolean),
+    "security-invalidation-interval": Value("security_invalidation_interval", integer(0, long=True)),
+    "authentication-cache-size": Value("authentication_cache_size", integer(0, long=True)),
+    "authorization-cache-size": Value("authorization_cache_size", integer(0, long=True)),
     "wild-card-routing-enabled": Value("wildcard_routing_enabled", boolean),
     "acceptors": Section("_acceptors"),
     "connectors": Section("_connectors"),
@@ -615,15 +618,6 @@ CORE_ELEMENTS: dict[str, Value | Section | Ignored | DefaultOnly | Unsupported] 
     ),
     "disk-scan-period": Ignored(
         integer(1, minus_one=True), "disk monitoring of the Java broker; no effect in Junction"
-    ),
-    "security-invalidation-interval": Ignored(
-        integer(0, long=True), "cache tuning for the Java broker; no effect in Junction"
-    ),
-    "authentication-cache-size": Ignored(
-        integer(0, long=True), "cache tuning for the Java broker; no effect in Junction"
-    ),
-    "authorization-cache-size": Ignored(
-        integer(0, long=True), "cache tuning for the Java broker; no effect in Junction"
     ),
     "connection-ttl-check-interval": Ignored(integer(1, long=True), _JVM),
     "configuration-file-refresh-period": Ignored(integer(1, minus_one=True, long=True), _NO_RELOAD),

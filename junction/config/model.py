@@ -409,6 +409,12 @@ class BrokerConfig:
     id_cache_size: int = 20_000
     persist_id_cache: bool = True
     security_enabled: bool = True
+    #: successful logins remembered (user, password hash), as Artemis's authentication cache
+    authentication_cache_size: int = 1000
+    #: permission decisions remembered
+    authorization_cache_size: int = 1000
+    #: milliseconds a remembered login stays valid (Artemis's security-invalidation-interval)
+    security_invalidation_interval: int = 10_000
     acceptors: tuple[Acceptor, ...] = ()
     connectors: tuple[Connector, ...] = ()
     #: ``<connection-routers>``; an acceptor's ``router=`` names one of them.

@@ -1671,3 +1671,23 @@ def test_connection_routers_warned_at_startup():
         " connections on its acceptors are not routed by this build yet and are closed"
         for name, line in (("simple-router", 11), ("defaults", 35), ("local-only", 42))
     ]
+
+
+def test_security_cache_settings_are_read_as_artemis_names_them():
+    cfg = parse_config(
+        core(
+            "<security-invalidation-interval>2500</security-invalidation-interval>"
+            "<authentication-cache-size>50</authentication-cache-size>"
+            "<authorization-cache-size>0</authorization-cache-size>"
+        ),
+        env={},
+    )
+    assert (cfg.security_invalidation_interval, cfg.authentication_cache_size, cfg.authorization_cache_size) == (
+        2500,
+        50,
+        0,
+    )
+    defaults = parse_config(core(""), env={})
+    assert (defaults.security_invalidation_interval, defaults.authentication_cache_size) == (10_000, 1000)
+    with pytest.raises(ConfigErrors, match="authentication-cache-size"):
+        parse_config(core("<authentication-cache-size>-5</authentication-cache-size>"), env={})

@@ -284,3 +284,54 @@ def test_is_allowed():
     sm = manager()
     assert sm.is_allowed(P("eve"), "send", "globalqueues.europe.a")
     assert not sm.is_allowed(P("nobody"), "send", "globalqueues.europe.a")
+
+
+# -- the authentication cache (Artemis's authentication-cache-size, security-invalidation-interval)
+class _Clock:
+    def __init__(self):
+        self.now = 100.0
+
+    def seconds(self):
+        return self.now
+
+
+def test_a_successful_login_is_remembered_for_the_invalidation_interval():
+    store = FakeUserStore({"admin": ("secret", {"admin"})})
+    clock = _Clock()
+    sm = SecurityManager(store, DOC_SETTINGS, WildcardSyntax(), invalidation_interval=10.0, clock=clock)
+    assert sm.authenticate("admin", "secret") == Principal("admin", frozenset({"admin"}))
+    assert store.auth_calls == 1
+    clock.now += 9.9
+    assert sm.authenticate("admin", "secret").user == "admin"
+    assert store.auth_calls == 1  # from the cache
+    assert sm.authenticate("admin", "wrong") is None  # another password is checked, and refused
+    assert sm.authenticate("admin", "wrong") is None
+    assert store.auth_calls == 3  # failures are never cached
+    clock.now += 0.2  # the interval has passed: checked again
+    assert sm.authenticate("admin", "secret").user == "admin"
+    assert store.auth_calls == 4
+
+
+def test_a_changed_password_takes_effect_once_the_cache_is_invalidated():
+    store = FakeUserStore({"admin": ("secret", {"admin"})})
+    sm = SecurityManager(store, DOC_SETTINGS, WildcardSyntax(), clock=_Clock())
+    assert sm.authenticate("admin", "secret") is not None
+    store.users["admin"] = ("new", {"admin"})
+    sm.invalidate()
+    assert sm.authenticate("admin", "secret") is None
+    assert sm.authenticate("admin", "new") is not None
+
+
+def test_the_login_cache_is_bounded_and_can_be_turned_off():
+    users = {f"u{i}": ("pw", set()) for i in range(5)}
+    store = FakeUserStore(users)
+    sm = SecurityManager(store, DOC_SETTINGS, WildcardSyntax(), authentication_cache_size=2, clock=_Clock())
+    for name in users:
+        sm.authenticate(name, "pw")
+    assert len(sm._logins) == 2
+    assert all(b"pw" not in repr(key).encode() for key in sm._logins._data)  # no password kept
+    off = SecurityManager(store, DOC_SETTINGS, WildcardSyntax(), invalidation_interval=0, clock=_Clock())
+    calls = store.auth_calls
+    off.authenticate("u1", "pw")
+    off.authenticate("u1", "pw")
+    assert store.auth_calls == calls + 2
