@@ -59,7 +59,7 @@ from __future__ import annotations
 import logging
 import socket
 
-from twisted.internet import defer, error
+from twisted.internet import defer, error, tcp
 from twisted.internet.interfaces import IHalfCloseableProtocol, IPushProducer
 from twisted.internet.protocol import ClientFactory, Protocol
 from twisted.python.failure import Failure
@@ -79,6 +79,7 @@ __all__ = [
     "proxy_header_for",
     "proxy_protocol_enabled",
     "rebind",
+    "write_through",
     "target_address",
 ]
 
@@ -174,6 +175,44 @@ def proxy_header_for(client_transport) -> bytes:
         raise ProtocolError(f"no IP addresses to put in a PROXY header ({peer!r}, {host!r})") from None
 
 
+def write_through(transport, data: bytes) -> None:
+    """Write *data* to *transport*, sending it at once when nothing is queued there.
+
+    Twisted's ``transport.write`` only queues: the bytes leave on the next
+    reactor pass, after an ``epoll_ctl`` to watch for writability and before
+    another to stop.  Relaying a chunk that way costs a loop pass and two
+    system calls on top of the read and the send, which is most of what a
+    forwarded message costs the gateway when messages come one at a time.
+    So when the peer is a plain TCP connection with an empty buffer, the
+    chunk goes straight to its socket; whatever the kernel does not take (a
+    full socket buffer) is queued with ``transport.write`` as before, so
+    ordering, backpressure (the producer is paused by the queued bytes) and
+    error handling stay Twisted's.  Anything else (TLS, a wrapper, a
+    connection closing) takes ``transport.write``.
+    """
+    if (
+        type(transport) is not tcp.Server
+        and type(transport) is not tcp.Client
+        or not transport.connected
+        or transport.disconnecting
+        or transport._writeDisconnected
+        or getattr(transport, "_writeDisconnecting", True)
+        or getattr(transport, "_tempDataLen", 1)
+        or transport.offset != len(transport.dataBuffer)
+    ):
+        transport.write(data)
+        return
+    try:
+        sent = transport.socket.send(data)
+    except (BlockingIOError, InterruptedError):
+        sent = 0
+    except OSError:
+        transport.write(data)  # Twisted finds the error on its next write and closes cleanly
+        return
+    if sent < len(data):
+        transport.write(data[sent:])
+
+
 def rebind(transport, protocol) -> None:
     """Make ``protocol`` receive what ``transport`` reads from now on."""
     if hasattr(transport, "wrappedProtocol"):  # a ProtocolWrapper (TLS)
@@ -233,7 +272,7 @@ class _Side(Protocol):
             intercept.data_received(data)
             return
         self.received += len(data)
-        self.peer.transport.write(data)
+        write_through(self.peer.transport, data)
 
     # -- IHalfCloseableProtocol -------------------------------------------------
     def readConnectionLost(self) -> None:

@@ -13,7 +13,7 @@ import pytest
 from twisted.internet import defer, error
 from twisted.internet.address import IPv4Address
 from twisted.internet.protocol import Protocol
-from twisted.internet.testing import MemoryReactorClock
+from twisted.internet.testing import MemoryReactorClock, StringTransport
 from twisted.python.failure import Failure
 
 from junction.config.model import Connector
@@ -282,3 +282,79 @@ def test_no_reading_is_resumed_after_eof(reactor):
     client.producerState = "paused"
     splice.client.resumeProducing()  # the target's buffer drained
     assert client.producerState == "paused"  # resuming would read EOF again
+
+
+# -- write_through: a relayed chunk leaves at once when nothing is queued ----------------------
+class _Port:
+    _realPortNumber = 1
+
+
+def _tcp_server_on_socketpair():
+    """A real twisted tcp.Server over one end of a socketpair (the reactor is a memory one)."""
+    import socket as socket_module
+
+    from twisted.internet import tcp
+    from twisted.internet.protocol import Protocol
+
+    a, b = socket_module.socketpair()
+    a.setblocking(False)
+    a.setsockopt(socket_module.SOL_SOCKET, socket_module.SO_SNDBUF, 4096)
+    b.setsockopt(socket_module.SOL_SOCKET, socket_module.SO_RCVBUF, 4096)
+    reactor = MemoryReactorClock()
+    server = tcp.Server(a, Protocol(), ("127.0.0.1", 5000), _Port(), 1, reactor)
+    return server, b, reactor
+
+
+def _drain(server, peer, want: int) -> bytes:
+    """Read what the server's socket sends, letting it write what it queued, until ``want`` bytes."""
+    peer.setblocking(False)
+    got = b""
+    for _ in range(100000):
+        if len(got) >= want:
+            break
+        if server in server.reactor.getWriters():
+            server.doWrite()
+        try:
+            got += peer.recv(65536)
+        except BlockingIOError:
+            pass
+    return got
+
+
+def test_write_through_sends_at_once_and_queues_only_what_the_kernel_refuses():
+    from junction.gateway.forward import write_through
+
+    server, peer, reactor = _tcp_server_on_socketpair()
+    try:
+        write_through(server, b"first")
+        assert peer.recv(100) == b"first"  # sent now, not on a later reactor pass
+        assert server not in reactor.getWriters()
+        big = bytes(range(256)) * 4096  # 1 MiB: more than the socket buffers hold
+        write_through(server, big)
+        assert server in reactor.getWriters() and server._tempDataLen > 0  # the rest is queued
+        write_through(server, b"tail")  # must queue behind it, not jump ahead
+        assert _drain(server, peer, len(big) + 4) == big + b"tail"
+        server.doWrite()
+        assert server not in reactor.getWriters()
+    finally:
+        server.socket.close()
+        peer.close()
+
+
+def test_write_through_leaves_other_transports_to_their_write():
+    from junction.gateway.forward import write_through
+
+    transport = StringTransport()
+    write_through(transport, b"abc")
+    assert transport.value() == b"abc"
+    server, peer, reactor = _tcp_server_on_socketpair()
+    try:
+        server.loseWriteConnection()  # a half-close under way: Twisted's write queues it
+        write_through(server, b"late")
+        assert server._tempDataLen == 4
+        peer.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            peer.recv(10)
+    finally:
+        server.socket.close()
+        peer.close()
