@@ -8,9 +8,11 @@ the hop: a producer writes 256-byte records, each stamped with
 ``time.monotonic_ns()``, to a sink that measures one-way latency, over
 
 * ``direct``  -- producer -> sink;
-* ``splice``  -- producer -> Junction's forwarding splice
-  (:func:`junction.gateway.forward.connect_and_forward` in a process of its own
-  on the default reactor) -> sink;
+* ``reactor`` -- producer -> Junction's forwarding splice with the reactor
+  copying the bytes (:func:`junction.gateway.forward.connect_and_forward` in a
+  process of its own on the default reactor) -> sink;
+* ``engine``  -- the same, with the splice handed to the relay engine
+  (:mod:`junction.gateway.relay`), as the gateway does for plain TCP;
 * ``thread``  -- producer -> a minimal relay (two blocking threads doing
   ``recv_into`` / ``sendall``, no event loop) -> sink: roughly the least a
   Python relay can cost, the floor the splice is compared with.
@@ -43,21 +45,28 @@ TRIAL_TIMEOUT = 120.0
 
 
 # -- the relay processes -------------------------------------------------------------------
-def relay_splice(target_port: int) -> None:
-    """Junction's splice: accept one connection, forward it to target_port, exit when done."""
+def relay_splice(target_port: int, engine: bool = False) -> None:
+    """Junction's forwarding: accept one connection, forward it to target_port, exit when done.
+
+    With *engine*, the splice is handed to a RelayEngine (as the gateway does
+    for plain TCP); without, the reactor copies the bytes.
+    """
     sys.path.insert(0, REPO)
     from twisted.internet import reactor
     from twisted.internet.protocol import Factory, Protocol
 
     from junction.config.model import Connector
     from junction.gateway.forward import connect_and_forward
+    from junction.gateway.relay import RelayEngine
+
+    relay = RelayEngine(reactor) if engine else None
 
     connector = Connector(name="sink", scheme="tcp", host="127.0.0.1", port=target_port, params={})
 
     class Accept(Protocol):
         def connectionMade(self):
             self.transport.pauseProducing()
-            d = connect_and_forward(self.transport, b"", connector, reactor)
+            d = connect_and_forward(self.transport, b"", connector, reactor, relay=relay)
             d.addCallback(lambda splice: splice.closed.addBoth(lambda _: reactor.stop()))
             d.addErrback(lambda f: (print(f, file=sys.stderr), reactor.stop()))
 
@@ -65,6 +74,8 @@ def relay_splice(target_port: int) -> None:
     print(port.getHost().port, flush=True)
     start = time.process_time()
     reactor.run()
+    if relay is not None:
+        relay.stop()
     print(f"{time.process_time() - start:.6f}", flush=True)
 
 
@@ -178,9 +189,12 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.relay:
         kind, port = args.relay
-        (relay_splice if kind == "splice" else relay_thread)(int(port))
+        if kind == "thread":
+            relay_thread(int(port))
+        else:
+            relay_splice(int(port), engine=kind == "engine")
         return 0
-    paths = ("direct", "splice", "thread")
+    paths = ("direct", "reactor", "engine", "thread")
     paced: dict[str, list[dict]] = {k: [] for k in paths}
     flood: dict[str, list[dict]] = {k: [] for k in paths[1:]}
     for run in range(args.runs):

@@ -99,6 +99,8 @@ class Node:
         #: connection routers by name (:class:`junction.gateway.build.RouterService`)
         self.routers: dict = {}
         self._probes: list = []
+        #: carries forwarded connections off the reactor (junction.gateway.relay)
+        self.relay = None
 
     @property
     def name(self) -> str:
@@ -344,6 +346,7 @@ class Node:
             reactor=self.reactor,
             local_factory=local_factory,
             container_id=self.config.name,
+            relay=self._relay_engine(),
         )
         return factory, f"{','.join(sorted(routed)) or 'nothing'} routed by router {acceptor.router}"
 
@@ -362,6 +365,14 @@ class Node:
             self.management_port.getHost().port,
         )
 
+    def _relay_engine(self):
+        """The node's relay engine for forwarded connections (one per node, made on first use)."""
+        if self.relay is None:
+            from junction.gateway.relay import RelayEngine
+
+            self.relay = RelayEngine(self.reactor)
+        return self.relay
+
     @defer.inlineCallbacks
     def stop(self):
         """Stop listening, close connections, flush the journal (syncs finish)."""
@@ -372,6 +383,9 @@ class Node:
         for factory in self.factories.values():
             if isinstance(factory, GatewayFactory):
                 factory.close_all()
+        if self.relay is not None:
+            self.relay.stop()  # after close_all: their clean closes are done first
+            self.relay = None
         if self.management_port is not None:
             yield defer.maybeDeferred(self.management_port.stopListening)
             self.management_port = None
@@ -458,6 +472,8 @@ class Node:
                 entry["router"] = acceptor.router
                 entry["opening"] = len(factory.connections)
                 entry["forwarded"] = len(factory.splices)
+                # of which the relay engine carries (plain TCP both ways), the rest the reactor
+                entry["relayed"] = sum(1 for splice in factory.splices if splice.relayed)
                 entry["decisions"] = dict(factory.decisions)
             acceptors.append(entry)
         by_connection: dict = {}

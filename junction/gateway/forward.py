@@ -293,6 +293,8 @@ class _Side(Protocol):
             return
         self.lost = True
         self.lost_reason = reason
+        if self.splice.relayed:
+            return  # the transport let go of a connection the relay engine now carries
         intercept, self.intercept = self.intercept, None
         if intercept is not None:
             intercept.connection_lost(reason)
@@ -339,8 +341,14 @@ class Splice:
     ``target_name`` is the target's ``name (host:port)``.
     """
 
-    def __init__(self, target_name: str = "?"):
+    def __init__(self, target_name: str = "?", relay=None):
         self.target_name = target_name
+        #: a :class:`~junction.gateway.relay.RelayEngine` to hand plain TCP splices to
+        self.relay = relay
+        #: True once the engine carries the connections (the sides are then idle)
+        self.relayed = False
+        #: why a relayed splice ended abnormally (None: cleanly)
+        self.relay_reason: str | None = None
         self.client = _Side(self, "client")
         self.target = _Side(self, "target")
         self.client.peer = self.target
@@ -362,6 +370,10 @@ class Splice:
         client.held = True
         rebind(client_transport, client)
         client.makeConnection(client_transport)
+        if self.relay is not None and self.relay.adopt(self, client_transport, target.transport, to_target=buffered):
+            self.relayed = self.started = True
+            client.received += len(buffered)
+            return
         for transport in (client_transport, target.transport):
             if hasattr(transport, "bufferSize"):
                 transport.bufferSize = FORWARD_BUFFER_SIZE
@@ -377,15 +389,29 @@ class Splice:
 
     def abort(self) -> None:
         """Abort both connections (pending bytes dropped)."""
+        if self.relayed:
+            self.relay.close(self, abort=True)
+            return
         for side in (self.client, self.target):
             if side.transport is not None and not side.lost:
                 _abort(side.transport)
 
     def close(self) -> None:
         """Close both connections cleanly (pending bytes are written first)."""
+        if self.relayed:
+            self.relay.close(self)
+            return
         for side in (self.client, self.target):
             if side.transport is not None and not side.lost:
                 side.transport.loseConnection()
+
+    def _relay_finished(self, from_client: int, from_target: int, reason: str | None) -> None:
+        """The relay engine is done with this splice's connections (on the reactor thread)."""
+        self.client.received += from_client
+        self.target.received += from_target
+        self.relay_reason = reason
+        if not self.closed.called:
+            self.closed.callback(self)
 
     # -- called by the sides --------------------------------------------------------
     def _read_closed(self, side: _Side) -> None:
@@ -473,7 +499,7 @@ class _TargetFactory(ClientFactory):
             )
             return
         if self.proxy_header:
-            target.transport.write(self.proxy_header)
+            write_through(target.transport, self.proxy_header)
         if self.handshake is not None:
             self._start_handshake()
             return
@@ -485,7 +511,7 @@ class _TargetFactory(ClientFactory):
         try:
             if to_client:
                 target.received += len(to_client)
-                self.client_transport.write(to_client)
+                write_through(self.client_transport, to_client)
             # read now, not when connecting began: a bytearray the caller kept
             # appending to meanwhile is replayed whole
             splice.start(self.client_transport, buffered)
@@ -510,7 +536,7 @@ class _TargetFactory(ClientFactory):
         target.intercept = self
         if self.reactor is not None:
             self.timer = self.reactor.callLater(self.timeout, self._handshake_timed_out)
-        target.transport.write(first + buffered)
+        write_through(target.transport, first + buffered)
 
     def data_received(self, data: bytes) -> None:
         """Bytes from the target during the handshake."""
@@ -577,6 +603,7 @@ def connect_and_forward(
     *,
     timeout: float | None = None,
     handshake=None,
+    relay=None,
 ) -> defer.Deferred:
     """Connect to ``target_connector`` and splice ``client_transport`` to it.
 
@@ -611,6 +638,10 @@ def connect_and_forward(
     handshake (or the target closing, or no answer within the same timeout)
     fails the Deferred with :class:`ForwardHandshakeError`; the client
     transport is then still the caller's.
+
+    ``relay`` (optional) is a :class:`~junction.gateway.relay.RelayEngine`:
+    when both connections are plain TCP with nothing queued, the spliced
+    bytes are then copied on its thread instead of by the reactor.
     """
     params = dict(getattr(target_connector, "params", None) or {})
     name = target_address(target_connector)
@@ -631,7 +662,7 @@ def connect_and_forward(
             proxy_header = proxy_header_for(client_transport)
         except ProtocolError as exc:
             return defer.fail(ForwardConnectError(name, f"cannot write a PROXY header: {exc}"))
-    splice = Splice(name)
+    splice = Splice(name, relay=relay)
     connector_box: list = []
 
     def cancel(_d) -> None:

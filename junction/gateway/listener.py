@@ -201,8 +201,11 @@ class GatewayFactory(Factory):
         reactor,
         local_factory=None,
         container_id: str = DEFAULT_CONTAINER_ID,
+        relay=None,
     ):
         self.router_service = router_service
+        #: the node's :class:`~junction.gateway.relay.RelayEngine` (None: the reactor relays)
+        self.relay = relay
         self.router = getattr(router_service, "router", router_service)
         self.security = security
         self.acceptor = acceptor
@@ -673,6 +676,7 @@ class GatewayProtocol(Protocol):
                 gateway.reactor,
                 timeout=gateway.connect_timeout,
                 handshake=handshake,
+                relay=gateway.relay,
             )
         except Exception as exc:  # noqa: BLE001 - reported like a failed connect
             d = defer.fail(ForwardConnectError(target_address(target.connector), str(exc)))

@@ -523,14 +523,16 @@ class NodeCollector:
             labels=["acceptor", "router", "outcome"],
         )
         forwarded = GaugeMetricFamily("junction_gateway_forwarded_connections", "Connections the acceptor is relaying to a target now.", labels=["acceptor", "router"])
+        relayed = GaugeMetricFamily("junction_gateway_relayed_connections", "Forwarded connections the relay engine carries (plain TCP both ways), off the reactor.", labels=["acceptor", "router"])
         opening = GaugeMetricFamily("junction_gateway_opening_connections", "Connections on the acceptor still in their opening (before the routing decision).", labels=["acceptor", "router"])
         for acceptor in routed:
             names = [str(acceptor.get("name", "")), str(acceptor.get("router"))]
             for outcome, count in sorted((acceptor.get("decisions") or {}).items()):
                 decisions.add_metric([*names, str(outcome)], count)
             forwarded.add_metric(names, _number(acceptor.get("forwarded")) or 0)
+            relayed.add_metric(names, _number(acceptor.get("relayed")) or 0)
             opening.add_metric(names, _number(acceptor.get("opening")) or 0)
-        return [ready, known, quorum, target_ready, target_conns, decisions, forwarded, opening]
+        return [ready, known, quorum, target_ready, target_conns, decisions, forwarded, relayed, opening]
 
     @staticmethod
     def _journal_families(status: dict) -> list:

@@ -151,6 +151,8 @@ def test_the_appliance_serves_real_clients_restarts_a_killed_core_and_stops_clea
     host, port = stomp.conn.transport.socket.getsockname()[:2]
     assert (seen["user"], seen["remote"], seen["proxy_version"]) == ("admin", f"{host}:{port}", "V2")
     assert seen["proxy_address"] != seen["remote"]
+    [acceptor] = [a for a in status(world.ports[8161])["acceptors"] if a["name"] == "stomp"]
+    assert (acceptor["forwarded"], acceptor["relayed"]) == (1, 1)  # the relay engine carries it
     stomp.disconnect()
 
     # kill -9 the core: the supervisor starts it again, and it kept both messages

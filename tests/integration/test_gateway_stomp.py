@@ -211,6 +211,9 @@ def test_a_forwarded_session_behaves_exactly_as_a_direct_one(world, clients, rou
     # the core authenticated the client itself and sees its client id
     conn = wait_for(lambda: connection_on(world.core1, client_id), TIMEOUT, what="the client on core1")
     assert conn["user"] == "app"
+    if route == "forwarded":  # a plain TCP splice: carried by the relay engine, off the reactor
+        [routed] = [a for a in gateway.status()["acceptors"] if a["name"] == "routed"]
+        assert (routed["forwarded"], routed["relayed"]) == (1, 1)
     seen = session_scenario(client, queue)
     assert seen == {
         "bodies": ["m0", "m1", "m2", "m3", "m4"],

@@ -673,7 +673,7 @@ def test_metrics_of_a_gateway_s_routers_and_routed_acceptors(node):
     status = node.status()
     status["acceptors"].append(
         {"name": "routed", "protocols": ["STOMP"], "host": "127.0.0.1", "port": 61613, "listening": True,
-         "connections": 0, "router": "shard", "forwarded": 3, "opening": 1,
+         "connections": 0, "router": "shard", "forwarded": 3, "relayed": 2, "opening": 1,
          "decisions": {"forwarded": 10, "refused": 2}}
     )
     status["routers"] = {
@@ -702,6 +702,7 @@ def test_metrics_of_a_gateway_s_routers_and_routed_acceptors(node):
     assert got[("junction_gateway_decisions_total", frozenset({**routed, "outcome": "refused"}.items()))] == 2
     assert got[("junction_gateway_forwarded_connections", frozenset(routed.items()))] == 3
     assert got[("junction_gateway_opening_connections", frozenset(routed.items()))] == 1
+    assert got[("junction_gateway_relayed_connections", frozenset(routed.items()))] == 2
     families = {f.name: f.type for f in text_string_to_metric_families(text)}
     assert families["junction_gateway_decisions"] == "counter"
 
