@@ -103,6 +103,7 @@ def cmd_run(args) -> int:
     log = logging.getLogger("junction")
     config = _load(args.config)
     from twisted.internet import reactor
+    from twisted.internet.error import CannotListenError
 
     from junction.node import DataDirectoryLocked, Node
 
@@ -112,7 +113,7 @@ def cmd_run(args) -> int:
     except DataDirectoryLocked as exc:
         log.error("%s", exc)
         return 3
-    except OSError as exc:
+    except (OSError, CannotListenError) as exc:  # a port in use is a CannotListenError, not an OSError
         log.error("could not start: %s", exc)
         return 3
     reactor.addSystemEventTrigger("before", "shutdown", node.stop)

@@ -46,6 +46,7 @@ __all__ = [
     "STABLE_AFTER",
     "STOP_TIMEOUT",
     "MAX_LINE_BYTES",
+    "MAX_ERROR_CHARS",
 ]
 
 log = logging.getLogger("junction.appliance")
@@ -62,6 +63,8 @@ STABLE_AFTER = 10.0
 STOP_TIMEOUT = 30.0
 #: the longest line of child output held in memory; longer ones are cut
 MAX_LINE_BYTES = 16 * 1024
+#: the most of a child's last error line repeated in the "exited" event
+MAX_ERROR_CHARS = 300
 
 
 class ChildState(enum.Enum):
@@ -102,6 +105,8 @@ class Child:
     last_exit: str | None = None
     #: when the pending restart is due (clock time), while in BACKOFF
     restart_at: float | None = None
+    #: the last ERROR (or CRITICAL) line the current run logged, said when it exits
+    last_error: str | None = None
     _process: object = field(default=None, repr=False)
     _timer: object = field(default=None, repr=False)
     _killer: object = field(default=None, repr=False)
@@ -220,6 +225,7 @@ class Supervisor:
             self._schedule_restart(child)
             return
         child._process = process
+        child.last_error = None
         child.pid = getattr(process, "pid", None)
         child.started_at = self.clock.seconds()
         child.state = ChildState.STARTING
@@ -247,7 +253,8 @@ class Supervisor:
             for d in waiters:
                 d.callback(child)
             return
-        self.on_event(child, f"exited ({child.last_exit})")
+        why = f": {child.last_error}" if child.last_error else ""
+        self.on_event(child, f"exited ({child.last_exit}){why}")
         self._schedule_restart(child)
 
     def _schedule_restart(self, child: Child) -> None:
@@ -310,4 +317,9 @@ class Supervisor:
             child._log_file = None
 
     def _output(self, child: Child, line: str) -> None:
+        for level in (" ERROR ", " CRITICAL "):
+            if level in line:  # "<time> ERROR <logger>: <message>", junction run's format
+                message = line.split(level, 1)[1]
+                child.last_error = message.split(": ", 1)[-1][:MAX_ERROR_CHARS]
+                break
         self.on_output(child, line)

@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -206,3 +207,22 @@ def test_an_invalid_appliance_is_refused_with_every_problem(tmp_path):
     assert "node name core1 is also used by" in result.stderr
     assert re.search(r"gateway\.xml:\d+: .*USERNAME", result.stderr)
     assert not (folder / "data").exists()  # nothing was started
+
+
+def test_a_node_whose_port_is_taken_says_so_and_exits_3(tmp_path):
+    folder = tmp_path / "taken"
+    folder.mkdir()
+    ports = copy_appliance(folder)
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", ports[61617]))
+        squatter.listen(1)
+        result = subprocess.run(
+            [sys.executable, "-m", "junction", "run", "--config", str(folder / "core1.xml")],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)),
+        )
+    assert result.returncode == 3
+    assert f"ERROR junction: could not start: Couldn't listen on 127.0.0.1:{ports[61617]}" in result.stderr
+    assert "Traceback" not in result.stderr

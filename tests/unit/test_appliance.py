@@ -241,3 +241,18 @@ def test_the_board_shows_readiness_as_the_gateway_sees_each_core(world):
     assert "shard 1/2" in rows["gateway"] and " 2 " in rows["gateway"]
     assert "ready" in rows["core1"] and "not ready" not in rows["core1"]
     assert "restarting in" in rows["core2"] and "exit 3" in rows["core2"]
+
+
+def test_a_child_that_exits_says_its_last_error(world):
+    s, clock, spawn, events, _ = world
+    s.start()
+    proto = spawn.last("core1").protocol
+    proto.childDataReceived(2, b"2026-11-22 10:00:00,000 INFO junction.node: starting\n")
+    proto.childDataReceived(
+        2, b"2026-11-22 10:00:01,000 ERROR junction: could not start: Couldn't listen on 127.0.0.1:61617\n"
+    )
+    spawn.last("core1").end(code=3)
+    assert ("core1", "exited (exit 3): could not start: Couldn't listen on 127.0.0.1:61617") in events
+    clock.advance(1)  # restarted: the next run starts with no error of its own
+    spawn.last("core1").end(code=3)
+    assert events[-2] == ("core1", "exited (exit 3)")
