@@ -122,7 +122,14 @@ def cmd_run(args) -> int:
 
 
 def cmd_up(args) -> int:
-    from junction.gateway.appliance import ApplianceErrors, StatusBoard, child_specs, load_appliance
+    from junction.gateway.appliance import (
+        ApplianceErrors,
+        ApplianceRunning,
+        StatusBoard,
+        child_specs,
+        load_appliance,
+        lock_appliance,
+    )
 
     folder = args.etc
     try:
@@ -132,6 +139,11 @@ def cmd_up(args) -> int:
         for problem in exc.problems:
             print(f"  {problem}", file=sys.stderr)
         return 2
+    try:
+        lock_appliance(folder)  # held until this process ends
+    except ApplianceRunning as exc:
+        print(f"junction: {exc}", file=sys.stderr)
+        return 3
     _setup_logging(False, args.log_level)
     from twisted.internet import reactor
 

@@ -36,6 +36,8 @@ __all__ = [
     "EVENT_LINES",
     "ApplianceNode",
     "ApplianceErrors",
+    "ApplianceRunning",
+    "lock_appliance",
     "load_appliance",
     "child_specs",
     "StatusBoard",
@@ -71,6 +73,36 @@ class ApplianceErrors(Exception):
     def __init__(self, problems: list[str]):
         super().__init__("\n".join(problems))
         self.problems = problems
+
+
+class ApplianceRunning(RuntimeError):
+    """Another ``junction up`` runs this appliance folder."""
+
+
+def lock_appliance(folder: str) -> int:
+    """Hold ``<folder>/data/appliance.lock`` for this process; :class:`ApplianceRunning` if taken.
+
+    Without it a second ``junction up`` on the same folder would start nodes
+    that cannot lock their journals or bind their ports and restart them
+    forever.  The lock is an ``flock`` (released when the process ends, even
+    killed); the file holds the owner's pid for the message.  Returns the
+    descriptor, to be kept open.
+    """
+    import fcntl
+
+    data = os.path.join(folder, "data")
+    os.makedirs(data, exist_ok=True)
+    path = os.path.join(data, "appliance.lock")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        owner = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "?"
+        os.close(fd)
+        raise ApplianceRunning(f"the appliance in {folder} is already running (junction up, pid {owner})") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    return fd
 
 
 def load_appliance(folder: str) -> list[ApplianceNode]:

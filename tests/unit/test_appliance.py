@@ -256,3 +256,25 @@ def test_a_child_that_exits_says_its_last_error(world):
     clock.advance(1)  # restarted: the next run starts with no error of its own
     spawn.last("core1").end(code=3)
     assert events[-2] == ("core1", "exited (exit 3)")
+
+
+def test_one_junction_up_per_appliance_folder(tmp_path):
+    import subprocess
+    import sys
+
+    from junction.gateway.appliance import ApplianceRunning, lock_appliance
+
+    fd = lock_appliance(str(tmp_path))
+    try:
+        # another process (flock locks are per open file, so a second process is the real test)
+        code = (
+            "import sys; from junction.gateway.appliance import lock_appliance, ApplianceRunning\n"
+            f"try:\n    lock_appliance({str(tmp_path)!r})\nexcept ApplianceRunning as e:\n    print(e); sys.exit(3)\n"
+        )
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+        assert result.returncode == 3
+        assert f"already running (junction up, pid {os.getpid()})" in result.stdout
+    finally:
+        os.close(fd)
+    fd = lock_appliance(str(tmp_path))  # released with its holder: free again
+    os.close(fd)
