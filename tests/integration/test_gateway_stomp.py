@@ -364,3 +364,62 @@ def test_garbage_stalls_floods_and_unrouted_protocols_lose_only_their_own_connec
     log = gateway.log_text()
     assert "sent an unknown protocol: b'GET / HTTP/1.1" in log
     assert "no complete opening (SASL and open) within 1 s" in log
+
+
+# --------------------------------------------------------------------------- many at once
+
+
+class RawStomp:
+    """A minimal STOMP 1.2 client on a plain socket, for many connections at once."""
+
+    def __init__(self, address, client_id: str):
+        self.sock = socket.create_connection(address, timeout=TIMEOUT)
+        self.buffer = b""
+        self.send_frame("CONNECT", {"accept-version": "1.2", "host": "/", "login": "app",
+                                    "passcode": "app-secret", "client-id": client_id})
+
+    def send_frame(self, command: str, headers: dict, body: bytes = b"") -> None:
+        head = "".join(f"{k}:{v}\n" for k, v in headers.items())
+        self.sock.sendall(f"{command}\n{head}\n".encode() + body + b"\0")
+
+    def frame(self) -> tuple[str, dict, bytes]:
+        while b"\0" not in self.buffer:
+            chunk = self.sock.recv(65536)
+            assert chunk, "the gateway closed the connection"
+            self.buffer += chunk
+        raw, _, self.buffer = self.buffer.partition(b"\0")
+        raw = raw.lstrip(b"\n")
+        head, _, body = raw.partition(b"\n\n")
+        command, *lines = head.decode().split("\n")
+        return command, dict(line.split(":", 1) for line in lines), body
+
+
+def test_many_forwarded_connections_at_once_each_get_exactly_their_own_messages(world):
+    gateway = make_gateway(world.factory, [world.core1]).start()
+    wait_ready(gateway, core1=True)
+    clients = [RawStomp(gateway.routed_address, new_id("many")) for _ in range(100)]
+    for i, c in enumerate(clients):
+        assert c.frame()[0] == "CONNECTED"
+        c.send_frame("SUBSCRIBE", {"id": "s", "destination": f"/queue/many-{i}", "ack": "auto"})
+    [routed] = [a for a in gateway.status()["acceptors"] if a["name"] == "routed"]
+    assert (routed["forwarded"], routed["relayed"]) == (100, 100)
+    for round_ in range(10):  # interleaved: every connection busy at once
+        for i, c in enumerate(clients):
+            c.send_frame("SEND", {"destination": f"/queue/many-{i}"}, f"{i}:{round_}".encode())
+    for i, c in enumerate(clients):
+        bodies = []
+        while len(bodies) < 10:
+            command, headers, body = c.frame()
+            assert command == "MESSAGE", (command, headers, body)
+            bodies.append(body.decode())
+        assert bodies == [f"{i}:{r}" for r in range(10)]
+    for c in clients:
+        c.send_frame("DISCONNECT", {"receipt": "bye"})
+        assert c.frame()[0] == "RECEIPT"
+        c.sock.close()
+
+    def all_closed():
+        [routed] = [a for a in gateway.status()["acceptors"] if a["name"] == "routed"]
+        return routed["forwarded"] == 0 and routed["relayed"] == 0
+
+    wait_for(all_closed, TIMEOUT, interval=0.05, what="every relayed connection closed")
