@@ -159,6 +159,8 @@ class RelayEngine:
         os.close(self._wake_w)
 
     def _send(self, command) -> None:
+        if self._stopped and command[0] != "stop":
+            return  # the thread is gone and has reset every pair already
         self._commands.put(command)
         if self._thread is None and command[0] == "add":
             self._thread = threading.Thread(target=self._run, name="junction-relay", daemon=True)
@@ -208,6 +210,8 @@ class RelayEngine:
             log.exception("relay: the relay thread failed; resetting its connections")
             for pair in list(by_splice.values()):
                 self._end(pair, "relay failure", reset=True)
+                self._forget(ep, pair, by_fd, by_splice)
+            self._thread = None  # the next pair starts a new thread
         finally:
             ep.close()
 

@@ -191,3 +191,38 @@ def test_only_plain_idle_tcp_transports_are_taken(world):
     assert not relayable(target_t)
     assert not engine.adopt(splice, client_t, target_t)
     assert client_t.connected and target_t.connected  # nothing was taken
+
+
+def test_a_failure_in_the_relay_thread_resets_its_pairs_and_the_next_pair_gets_a_new_thread(world, monkeypatch):
+    engine, reactor, splice, client, target = adopt(world)
+
+    def broken(pair, fd):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(engine, "_relay_one", broken)
+    client.sendall(b"x")
+    reactor.run_one()
+    assert splice.finished[2] == "relay failure"
+    with pytest.raises(ConnectionResetError):
+        target.recv(10)
+    monkeypatch.undo()
+    client2, client2_near = tcp_pair()
+    target2, target2_near = tcp_pair()
+    memory = MemoryReactorClock()
+    second = Splice()
+    assert engine.adopt(second, twisted_end(client2_near, memory), twisted_end(target2_near, memory))
+    client2.sendall(b"again")
+    target2.settimeout(TIMEOUT)
+    assert recv_exactly(target2, 5) == b"again"
+    engine.close(second)
+    reactor.run_one()
+    assert second.finished == (5, 0, None)
+    for s in (client2, target2):
+        s.close()
+
+
+def test_after_stop_nothing_more_is_taken_or_sent(world):
+    engine, reactor, splice, (client_t, target_t), client, target = world
+    engine.stop()
+    assert not engine.adopt(splice, client_t, target_t)
+    engine.close(splice)  # no thread, no pipe: ignored, not an error
