@@ -22,15 +22,15 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-import socket
 
 from twisted.internet.address import IPv4Address, IPv6Address
 from twisted.internet.protocol import Factory, Protocol
 from zope.interface import directlyProvides, providedBy
 
+from junction import sockets
 from junction.protocols.detect import MAX_SNIFF_BYTES, NEED_MORE, UNKNOWN, describe, detect
 from junction.protocols.errors import RemoteProtocolError
-from junction.protocols.proxy import ProxyHeaderReader
+from junction.protocols.proxy import PROXY_ENABLED_PARAMS, ProxyHeaderReader, proxy_enabled
 
 log = logging.getLogger("junction.acceptor")
 
@@ -149,19 +149,8 @@ class AcceptorFactory(Factory):
 
 
 def apply_socket_options(transport, acceptor) -> None:
-    """Artemis's tcpNoDelay (default true) and socket buffer sizes."""
-    params = acceptor.params if acceptor is not None else {}
-    sock = getattr(transport, "socket", None)
-    if sock is None:
-        return
-    try:
-        if str(params.get("tcpNoDelay", "true")).lower() == "true":
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        for key, option in (("tcpSendBufferSize", socket.SO_SNDBUF), ("tcpReceiveBufferSize", socket.SO_RCVBUF)):
-            if key in params and int(params[key]) > 0:
-                sock.setsockopt(socket.SOL_SOCKET, option, int(params[key]))
-    except (OSError, ValueError) as exc:
-        log.warning("could not apply socket options %s: %s", params, exc)
+    """Artemis's tcpNoDelay (default true) and socket buffer sizes from the acceptor's URL."""
+    sockets.apply_socket_options(transport, acceptor.params if acceptor is not None else {})
 
 
 def prefixes(value: str | None) -> tuple:
@@ -202,19 +191,10 @@ def _peer(transport) -> str:
 
 
 # -- PROXY protocol ---------------------------------------------------------------------------
-#: the acceptor (and connector) parameter turning the PROXY protocol on: Artemis's name,
-#: and the shorter alias Junction also accepts
-PROXY_ENABLED_PARAMS = ("proxyProtocolEnabled", "proxyEnabled")
 #: Junction's acceptor parameter: the source addresses (IPs or CIDRs) allowed to connect
 PROXY_TRUSTED_PARAM = "proxyTrustedSources"
 #: every acceptor parameter this module acts on
 PROXY_ACCEPTOR_PARAMS = frozenset(PROXY_ENABLED_PARAMS + (PROXY_TRUSTED_PARAM,))
-
-
-def proxy_enabled(params) -> bool:
-    """Whether URL ``params`` turn the PROXY protocol on (either spelling)."""
-    params = params or {}
-    return any(str(params.get(name, "false")).strip().lower() == "true" for name in PROXY_ENABLED_PARAMS)
 
 
 def parse_trusted_sources(value: str | None) -> tuple:

@@ -78,11 +78,10 @@ from twisted.internet import defer, error
 from twisted.internet.protocol import ClientFactory, Protocol
 from twisted.python.failure import Failure
 
-from junction.gateway.forward import proxy_protocol_enabled
 from junction.gateway.probe import PROBE_TIMEOUT, ProbeResult
 from junction.gateway.router import INTERNAL_CLIENT_ID_PREFIX
 from junction.protocols.amqp.engine import drain_output
-from junction.protocols.proxy import encode_v2_local
+from junction.protocols.proxy import encode_v2_local, proxy_enabled
 
 __all__ = [
     "ACTIVE_PROPERTY",
@@ -181,7 +180,7 @@ class AmqpTargetProbe:
         check = _Check(self, target, connector.host or "localhost", port)
         # a core acceptor with proxyProtocolEnabled=true closes a connection without a
         # PROXY header: the probe speaks for itself, so it sends a v2 LOCAL one
-        check.proxy_local = proxy_protocol_enabled(params)
+        check.proxy_local = proxy_enabled(params)
         self._checks.setdefault(target, set()).add(check)
         try:
             check.start()

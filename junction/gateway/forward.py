@@ -57,7 +57,6 @@ sniffed connection to its protocol.
 from __future__ import annotations
 
 import logging
-import socket
 
 from twisted.internet import defer, error, tcp
 from twisted.internet.interfaces import IHalfCloseableProtocol, IPushProducer
@@ -66,7 +65,8 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from junction.protocols.errors import ProtocolError
-from junction.protocols.proxy import encode_v2
+from junction.protocols.proxy import encode_v2, proxy_enabled
+from junction.sockets import apply_socket_options
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
@@ -77,7 +77,7 @@ __all__ = [
     "apply_socket_options",
     "connect_and_forward",
     "proxy_header_for",
-    "proxy_protocol_enabled",
+    "idle_tcp",
     "rebind",
     "write_through",
     "target_address",
@@ -128,40 +128,6 @@ def target_address(connector) -> str:
     return f"{getattr(connector, 'name', '?')} ({shown}:{getattr(connector, 'port', '?')})"
 
 
-def apply_socket_options(transport, params) -> None:
-    """``tcpNoDelay`` (default true) and socket buffer sizes from URL ``params``.
-
-    Artemis's acceptor and connector parameters; a transport without a
-    socket (a test transport, TLS over a wrapper) is left alone.
-    """
-    sock = getattr(transport, "socket", None)
-    if sock is None:
-        return
-    params = params or {}
-    try:
-        if str(params.get("tcpNoDelay", "true")).lower() == "true":
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        for key, option in (
-            ("tcpSendBufferSize", socket.SO_SNDBUF),
-            ("tcpReceiveBufferSize", socket.SO_RCVBUF),
-        ):
-            if key in params and int(params[key]) > 0:
-                sock.setsockopt(socket.SOL_SOCKET, option, int(params[key]))
-    except (OSError, ValueError) as exc:
-        log.warning("could not apply socket options %s: %s", params, exc)
-
-
-#: the connector parameters that make the gateway write a PROXY header (the second
-#: is Junction's shorter alias of the first)
-PROXY_ENABLED_PARAMS = ("proxyProtocolEnabled", "proxyEnabled")
-
-
-def proxy_protocol_enabled(params) -> bool:
-    """Whether a connector's URL ``params`` ask for a PROXY protocol header."""
-    params = params or {}
-    return any(str(params.get(k, "false")).strip().lower() == "true" for k in PROXY_ENABLED_PARAMS)
-
-
 def proxy_header_for(client_transport) -> bytes:
     """The PROXY v2 header for a forwarded client: its peer as source, the gateway's address as destination.
 
@@ -173,6 +139,25 @@ def proxy_header_for(client_transport) -> bytes:
         return encode_v2((peer.host, peer.port), (host.host, host.port))
     except AttributeError:
         raise ProtocolError(f"no IP addresses to put in a PROXY header ({peer!r}, {host!r})") from None
+
+
+def idle_tcp(transport) -> bool:
+    """Whether *transport* is a plain, open TCP connection with nothing queued to write.
+
+    Reads Twisted's write-buffer fields (``dataBuffer``/``offset``,
+    ``_tempDataLen``) and half-close flags; anything else -- a wrapper, a
+    test transport, a connection closing -- is not idle, and its own
+    ``write`` is used.
+    """
+    return (
+        (type(transport) is tcp.Server or type(transport) is tcp.Client)
+        and bool(transport.connected)
+        and not transport.disconnecting
+        and not transport._writeDisconnected
+        and not getattr(transport, "_writeDisconnecting", True)
+        and getattr(transport, "_tempDataLen", 1) == 0
+        and transport.offset == len(transport.dataBuffer)
+    )
 
 
 def write_through(transport, data: bytes) -> None:
@@ -190,16 +175,7 @@ def write_through(transport, data: bytes) -> None:
     error handling stay Twisted's.  Anything else (TLS, a wrapper, a
     connection closing) takes ``transport.write``.
     """
-    if (
-        type(transport) is not tcp.Server
-        and type(transport) is not tcp.Client
-        or not transport.connected
-        or transport.disconnecting
-        or transport._writeDisconnected
-        or getattr(transport, "_writeDisconnecting", True)
-        or getattr(transport, "_tempDataLen", 1)
-        or transport.offset != len(transport.dataBuffer)
-    ):
+    if not idle_tcp(transport):
         transport.write(data)
         return
     try:
@@ -657,7 +633,7 @@ def connect_and_forward(
     if params.get("localAddress"):
         bind = (params["localAddress"], int(params.get("localPort", 0) or 0))
     proxy_header = b""
-    if proxy_protocol_enabled(params):
+    if proxy_enabled(params):
         try:
             proxy_header = proxy_header_for(client_transport)
         except ProtocolError as exc:

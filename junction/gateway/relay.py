@@ -44,7 +44,7 @@ import socket
 import struct
 import threading
 
-from twisted.internet import tcp
+from junction.gateway.forward import idle_tcp
 
 __all__ = ["RELAY_READ_SIZE", "RelayEngine", "relayable"]
 
@@ -59,16 +59,7 @@ _LINGER_RESET = struct.pack("ii", 1, 0)
 
 def relayable(transport) -> bool:
     """Whether the engine can take *transport*: a plain, open TCP connection with nothing queued."""
-    return (
-        (type(transport) is tcp.Server or type(transport) is tcp.Client)
-        and bool(transport.connected)
-        and not transport.disconnecting
-        and not transport._writeDisconnected
-        and not getattr(transport, "_writeDisconnecting", True)
-        and getattr(transport, "_tempDataLen", 1) == 0
-        and transport.offset == len(transport.dataBuffer)
-        and getattr(transport, "_shouldShutdown", None) is not None
-    )
+    return idle_tcp(transport) and getattr(transport, "_shouldShutdown", None) is not None
 
 
 def _detach(transport) -> socket.socket:

@@ -38,6 +38,7 @@ from junction.protocols.errors import LocalProtocolError, RemoteProtocolError
 __all__ = [
     "MAX_V1_HEADER",
     "MAX_V2_HEADER",
+    "PROXY_ENABLED_PARAMS",
     "V2_SIGNATURE",
     "ProxyHeader",
     "ProxyHeaderReader",
@@ -45,7 +46,18 @@ __all__ = [
     "encode_v1",
     "encode_v2",
     "encode_v2_local",
+    "proxy_enabled",
 ]
+
+#: the URL parameter turning the PROXY protocol on, on an acceptor (accept a header)
+#: or a connector (write one): Artemis's name, and the shorter alias Junction accepts
+PROXY_ENABLED_PARAMS = ("proxyProtocolEnabled", "proxyEnabled")
+
+
+def proxy_enabled(params) -> bool:
+    """Whether URL ``params`` turn the PROXY protocol on (either spelling)."""
+    params = params or {}
+    return any(str(params.get(name, "false")).strip().lower() == "true" for name in PROXY_ENABLED_PARAMS)
 
 #: the longest v1 line the specification allows, ``\r\n`` included
 MAX_V1_HEADER = 107

@@ -262,7 +262,7 @@ def test_one_junction_up_per_appliance_folder(tmp_path):
     import subprocess
     import sys
 
-    from junction.gateway.appliance import ApplianceRunning, lock_appliance
+    from junction.gateway.appliance import lock_appliance
 
     fd = lock_appliance(str(tmp_path))
     try:
