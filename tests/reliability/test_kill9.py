@@ -901,8 +901,8 @@ def test_ack_receipt_is_not_sent_before_the_ack_is_written(broker_factory) -> No
     ``journal-buffer-timeout`` (default 500 us) makes the journal writer wait
     after a sync before it writes the next batch that wants one; records
     appended meanwhile sit in the writer's memory.  Here it is 2 s, so the
-    window is wide: M1 is receipted (synced), M2 is appended and holds the
-    writer in its wait, then the consumer ACKs M1 with a receipt.  Once that
+    window is wide: M1 is committed and receipted (synced), M2 is appended and
+    holds the writer in its wait, then the consumer ACKs M1 with a receipt.  Once that
     RECEIPT arrives the ack must have reached the OS, so after kill -9 M1 must
     not come back.  (M2 was never receipted: it may or may not survive.)
     """
@@ -916,7 +916,13 @@ def test_ack_receipt_is_not_sent_before_the_ack_is_written(broker_factory) -> No
     producer = RawStomp(broker, "producer-ack")
     t0 = time.monotonic()
 
-    send_frame(producer, 1, receipt="s1")
+    # M1 goes in a transaction so that the sync confirming it covers two records
+    # (the transactional add, written unsynced, and the commit): the writer only
+    # waits out the buffer timeout after a sync of more than one record (under
+    # light load it syncs at once), and that wait is the window this test needs.
+    producer.send("BEGIN", [("transaction", "t1")])
+    send_frame(producer, 1, receipt=None, tx="t1")
+    producer.send("COMMIT", [("transaction", "t1"), ("receipt", "s1")])
     producer.wait_frame(lambda f: f.command == "RECEIPT" and f.headers["receipt-id"] == "s1", 10)
     m1 = consumer.wait_frame(lambda f: f.command == "MESSAGE", 10)[-1]
     assert m1.seq() == 1
@@ -976,7 +982,13 @@ def test_disconnect_receipt_covers_earlier_acks(broker_factory) -> None:
     consumer = RawStomp(broker, "consumer-disc")
     consumer.subscribe("sub", prefetch=10)
     producer = RawStomp(broker, "producer-disc")
-    send_frame(producer, 1, receipt="s1")
+    # M1 goes in a transaction so that the sync confirming it covers two records
+    # (the transactional add, written unsynced, and the commit): the writer only
+    # waits out the buffer timeout after a sync of more than one record (under
+    # light load it syncs at once), and that wait is the window this test needs.
+    producer.send("BEGIN", [("transaction", "t1")])
+    send_frame(producer, 1, receipt=None, tx="t1")
+    producer.send("COMMIT", [("transaction", "t1"), ("receipt", "s1")])
     producer.wait_frame(lambda f: f.command == "RECEIPT" and f.headers["receipt-id"] == "s1", 10)
     m1 = consumer.wait_frame(lambda f: f.command == "MESSAGE", 10)[-1]
     assert m1.seq() == 1
