@@ -117,8 +117,16 @@ def cmd_run(args) -> int:
         log.error("could not start: %s", exc)
         return 3
     reactor.addSystemEventTrigger("before", "shutdown", node.stop)
+    _reload_on_sighup(reactor, node)
     reactor.run()
     return 0
+
+
+def _reload_on_sighup(reactor, node) -> None:
+    """SIGHUP reads the TLS certificates again (new connections get them)."""
+    import signal
+
+    signal.signal(signal.SIGHUP, lambda signum, frame: reactor.callFromThread(node.reload_tls))
 
 
 def cmd_up(args) -> int:

@@ -30,6 +30,9 @@ from junction.gateway.build import build_router
 from junction.gateway.listener import ROUTED_PROTOCOLS, GatewayFactory
 from junction.gateway.probe import ProbeResult
 from junction.gateway.targets import Target
+from junction.tls.client import reload_client_context
+from junction.tls.listener import wrap_tls
+from junction.tls.server import TLS_ACCEPTOR_PARAMS
 
 log = logging.getLogger("junction.node")
 
@@ -92,6 +95,8 @@ class Node:
         self.server: BrokerServer | None = None
         self.listeners: dict = {}
         self.factories: dict = {}
+        #: the TLS wrapper of each TLS acceptor (handshake counters, certificate reload)
+        self.tls_factories: dict = {}
         self.management_port = None
         self._lock_fd = None
         self.journal = None
@@ -178,6 +183,12 @@ class Node:
             log.info("%s:%d: ignored: %s", config.config_path, line, what)
         for problem in unimplemented_settings(config):
             log.warning("%s", problem)
+        for connector in config.connectors:
+            if connector.tls is not None and connector.tls.trust_all:
+                log.warning(
+                    "%s:%d: connector %s: trustAll=true accepts any certificate from %s:%s; for testing only",
+                    connector.source[0], connector.source[1], connector.name, connector.host, connector.port,
+                )
         self._start_routers()
         for acceptor in config.acceptors:
             self._listen(acceptor)
@@ -282,6 +293,8 @@ class Node:
             return
         known = {"router", "routerMode"} if acceptor.router else {"router"}
         known |= PROXY_ACCEPTOR_PARAMS
+        if acceptor.tls is not None:
+            known |= TLS_ACCEPTOR_PARAMS
         for name in served:
             known |= PROTOCOL_FACTORIES[name][1]
         for key in sorted(set(acceptor.params) - known):
@@ -308,13 +321,22 @@ class Node:
         what = ",".join(sorted(served))
         if acceptor.router:
             factory, what = self._gateway_factory(acceptor, served, factory)
-        # proxyProtocolEnabled: a PROXY header first, read within the connect timeout;
-        # self.factories keeps the factory behind it (status, stop).
-        listening = wrap_proxy_protocol(
-            factory, acceptor, reactor=self.reactor, timeout=self.config.limits.connect_timeout / 1000.0
+        # sslEnabled: TLS in front of the protocols; proxyProtocolEnabled: a PROXY
+        # header before that, read within the connect timeout.  self.factories keeps
+        # the acceptor's own factory (status, stop).
+        listening = factory
+        if acceptor.tls is not None:
+            listening = wrap_tls(
+                factory, acceptor.tls.build(), reactor=self.reactor, acceptor_name=acceptor.name
+            )
+            self.tls_factories[acceptor.name] = listening
+            what += " over TLS"
+        proxied = wrap_proxy_protocol(
+            listening, acceptor, reactor=self.reactor, timeout=self.config.limits.connect_timeout / 1000.0
         )
-        if listening is not factory:
+        if proxied is not listening:
             what += " behind the PROXY protocol"
+        listening = proxied
         port = self.reactor.listenTCP(acceptor.port, listening, interface=acceptor.host or "0.0.0.0")
         self.listeners[acceptor.name] = port
         self.factories[acceptor.name] = factory
@@ -449,6 +471,36 @@ class Node:
                 problems.append(f"acceptor {acceptor.name} is not listening")
         return (not problems, problems)
 
+    def reload_tls(self) -> dict:
+        """Read every TLS acceptor's and connector's stores again (SIGHUP, ``POST /api/tls/reload``).
+
+        New connections get the new certificates; connections already open keep
+        theirs.  An acceptor whose stores cannot be read keeps serving the ones it
+        had, and the problem is returned and logged.  Returns ``{"reloaded": [...],
+        "failed": {name: problem}}``.
+        """
+        reloaded, failed = [], {}
+        for acceptor in self.config.acceptors:
+            factory = self.tls_factories.get(acceptor.name)
+            if factory is None:
+                continue
+            problem = factory.reload(acceptor.tls)
+            if problem is None:
+                reloaded.append(acceptor.name)
+            else:
+                failed[acceptor.name] = problem
+        for connector in self.config.connectors:
+            if connector.tls is not None:
+                problem = reload_client_context(connector.tls)
+                if problem is None:
+                    reloaded.append(f"connector {connector.name}")
+                else:
+                    failed[f"connector {connector.name}"] = problem
+        for name, problem in failed.items():
+            log.error("TLS reload: %s keeps its previous certificates: %s", name, problem)
+        log.info("TLS reload: %s", ", ".join(reloaded) or "nothing to reload")
+        return {"reloaded": reloaded, "failed": failed}
+
     def status(self) -> dict:
         status = self.server.status() if self.server is not None else {}
         acceptors = []
@@ -475,6 +527,9 @@ class Node:
                 # of which the relay engine carries (plain TCP both ways), the rest the reactor
                 entry["relayed"] = sum(1 for splice in factory.splices if splice.relayed)
                 entry["decisions"] = dict(factory.decisions)
+            tls = self.tls_factories.get(acceptor.name)
+            if tls is not None:
+                entry["tls"] = tls.status()
             acceptors.append(entry)
         by_connection: dict = {}
         for session in self.server.sessions if self.server else ():

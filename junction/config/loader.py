@@ -104,6 +104,8 @@ from junction.config.xmlsource import (
     parse_bytes,
     parse_file,
 )
+from junction.tls.client import check_client_tls, parse_client_tls
+from junction.tls.server import check_server_tls, parse_server_tls
 
 __all__ = [
     "ConfigError",
@@ -985,6 +987,8 @@ ACCEPTOR_PARAMS = _TRANSPORT_COMMON | frozenset(
         # PROXY protocol: Artemis's proxyProtocolEnabled (above), Junction's alias
         # proxyEnabled and Junction's proxyTrustedSources (docs/configuration.md)
         "proxyEnabled", "proxyTrustedSources",
+        # TLS at the edge: Junction's sniRequired and sniKeyStorePaths (docs/tls.md)
+        "sniRequired", "sniKeyStorePaths",
         # OpenWire (OpenWireProtocolManager)
         "supportAdvisory", "suppressInternalManagementObjects", "actorThresholdBytes", "brokerName",
         "maxInactivityDuration", "maxInactivityDurationInitalDelay", "openWireDestinationCacheSize",
@@ -1025,7 +1029,7 @@ PARAM_TYPES: dict[str, Parser] = {
             "useDefaultSslContext", "httpEnabled", "httpRequiresSessionId", "socksEnabled",
             "socksRemoteDNS", "useServlet", "useGlobalWorkerPool", "useNioGlobalWorkerPool",
             "amqpTreatRejectAsUnmodifiedDeliveryFailed", "amqpUseModifiedForTransientDeliveryErrors",
-            "amqpDrainOnTransientDeliveryErrors", "rebalanceClusterClients", "updateClusterClients",
+            "amqpDrainOnTransientDeliveryErrors", "rebalanceClusterClients", "sniRequired", "updateClusterClients",
             "updateClusterClientsOnRemove", "openwireUseDuplicateDetectionOnFailover",
             "activemq.usemaskedpassword",
         ],
@@ -1526,12 +1530,11 @@ class _Loader:
             if router is not None and not router:
                 self.error(child, f"acceptor {name!r}: router= is empty")
                 router = None
-            if str(url.params.get("sslEnabled", "false")).lower() == "true":
-                self.error(
-                    child,
-                    f"acceptor {name!r}: sslEnabled=true is not supported by Junction yet "
-                    "(TLS acceptors are planned); remove it or terminate TLS in front of the node",
-                )
+            tls, tls_problems = parse_server_tls(url.params, self._path)
+            if tls is not None:
+                tls_problems = check_server_tls(tls)
+            for p in tls_problems:
+                self.error(child, f"acceptor {name!r}: {p}")
             self._proxy_params(child, f"acceptor {name!r}", url.params, acceptor=True)
             self.acceptors.append(
                 model.Acceptor(
@@ -1543,6 +1546,7 @@ class _Loader:
                     params=dict(url.params),
                     anycast_prefix=url.params.get("anycastPrefix"),
                     multicast_prefix=url.params.get("multicastPrefix"),
+                    tls=tls,
                     router=router,
                     source=child.source,
                 )
@@ -1558,9 +1562,14 @@ class _Loader:
             if url is None:
                 continue
             self._proxy_params(child, f"connector {name!r}", url.params, acceptor=False)
+            tls, tls_problems = parse_client_tls(url.params, self._path)
+            if tls is not None:
+                tls_problems = check_client_tls(tls)
+            for p in tls_problems:
+                self.error(child, f"connector {name!r}: {p}")
             self.connectors.append(
                 model.Connector(
-                    name, url.scheme, url.host, url.port, dict(url.params), source=child.source
+                    name, url.scheme, url.host, url.port, dict(url.params), source=child.source, tls=tls
                 )
             )
 

@@ -10,6 +10,7 @@ example a router naming an unknown connector) can still report where.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from junction.brokercore.message import RoutingType
 
@@ -53,6 +54,8 @@ class Acceptor:
     params: dict = field(default_factory=dict)
     anycast_prefix: str | None = None
     multicast_prefix: str | None = None
+    #: TLS settings when ``sslEnabled=true`` (:class:`junction.tls.server.ServerTLS`)
+    tls: Any = None
     router: str | None = None
     source: Source = ("", 0)
 
@@ -67,6 +70,8 @@ class Connector:
     port: int
     params: dict = field(default_factory=dict)
     source: Source = ("", 0)
+    #: TLS settings when ``sslEnabled=true`` (:class:`junction.tls.client.ClientTLS`)
+    tls: Any = None
 
 
 @dataclass(frozen=True)

@@ -61,9 +61,10 @@ the probe's connection starts with a PROXY protocol v2 ``LOCAL`` header (the
 health-check form: the core keeps the probe's real address), since the
 core's acceptor closes any connection without a header.
 
-Limits: TLS connectors (``sslEnabled=true``) are not supported yet (the
-check fails saying so); the pool credentials go over plain TCP, as
-Artemis's pool does on a plain connector.
+On a connector with ``sslEnabled=true`` the probe speaks TLS, with the
+connector's trust store, client certificate and host name check
+(:mod:`junction.tls.client`); on a plain connector the pool credentials go
+over plain TCP, as Artemis's pool does.
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ import logging
 import uuid
 from collections.abc import Callable
 
+from OpenSSL import SSL
 from proton import Collector, Connection, Endpoint, Event, Transport
 from twisted.internet import defer, error
 from twisted.internet.protocol import ClientFactory, Protocol
@@ -82,6 +84,8 @@ from junction.gateway.probe import PROBE_TIMEOUT, ProbeResult
 from junction.gateway.router import INTERNAL_CLIENT_ID_PREFIX
 from junction.protocols.amqp.engine import drain_output
 from junction.protocols.proxy import encode_v2_local, proxy_enabled
+from junction.tls.client import TLSHostMismatch, wrap_client_factory
+from junction.tls.listener import openssl_reason as _describe_tls
 
 __all__ = [
     "ACTIVE_PROPERTY",
@@ -167,12 +171,6 @@ class AmqpTargetProbe:
         if connector is None:
             return defer.fail(ProbeError(f"{target!r} has no connector to reach it by"))
         params = getattr(connector, "params", None) or {}
-        if str(params.get("sslEnabled", "false")).lower() == "true":
-            return defer.fail(
-                ProbeError(
-                    f"{target.name}: TLS connectors (sslEnabled=true) are not supported by the probe yet"
-                )
-            )
         try:
             port = int(connector.port)
         except (TypeError, ValueError):
@@ -181,6 +179,7 @@ class AmqpTargetProbe:
         # a core acceptor with proxyProtocolEnabled=true closes a connection without a
         # PROXY header: the probe speaks for itself, so it sends a v2 LOCAL one
         check.proxy_local = proxy_enabled(params)
+        check.tls = getattr(connector, "tls", None)
         self._checks.setdefault(target, set()).add(check)
         try:
             check.start()
@@ -241,6 +240,8 @@ class _Check:
         self.ended = False
         #: write a PROXY v2 LOCAL header first (the connector has proxyProtocolEnabled=true)
         self.proxy_local = False
+        #: the connector's TLS settings (:class:`junction.tls.client.ClientTLS`), or None
+        self.tls = None
 
     def __repr__(self) -> str:
         state = (
@@ -255,10 +256,18 @@ class _Check:
     def start(self) -> None:
         reactor = self.probe.reactor
         self.timer = reactor.callLater(self.probe.timeout, self._timed_out)
+        factory = _ProbeFactory(self)
+        if self.tls is not None:
+            # TLS to the target (its certificate and host name checked); a PROXY
+            # LOCAL header goes on the wire before the handshake
+            factory = wrap_client_factory(
+                factory, self.tls, self.host, reactor=reactor, prefix=encode_v2_local() if self.proxy_local else b""
+            )
+            self.proxy_local = False
         self.connector = reactor.connectTCP(
             self.host,
             self.port,
-            _ProbeFactory(self),
+            factory,
             timeout=max(1, int(self.probe.timeout + 0.999)),
         )
 
@@ -523,6 +532,10 @@ class _ProbeProtocol(Protocol):
 
     def connectionLost(self, reason=None):
         self.closing = True
+        if reason is not None and reason.check(SSL.Error, TLSHostMismatch):
+            # the TLS layer's reason (an untrusted certificate, a host name mismatch)
+            # comes first: the engine would only see a connection cut short
+            self.check.fail(ProbeError(f"{self.check.name}: TLS: {_describe_tls(reason.value)}"))
         transport = self.pn_transport
         if transport is not None:
             transport.close_tail()

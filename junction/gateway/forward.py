@@ -58,15 +58,19 @@ from __future__ import annotations
 
 import logging
 
+from OpenSSL import SSL
 from twisted.internet import defer, error, tcp
-from twisted.internet.interfaces import IHalfCloseableProtocol, IPushProducer
+from twisted.internet.interfaces import IHalfCloseableProtocol, IHandshakeListener, IPushProducer
 from twisted.internet.protocol import ClientFactory, Protocol
+from twisted.protocols.tls import TLSMemoryBIOProtocol
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from junction.protocols.errors import ProtocolError
 from junction.protocols.proxy import encode_v2, proxy_enabled
 from junction.sockets import apply_socket_options
+from junction.tls.client import wrap_client_factory
+from junction.tls.listener import openssl_reason
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
@@ -203,11 +207,13 @@ def _describe(reason: Failure) -> str:
         return "connection refused"
     if isinstance(value, error.TimeoutError):
         return "timed out"
+    if isinstance(value, SSL.Error):
+        return openssl_reason(value)
     text = str(value).strip()
     return text or type(value).__name__
 
 
-@implementer(IPushProducer, IHalfCloseableProtocol)
+@implementer(IPushProducer, IHalfCloseableProtocol, IHandshakeListener)
 class _Side(Protocol):
     """One end of a splice: what its transport reads is written to the peer's.
 
@@ -235,9 +241,16 @@ class _Side(Protocol):
         #: while set (the target side during a handshake), what this side reads
         #: goes to it instead of the peer, and it is told when the connection is lost
         self.intercept = None
+        #: called when this side's TLS handshake is done (a target over TLS)
+        self.on_tls_done = None
 
     def connectionMade(self) -> None:
         callback, self.on_connected = self.on_connected, None
+        if callback is not None:
+            callback()
+
+    def handshakeCompleted(self) -> None:
+        callback, self.on_tls_done = self.on_tls_done, None
         if callback is not None:
             callback()
 
@@ -393,10 +406,15 @@ class Splice:
     def _read_closed(self, side: _Side) -> None:
         other = side.peer
         if not other.lost and other.transport is not None:
-            lose_write = getattr(other.transport, "loseWriteConnection", None)
+            # TLS cannot pass a half-close on (Twisted's TLS would hand loseWriteConnection
+            # to the TCP connection below it, sending a FIN without close_notify): such a
+            # transport is closed once its pending bytes are sent, as one that cannot half-close
+            lose_write = None
+            if not isinstance(other.transport, TLSMemoryBIOProtocol):
+                lose_write = getattr(other.transport, "loseWriteConnection", None)
             if lose_write is not None:
                 lose_write()
-            else:  # a transport that cannot half-close: close it after its pending bytes
+            else:
                 other.transport.loseConnection()
         if side.write_closed and not side.lost:
             side.transport.loseConnection()
@@ -453,12 +471,23 @@ class _TargetFactory(ClientFactory):
         self.written = 0
         #: a PROXY protocol header to write before anything else, or b""
         self.proxy_header = b""
+        #: the target speaks TLS (the factory is wrapped): connected once the handshake is done
+        self.tls = False
 
     def buildProtocol(self, addr):
         side = self.splice.target
         side.factory = self
-        side.on_connected = self._connected
+        side.on_connected = self._tls_started if self.tls else self._connected
         return side
+
+    def _tls_started(self) -> None:
+        """TCP is up to a TLS target: connected only once its handshake (and host check) is done."""
+        target = self.splice.target
+        waiter = _TLSWait(self)
+        target.intercept = waiter
+        target.on_tls_done = waiter.done
+        if self.reactor is not None:
+            waiter.timer = self.reactor.callLater(self.timeout, waiter.timed_out)
 
     def _connected(self) -> None:
         splice = self.splice
@@ -571,6 +600,48 @@ class _TargetFactory(ClientFactory):
             self.deferred.errback(ForwardConnectError(self.splice.target_name, _describe(reason)))
 
 
+class _TLSWait:
+    """Intercepts a TLS target side until its handshake is done (see ``_TargetFactory._tls_started``)."""
+
+    def __init__(self, factory: _TargetFactory):
+        self.factory = factory
+        self.timer = None
+
+    def _stop(self) -> None:
+        timer, self.timer = self.timer, None
+        if timer is not None and timer.active():
+            timer.cancel()
+
+    def done(self) -> None:
+        self._stop()
+        target = self.factory.splice.target
+        if target.intercept is self:
+            target.intercept = None
+        self.factory._connected()
+
+    def data_received(self, data: bytes) -> None:  # pragma: no cover - Twisted delivers data after the handshake
+        pass
+
+    def connection_lost(self, reason) -> None:
+        self._stop()
+        factory = self.factory
+        if not factory.deferred.called:
+            factory.deferred.errback(ForwardConnectError(factory.splice.target_name, f"TLS: {_describe(reason)}"))
+
+    def timed_out(self) -> None:
+        self.timer = None
+        factory = self.factory
+        target = factory.splice.target
+        target.intercept = None
+        target.on_tls_done = None
+        if target.transport is not None:
+            _abort(target.transport)
+        if not factory.deferred.called:
+            factory.deferred.errback(
+                ForwardConnectError(factory.splice.target_name, f"TLS handshake not done within {factory.timeout:g} s")
+            )
+
+
 def connect_and_forward(
     client_transport,
     buffered: bytes,
@@ -658,10 +729,22 @@ def connect_and_forward(
         splice, client_transport, buffered, params, deferred,
         handshake=handshake, reactor=reactor, timeout=seconds,
     )
-    factory.proxy_header = proxy_header
+    connecting = factory
+    tls = getattr(target_connector, "tls", None)
+    if tls is not None:
+        # the PROXY header goes on the wire before the TLS handshake, as HAProxy sends it
+        try:
+            connecting = wrap_client_factory(
+                factory, tls, target_connector.host, reactor=reactor, prefix=proxy_header
+            )
+            factory.tls = True
+        except Exception as exc:  # the stores became unreadable since the config was checked
+            return defer.fail(ForwardConnectError(name, f"TLS: {exc}"))
+    else:
+        factory.proxy_header = proxy_header
     try:
         connector = reactor.connectTCP(
-            target_connector.host, int(target_connector.port), factory, timeout=seconds, bindAddress=bind
+            target_connector.host, int(target_connector.port), connecting, timeout=seconds, bindAddress=bind
         )
     except Exception as exc:  # a bad host string, no route ...
         return defer.fail(ForwardConnectError(name, str(exc) or type(exc).__name__))

@@ -21,7 +21,7 @@ A :class:`GatewayFactory` serves one such acceptor.  Each connection gets a
    connection is closed.
 4. **Route**: :meth:`ConnectionRouter.route` with the client id, the source
    address (``host:port``; ``[v6]:port``), the authenticated user and its
-   roles (sorted, so "first role" is stable).  SNI arrives with TLS.
+   roles (sorted, so "first role" is stable); SNI_HOST is the name a TLS client sent.
 5. **Serve** the decision:
 
    * OK, remote target: **forward** (:func:`~junction.gateway.forward.connect_and_forward`):
@@ -110,6 +110,7 @@ from junction.protocols.amqp.sasl_client import SaslClient, SaslClientDone, Sasl
 from junction.protocols.detect import MAX_SNIFF_BYTES, NEED_MORE, UNKNOWN, describe, detect
 from junction.protocols.errors import RemoteProtocolError
 from junction.protocols.stomp import Frame, HeartBeat, StompCodec, StompLimits
+from junction.tls.listener import tls_sni_host
 
 __all__ = [
     "REDIRECTING_PROTOCOLS",
@@ -529,6 +530,7 @@ class GatewayProtocol(Protocol):
         try:
             d = self.gateway.router.route(
                 client_id=client_id,
+                sni_host=tls_sni_host(self.transport),
                 source_address=self.peer,
                 username=principal.user,
                 roles=sorted(principal.roles),

@@ -32,6 +32,7 @@ The *node* is duck-typed: it needs ``healthy() -> (ok, problems)`` and
 
 from __future__ import annotations
 
+import datetime
 import enum
 import json
 import logging
@@ -65,7 +66,7 @@ JSON_CONTENT_TYPE = b"application/json"
 METRICS_CONTENT_TYPE = b"text/plain; version=0.0.4; charset=utf-8"
 
 #: The endpoints, listed in 404 answers to help someone who mistyped a path.
-ENDPOINTS = ("/api/health", "/api/status", "/api/routers", "/metrics", "/jolokia/")
+ENDPOINTS = ("/api/health", "/api/status", "/api/routers", "/api/tls", "/metrics", "/jolokia/")
 
 _READ_METHODS = (b"GET", b"HEAD")
 
@@ -257,6 +258,7 @@ class ManagementRoot(Resource):
 
     def __init__(self, node, registry: CollectorRegistry | None = None, clock=None):
         from junction.management.routers import JolokiaResource, RoutersResource
+        from junction.management.tls import TLSResource
 
         super().__init__()
         self.node = node
@@ -265,6 +267,7 @@ class ManagementRoot(Resource):
         api.putChild(b"health", HealthResource(node))
         api.putChild(b"status", StatusResource(node))
         api.putChild(b"routers", RoutersResource(node, clock))
+        api.putChild(b"tls", TLSResource(node))
         self.putChild(b"api", api)
         self.putChild(b"metrics", MetricsResource(node, self.registry))
         jolokia = JolokiaResource(node, clock)
@@ -365,7 +368,37 @@ class NodeCollector:
         families.extend(self._connection_families(status))
         families.extend(self._journal_families(status))
         families.extend(self._router_families(status))
+        families.extend(self._tls_families(status))
         return families
+
+    @staticmethod
+    def _tls_families(status: dict) -> list:
+        """TLS acceptors: failed and refused handshakes, and when each certificate expires."""
+        tls = [(a["name"], a["tls"]) for a in status.get("acceptors") or [] if isinstance(a.get("tls"), dict)]
+        if not tls:
+            return []
+        kinds = CounterMetricFamily(
+            "junction_tls_handshakes_failed",
+            "TLS handshakes that did not complete: refused (SNI checks), failed (OpenSSL), timed_out (handshake-timeout).",
+            labels=["acceptor", "reason"],
+        )
+        expiry = GaugeMetricFamily(
+            "junction_tls_certificate_expiry_timestamp_seconds",
+            "When the certificate served for an SNI name ('*': the default) expires, Unix time.",
+            labels=["acceptor", "sni"],
+        )
+        reloads = CounterMetricFamily("junction_tls_reloads", "Certificate reloads done (SIGHUP, POST /api/tls/reload).", labels=["acceptor"])
+        for name, entry in tls:
+            for reason in ("refused", "failed", "timed_out"):
+                kinds.add_metric([name, reason], _number(entry.get(f"handshakes_{reason}")) or 0)
+            reloads.add_metric([name], _number(entry.get("reloads")) or 0)
+            for cert in entry.get("certificates") or []:
+                try:
+                    when = datetime.datetime.fromisoformat(cert["not_after"]).timestamp()
+                except (KeyError, TypeError, ValueError):
+                    continue
+                expiry.add_metric([name, str(cert.get("sni"))], when)
+        return [kinds, expiry, reloads]
 
     def _node_families(self, status: dict) -> list:
         out = []

@@ -9,6 +9,7 @@ test_gateway_probe.py`` runs it again against real ``junction run`` processes.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import pytest
@@ -21,6 +22,7 @@ from junction.gateway.amqp_probe import AmqpTargetProbe, ProbeError
 from junction.gateway.probe import PROBE_TIMEOUT, ProbeResult, TargetProbe
 from junction.gateway.router import INTERNAL_CLIENT_ID_PREFIX
 from junction.gateway.targets import Target
+from junction.protocols.proxy import encode_v2_local
 from tests.unit.probe_fixtures import REFUSE, SILENT, CoreOpening
 from tests.unit.test_gateway_pool import TargetProbeContract, outcome
 
@@ -447,11 +449,18 @@ def test_local_status_that_raises_fails_the_check(reactor):
     assert isinstance(result, Failure) and result.check(RuntimeError)
 
 
-def test_tls_connectors_are_refused_clearly(reactor):
+def test_a_tls_connector_is_probed_over_tls(reactor):
+    """The connector's TLS settings wrap the probe's connection; a PROXY LOCAL header precedes TLS."""
+    from junction.tls.client import ClientTLS, _ClientTLSFactory
+
+    target = make_target(proxyProtocolEnabled="true")
+    target = Target(connector=dataclasses.replace(target.connector, tls=ClientTLS(trust_all=True)))
     probe = AmqpTargetProbe(reactor=reactor)
-    result = outcome(probe.check(make_target(sslEnabled="true")))
-    assert isinstance(result, Failure) and "TLS" in result.getErrorMessage()
-    assert reactor.tcpClients == []
+    probe.check(target)
+    (host, port, factory, _timeout, _bind) = reactor.tcpClients[0]
+    assert isinstance(factory, _ClientTLSFactory)
+    assert factory.prefix == encode_v2_local()
+    probe.release(target)
 
 
 def test_a_target_without_connector_fails(reactor):

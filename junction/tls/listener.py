@@ -1,0 +1,174 @@
+"""The Twisted side of a TLS acceptor: a wrapping factory with a handshake deadline.
+
+:func:`wrap_tls` puts an acceptor's factory (a protocol, the multi-protocol
+switch, or a gateway listener) behind Twisted's memory-BIO TLS, with the
+contexts of :mod:`junction.tls.server`; what is behind it sees only
+decrypted bytes, so protocol sniffing works after the handshake as on plain
+TCP.  A handshake not finished within ``handshake-timeout`` is aborted, and
+a failed handshake is logged once with its reason (the SNI refusal, or
+OpenSSL's error).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from OpenSSL import SSL
+from twisted.internet.interfaces import IOpenSSLServerConnectionCreator
+from twisted.protocols.tls import BufferingTLSTransport, TLSMemoryBIOFactory
+from zope.interface import implementer
+
+from junction.tls.server import ServerContexts, refusal, sni_host
+
+__all__ = ["TLSAcceptorFactory", "openssl_reason", "tls_handle", "tls_sni_host", "wrap_tls"]
+
+log = logging.getLogger("junction.tls")
+
+
+@implementer(IOpenSSLServerConnectionCreator)
+class _Creator:
+    def __init__(self, contexts: ServerContexts):
+        self.contexts = contexts
+
+    def serverConnectionForTLS(self, protocol) -> SSL.Connection:
+        return self.contexts.connection()
+
+
+class TLSServerProtocol(BufferingTLSTransport):
+    """One TLS connection on an acceptor: handshake deadline and a log line when it fails."""
+
+    _deadline = None
+
+    def makeConnection(self, transport):
+        if self.factory.handshake_timeout > 0:
+            self._deadline = self.factory.reactor.callLater(
+                self.factory.handshake_timeout, self._handshake_timed_out
+            )
+        super().makeConnection(transport)
+
+    def _checkHandshakeStatus(self):
+        super()._checkHandshakeStatus()
+        if self._handshakeDone:
+            self._cancel_deadline()
+
+    def _handshake_timed_out(self) -> None:
+        self._deadline = None
+        if not self._handshakeDone:
+            log.info(
+                "acceptor %s: TLS handshake with %s not finished in %gs (handshake-timeout); closed",
+                self.factory.acceptor_name,
+                _peer(self),
+                self.factory.handshake_timeout,
+            )
+            self.factory.timed_out += 1
+            self.abortConnection()
+
+    def _tlsShutdownFinished(self, reason):
+        if reason is not None and not self._handshakeDone and not self._aborted:
+            why = refusal(self._tlsConnection)
+            if why is not None:
+                self.factory.refused += 1
+                log.warning("acceptor %s: TLS client %s refused: %s", self.factory.acceptor_name, _peer(self), why)
+            else:
+                self.factory.failed += 1
+                log.info(
+                    "acceptor %s: TLS handshake with %s failed: %s",
+                    self.factory.acceptor_name,
+                    _peer(self),
+                    openssl_reason(reason.value),
+                )
+        super()._tlsShutdownFinished(reason)
+
+    def connectionLost(self, reason):
+        self._cancel_deadline()
+        super().connectionLost(reason)
+
+    def _cancel_deadline(self) -> None:
+        if self._deadline is not None:
+            if self._deadline.active():
+                self._deadline.cancel()
+            self._deadline = None
+
+
+class TLSAcceptorFactory(TLSMemoryBIOFactory):
+    """An acceptor's factory behind TLS (see the module docstring)."""
+
+    protocol = TLSServerProtocol
+
+    def __init__(self, contexts: ServerContexts, wrapped, *, reactor, acceptor_name: str = "?"):
+        creator = _Creator(contexts)
+        super().__init__(creator, False, wrapped, clock=reactor)
+        self._creator = creator
+        self.contexts = contexts
+        self.reactor = reactor
+        self.acceptor_name = acceptor_name
+        self.handshake_timeout = contexts.tls.handshake_timeout
+        #: handshakes refused by the SNI checks, failed otherwise, and timed out
+        self.refused = 0
+        self.failed = 0
+        self.timed_out = 0
+        #: certificate reloads done, and when the contexts in use were built
+        self.reloads = 0
+
+    def reload(self, tls) -> str | None:
+        """Build new contexts from *tls*'s files; new connections use them.  The problem, or None."""
+        try:
+            contexts = tls.build()
+        except Exception as exc:  # noqa: BLE001 - StoreError, SSL.Error: the old contexts stay
+            return str(exc) or type(exc).__name__
+        self.contexts = contexts
+        self._creator.contexts = contexts
+        self.handshake_timeout = contexts.tls.handshake_timeout
+        self.reloads += 1
+        return None
+
+    def status(self) -> dict:
+        """What ``/api/status`` shows of this acceptor's TLS."""
+        return {
+            "certificates": self.contexts.describe(),
+            "handshakes_refused": self.refused,
+            "handshakes_failed": self.failed,
+            "handshakes_timed_out": self.timed_out,
+            "reloads": self.reloads,
+        }
+
+
+def wrap_tls(factory, contexts: ServerContexts | None, *, reactor, acceptor_name: str):
+    """*factory* behind TLS when the acceptor has *contexts*, else itself."""
+    if contexts is None:
+        return factory
+    return TLSAcceptorFactory(contexts, factory, reactor=reactor, acceptor_name=acceptor_name)
+
+
+def tls_handle(transport) -> SSL.Connection | None:
+    """The OpenSSL connection under *transport* (through wrappers), or None for plain TCP."""
+    for _ in range(4):
+        if transport is None:
+            return None
+        conn = getattr(transport, "_tlsConnection", None)
+        if isinstance(conn, SSL.Connection):
+            return conn
+        transport = getattr(transport, "transport", None) or getattr(transport, "_transport", None)
+    return None
+
+
+def tls_sni_host(transport) -> str | None:
+    """The SNI host name the client behind *transport* sent (None: plain TCP, or no name)."""
+    conn = tls_handle(transport)
+    return sni_host(conn) if conn is not None else None
+
+
+def _peer(protocol) -> str:
+    try:
+        peer = protocol.transport.getPeer()
+        return f"{peer.host}:{peer.port}"
+    except Exception:  # noqa: BLE001 - a log line must not fail
+        return "?"
+
+
+def openssl_reason(exc) -> str:
+    if isinstance(exc, SSL.Error) and exc.args and isinstance(exc.args[0], list):
+        parts = [str(e[2]) for e in exc.args[0] if len(e) > 2]
+        if parts:
+            return "; ".join(parts)
+    return str(exc) or type(exc).__name__

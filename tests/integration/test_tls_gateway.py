@@ -1,0 +1,205 @@
+"""The gateway re-encrypting to broker cores, and certificates reloaded without a restart.
+
+Real processes (``junction run``), real clients (stomp.py, proton, Python's
+``ssl``), certificates from trustme.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import socket
+import ssl
+import urllib.error
+import urllib.request
+
+import pytest
+import stomp
+import trustme
+from cryptography import x509
+from proton import Message
+from proton.utils import BlockingConnection
+
+from tests.harness import free_port, wait_for, wait_queue
+
+TIMEOUT = 20.0
+USERS = {"app": ("app-secret", "app"), "pool": ("pool-secret", "app"), "admin": ("admin-secret", "admin")}
+
+
+@pytest.fixture
+def pki(tmp_path):
+    ca = trustme.CA()
+    files = {"dir": tmp_path, "ca": ca}
+    for name, cert in (("core", ca.issue_cert("localhost")), ("core2", ca.issue_cert("localhost"))):
+        path = tmp_path / f"{name}.pem"
+        cert.private_key_and_cert_chain_pem.write_to_path(str(path))
+        files[name] = str(path)
+    files["ca.pem"] = str(tmp_path / "ca.pem")
+    ca.cert_pem.write_to_path(files["ca.pem"])
+    return files
+
+
+def tls_core(broker_factory, pki, name="core"):
+    port = free_port()
+    core = broker_factory(
+        name,
+        security=True,
+        users=USERS,
+        extra_acceptors_xml=(
+            f'<acceptor name="gateway-in">tcp://127.0.0.1:{port}?protocols=STOMP,AMQP;'
+            f"anycastPrefix=/queue/;sslEnabled=true;keyStorePath={pki['core']}</acceptor>"
+        ),
+    )
+    core.tls_port = port
+    return core.start()
+
+
+def gateway(broker_factory, core, pki, connector_params: str, name="gateway"):
+    port = free_port()
+    routers = f"""
+    <connectors>
+      <connector name="core">tcp://127.0.0.1:{core.tls_port}?sslEnabled=true;trustStorePath={pki['ca.pem']}{connector_params}</connector>
+    </connectors>
+    <connection-routers>
+      <connection-router name="r">
+        <key-type>CLIENT_ID</key-type>
+        <policy name="FIRST_ELEMENT"/>
+        <pool>
+          <username>pool</username>
+          <password>pool-secret</password>
+          <check-period>200</check-period>
+          <quorum-timeout>500</quorum-timeout>
+          <static-connectors><connector-ref>core</connector-ref></static-connectors>
+        </pool>
+      </connection-router>
+    </connection-routers>"""
+    gw = broker_factory(
+        name,
+        security=True,
+        users=USERS,
+        extra_core_xml=routers,
+        extra_acceptors_xml=(
+            f'<acceptor name="routed">tcp://127.0.0.1:{port}?protocols=STOMP,AMQP;router=r;'
+            "routerMode=forward;anycastPrefix=/queue/</acceptor>"
+        ),
+    )
+    gw.routed_port = port
+    return gw.start()
+
+
+class _Errors(stomp.ConnectionListener):
+    def __init__(self):
+        self.frames = []
+
+    def on_error(self, frame):
+        self.frames.append(frame)
+
+
+def target(gw) -> dict:
+    return gw.status()["routers"]["r"]["targets"][0]
+
+
+def peer_serial(port: int, ca_pem: str, sni: str = "localhost") -> int:
+    ctx = ssl.create_default_context(cafile=ca_pem)
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw, ctx.wrap_socket(raw, server_hostname=sni) as s:
+        return x509.load_der_x509_certificate(s.getpeercert(binary_form=True)).serial_number
+
+
+def test_forwarded_stomp_and_amqp_are_re_encrypted_to_the_core(broker_factory, pki):
+    core = tls_core(broker_factory, pki)
+    gw = gateway(broker_factory, core, pki, ";sniHost=localhost")
+    wait_for(lambda: target(gw)["ready"], TIMEOUT, interval=0.05, what="the TLS target ready")
+
+    conn = stomp.Connection([("127.0.0.1", gw.routed_port)])
+    conn.connect("app", "app-secret", wait=True, headers={"client-id": "tls-stomp"})
+    conn.send("/queue/tls.q", "over stomp", headers={"persistent": "true"})
+    conn.disconnect()
+
+    amqp = BlockingConnection(f"amqp://127.0.0.1:{gw.routed_port}", user="app", password="app-secret",
+                              allowed_mechs="PLAIN", timeout=TIMEOUT)
+    try:
+        amqp.create_sender("tls.q").send(Message(body="over amqp", durable=True))
+    finally:
+        amqp.close()
+    # both arrived on the core, which only speaks TLS on that acceptor
+    wait_queue(core, "tls.q", TIMEOUT, message_count=2)
+
+
+def test_a_core_certificate_for_another_name_is_refused_clearly(broker_factory, pki):
+    core = tls_core(broker_factory, pki)
+    # no sniHost: the gateway expects a certificate for 127.0.0.1; the core's is for localhost
+    gw = gateway(broker_factory, core, pki, "")
+
+    def problem():
+        t = target(gw)
+        return (not t["ready"]) and t.get("problem") and "certificate" in t["problem"] and t["problem"]
+
+    text = wait_for(problem, TIMEOUT, interval=0.05, what="the probe's TLS problem")
+    assert "certificate is for localhost, not 127.0.0.1" in text
+    # and a client is refused with the protocol's own error, not forwarded to an unverified core
+    conn = stomp.Connection([("127.0.0.1", gw.routed_port)])
+    listener = _Errors()
+    conn.set_listener("t", listener)
+    with pytest.raises(stomp.exception.ConnectFailedException):
+        conn.connect("app", "app-secret", wait=True, headers={"client-id": "refused"})
+    assert listener.frames and "not ready" in listener.frames[-1].headers.get("message", "")
+
+
+def test_certificates_reload_on_sighup_and_over_the_management_api(broker_factory, pki):
+    core = tls_core(broker_factory, pki)
+    first = peer_serial(core.tls_port, pki["ca.pem"])
+
+    # a client connected before the reload keeps its connection
+    ctx = ssl.create_default_context(cafile=pki["ca.pem"])
+    raw = socket.create_connection(("127.0.0.1", core.tls_port), timeout=5)
+    kept = ctx.wrap_socket(raw, server_hostname="localhost")
+    kept.sendall(b"CONNECT\naccept-version:1.2\nhost:x\nlogin:app\npasscode:app-secret\n\n\x00")
+    assert kept.recv(4096).startswith(b"CONNECTED")
+
+    # swap the key store file in place (a renewal) and send SIGHUP
+    with open(pki["core2"], "rb") as src, open(pki["core"] + ".new", "wb") as dst:
+        dst.write(src.read())
+    os.replace(pki["core"] + ".new", pki["core"])
+    second = x509.load_pem_x509_certificates(open(pki["core"], "rb").read())[0].serial_number
+    assert second != first
+    os.kill(core.pid, signal.SIGHUP)
+    wait_for(lambda: peer_serial(core.tls_port, pki["ca.pem"]) == second, TIMEOUT, interval=0.05,
+             what="new connections served the new certificate")
+
+    kept.sendall(b"SEND\ndestination:/queue/kept\n\nstill here\x00")
+    kept.sendall(b"DISCONNECT\nreceipt:bye\n\n\x00")
+    assert b"RECEIPT" in kept.recv(4096)
+    kept.close()
+    wait_queue(core, "kept", TIMEOUT, message_count=1)
+
+    # the management call: needs a user with manage (security is on)
+    url = core.mgmt_url + "/api/tls/reload"
+    with pytest.raises(urllib.error.HTTPError) as anonymous:
+        urllib.request.urlopen(urllib.request.Request(url, method="POST", data=b""), timeout=5)
+    assert anonymous.value.code == 401
+    request = urllib.request.Request(url, method="POST", data=b"")
+    request.add_header("Authorization", "Basic " + base64.b64encode(b"admin:admin-secret").decode())
+    with urllib.request.urlopen(request, timeout=5) as answer:
+        body = json.loads(answer.read())
+    assert "gateway-in" in body["reloaded"] and body["failed"] == {}
+
+    # a broken file is refused and the acceptor keeps serving what it had
+    with open(pki["core"], "w") as f:
+        f.write("not a key store")
+    request = urllib.request.Request(url, method="POST", data=b"")
+    request.add_header("Authorization", "Basic " + base64.b64encode(b"admin:admin-secret").decode())
+    with pytest.raises(urllib.error.HTTPError) as broken:
+        urllib.request.urlopen(request, timeout=5)
+    assert broken.value.code == 500
+    assert "gateway-in" in json.loads(broken.value.read())["failed"]
+    assert peer_serial(core.tls_port, pki["ca.pem"]) == second
+
+    status = core.status()
+    tls = next(a for a in status["acceptors"] if a["name"] == "gateway-in")["tls"]
+    assert tls["reloads"] == 2 and tls["certificates"][0]["serial"] == format(second, "x")
+    with urllib.request.urlopen(core.mgmt_url + "/metrics", timeout=5) as answer:
+        metrics = answer.read().decode()
+    assert 'junction_tls_reloads_total{acceptor="gateway-in"} 2.0' in metrics
+    assert 'junction_tls_certificate_expiry_timestamp_seconds{acceptor="gateway-in",sni="*"}' in metrics
