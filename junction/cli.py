@@ -75,6 +75,17 @@ def _user_store(config):
         raise SystemExit(2) from None
 
 
+def _certificate_users(config):
+    """The certificate login files the config names, or None; exits 2 on a problem in them."""
+    from junction.config.loader import ConfigErrors, load_certificate_users
+
+    try:
+        return load_certificate_users(config)
+    except ConfigErrors as exc:
+        print(f"junction: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
 def _supervised(supervisor_pid: int) -> None:
     """A child of ``junction up``: Ctrl-C goes to the supervisor, which stops us in order.
 
@@ -107,7 +118,9 @@ def cmd_run(args) -> int:
 
     from junction.node import DataDirectoryLocked, Node
 
-    node = Node(config, reactor=reactor, user_store=_user_store(config))
+    node = Node(
+        config, reactor=reactor, user_store=_user_store(config), certificate_users=_certificate_users(config)
+    )
     try:
         node.start()
     except DataDirectoryLocked as exc:

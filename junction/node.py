@@ -26,6 +26,7 @@ from junction.brokercore.security import SecurityManager
 from junction.brokercore.server import BrokerServer
 from junction.brokercore.stomp_server import STOMP_ACCEPTOR_PARAMS, StompFactory
 from junction.brokercore.wildcard import WildcardSyntax
+from junction.config.loader import load_certificate_users
 from junction.gateway.build import build_router
 from junction.gateway.listener import ROUTED_PROTOCOLS, GatewayFactory
 from junction.gateway.probe import ProbeResult
@@ -84,7 +85,7 @@ class DataDirectoryLocked(RuntimeError):
 
 
 class Node:
-    def __init__(self, config, *, reactor=None, user_store=None):
+    def __init__(self, config, *, reactor=None, user_store=None, certificate_users=None):
         if reactor is None:
             from twisted.internet import reactor as default_reactor
 
@@ -92,6 +93,8 @@ class Node:
         self.reactor = reactor
         self.config = config
         self.user_store = user_store
+        #: certificate login (``cert-users-file``); read from the config at start when not given
+        self.certificate_users = certificate_users
         self.server: BrokerServer | None = None
         self.listeners: dict = {}
         self.factories: dict = {}
@@ -174,6 +177,9 @@ class Node:
             authentication_cache_size=config.authentication_cache_size,
             invalidation_interval=config.security_invalidation_interval / 1000,
             clock=self.reactor,
+            certificate_users=self.certificate_users
+            if self.certificate_users is not None
+            else load_certificate_users(config),
         )
         self.server = BrokerServer(
             config, reactor=self.reactor, security=security, journal=self.journal, node_id=self.node_id

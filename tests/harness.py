@@ -248,11 +248,14 @@ class BrokerProcess:
         extra_junction_xml: str = "",
         stomp_acceptor_params: Mapping[str, str] | None = None,
         amqp_acceptor_params: Mapping[str, str] | None = None,
+        security_attributes: Mapping[str, str] | None = None,
         startup_timeout: float = 30.0,
         stop_timeout: float = 10.0,
         die_with_parent: bool = True,
     ) -> None:
         self.name = name
+        #: extra attributes of ``<junction><security>`` (``cert-users-file`` ...)
+        self.security_attributes = dict(security_attributes or {})
         self.host = LOOPBACK
         self.dir = Path(tmp_dir) / name
         self.stomp_port = stomp_port if stomp_port is not None else free_port()
@@ -341,6 +344,7 @@ class BrokerProcess:
             if self.anonymous_user is not None
             else ""
         )
+        security_extra = "".join(f" {k}={quoteattr(str(v))}" for k, v in self.security_attributes.items())
         stomp_params = "".join(f";{k}={v}" for k, v in self.stomp_acceptor_params.items())
         amqp_params = "".join(f";{k}={v}" for k, v in self.amqp_acceptor_params.items())
         asx = self.address_settings_xml.strip()
@@ -375,7 +379,7 @@ class BrokerProcess:
     </acceptors>
     <junction>
       <management host="{self.host}" port="{self.mgmt_port}"/>
-      <security users-file="{self.users_path.name}" roles-file="{self.roles_path.name}"{anon}/>
+      <security users-file="{self.users_path.name}" roles-file="{self.roles_path.name}"{anon}{security_extra}/>
       {self.extra_junction_xml}
     </junction>{security_settings}
     {asx}

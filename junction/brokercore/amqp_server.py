@@ -77,6 +77,7 @@ from junction.protocols.amqp.sasl import (
 from junction.protocols.amqp.types import Described as AmqpDescribed
 from junction.protocols.amqp.types import Scalar
 from junction.protocols.errors import RemoteProtocolError
+from junction.tls.listener import certificate_login, peer_subject
 
 log = logging.getLogger("junction.amqp")
 
@@ -825,6 +826,8 @@ class AmqpProtocol(Protocol):
         else:
             offered = ("PLAIN", "ANONYMOUS") if anonymous else ("PLAIN",)
         offered = tuple(m for m in offered if m in SUPPORTED_MECHANISMS and (anonymous or m != "ANONYMOUS"))
+        if not mechanisms and certificate_login(acceptor, self.security):
+            offered = ("EXTERNAL", *offered)  # a client certificate logs in, as with Artemis's CertLogin
         if not offered:
             offered = ("PLAIN",)
         self.sasl = SaslServer(offered, self._authenticate, allow_no_sasl=anonymous)
@@ -909,6 +912,8 @@ class AmqpProtocol(Protocol):
             return self.security.authenticate(credentials.username, credentials.password)
         if mechanism == "ANONYMOUS":
             return self.security.authenticate(None, None)
+        if mechanism == "EXTERNAL":
+            return self.security.authenticate_certificate(peer_subject(self.transport))
         return None
 
     def _start_engine(self, data: bytes) -> None:

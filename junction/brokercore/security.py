@@ -152,8 +152,11 @@ class SecurityManager:
         authentication_cache_size: int = AUTHENTICATION_CACHE_SIZE,
         invalidation_interval: float = SECURITY_INVALIDATION_INTERVAL,
         clock=None,
+        certificate_users=None,
     ):
         self.user_store = user_store
+        #: certificate login (:class:`junction.config.certusers.CertificateUsers`), or None
+        self.certificate_users = certificate_users
         self._logins = BoundedLRU(authentication_cache_size if invalidation_interval > 0 else 0)
         self._login_key = os.urandom(32)
         self._invalidation_interval = invalidation_interval
@@ -202,6 +205,33 @@ class SecurityManager:
                 return None
             self._logins.put(key, now + self._invalidation_interval)
         return Principal(user, frozenset(self.user_store.roles_of(user)))
+
+    def authenticate_certificate(self, subject: str | None) -> Principal | None:
+        """The principal of a client that presented a verified certificate with this subject DN.
+
+        Artemis's ``TextFileCertificateLoginModule``: the certificate users
+        file maps the DN to a user, the certificate roles file gives its
+        roles.  None when there is no certificate, no certificate login, or
+        no entry for the DN.  With security disabled any certificate (or
+        none) is accepted, as the mapped user when there is one.
+        """
+        user = None
+        if subject is not None and self.certificate_users is not None:
+            user = self.certificate_users.user_for(subject)
+        if not self.enabled:
+            return Principal(user, frozenset())
+        if user is None:
+            return None
+        return Principal(user, frozenset(self.certificate_users.roles_of(user)))
+
+    def login(self, user: str | None, password: str | None, certificate_subject: str | None = None) -> Principal | None:
+        """A connection's login: by certificate when it gave no user name and its certificate maps to
+        a user, else by user name and password (:meth:`authenticate`, anonymous included)."""
+        if not user and certificate_subject is not None and self.certificate_users is not None:
+            principal = self.authenticate_certificate(certificate_subject)
+            if principal is not None:
+                return principal
+        return self.authenticate(user, password)
 
     # -- authorization ----------------------------------------------------
 

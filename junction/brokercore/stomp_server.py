@@ -39,6 +39,7 @@ from junction.brokercore.message import BodyType, Message, RoutingType, Typed, p
 from junction.brokercore.session import ConnectionInfo, ServerSession
 from junction.protocols.errors import RemoteProtocolError
 from junction.protocols.stomp import Frame, HeartBeat, StompCodec, StompLimits
+from junction.tls.listener import peer_subject
 
 log = logging.getLogger("junction.stomp")
 
@@ -424,7 +425,7 @@ class StompProtocol(Protocol):
         passcode = frame.get("passcode")
         principal = None
         if self.security is not None:
-            principal = self.security.authenticate(login, passcode)
+            principal = self.security.login(login, passcode, peer_subject(self.transport))
             if principal is None:
                 raise StompError(
                     f"Security Error occurred: User name [{login}] or password is invalid",

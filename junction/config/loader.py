@@ -851,6 +851,8 @@ JUNCTION_ELEMENTS: dict[str, dict[str, tuple[str, Parser]]] = {
         "users-file": ("users_file", text_value),
         "roles-file": ("roles_file", text_value),
         "anonymous-user": ("anonymous_user", text_value),
+        "cert-users-file": ("cert_users_file", text_value),
+        "cert-roles-file": ("cert_roles_file", text_value),
     },
     "limits": {
         "max-frame-size": ("max_frame_size", size(1, _JAVA_INT[1])),
@@ -1258,6 +1260,26 @@ def parse_config(
     except XMLSourceError as e:
         raise ConfigErrors([ConfigError(e.file, e.line, e.message)]) from None
     return _Loader(file, os.path.abspath(base_dir), os.environ if env is None else env).load(root)
+
+
+def load_certificate_users(cfg: model.BrokerConfig):
+    """The certificate users a config names (``<junction><security cert-users-file>``), or None.
+
+    Problems are :class:`ConfigErrors` with file and line, as for :func:`load_user_store`.
+    """
+    if not cfg.cert_users_file:
+        return None
+    from junction.config.certusers import CertificateUsers
+    from junction.config.properties import PropertiesError
+
+    try:
+        return CertificateUsers.load(cfg.cert_users_file, cfg.cert_roles_file)
+    except PropertiesError as e:
+        raise ConfigErrors([ConfigError(e.file, e.line, e.message)]) from None
+    except OSError as e:
+        raise ConfigErrors(
+            [ConfigError(e.filename or cfg.cert_users_file, 0, f"cannot read the certificate users file: {e.strerror or e}")]
+        ) from None
 
 
 def load_user_store(cfg: model.BrokerConfig):
@@ -2265,6 +2287,9 @@ class _Loader:
             "roles_file",
         ):
             v[key] = self._path(v.get(key, getattr(defaults, key)))
+        for key in ("cert_users_file", "cert_roles_file"):
+            if v.get(key):
+                v[key] = self._path(v[key])
         wild = dict(self.wildcard)
         if "wildcard_routing_enabled" in v:
             top = v.pop("wildcard_routing_enabled")

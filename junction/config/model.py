@@ -436,6 +436,9 @@ class BrokerConfig:
     #: files beside broker.xml, as Artemis's login.config would name them
     users_file: str = "artemis-users.properties"
     roles_file: str = "artemis-roles.properties"
+    #: certificate login (Artemis's TextFileCertificateLoginModule files), when set
+    cert_users_file: str | None = None
+    cert_roles_file: str | None = None
     #: the user anonymous connections run as when security allows it
     anonymous_user: str | None = None
     #: the file the config was read from; relative paths resolve against its folder

@@ -110,7 +110,7 @@ from junction.protocols.amqp.sasl_client import SaslClient, SaslClientDone, Sasl
 from junction.protocols.detect import MAX_SNIFF_BYTES, NEED_MORE, UNKNOWN, describe, detect
 from junction.protocols.errors import RemoteProtocolError
 from junction.protocols.stomp import Frame, HeartBeat, StompCodec, StompLimits
-from junction.tls.listener import tls_sni_host
+from junction.tls.listener import certificate_login, peer_subject, tls_sni_host
 
 __all__ = [
     "REDIRECTING_PROTOCOLS",
@@ -394,7 +394,8 @@ class GatewayProtocol(Protocol):
         if name == "AMQP":
             self.opening = AmqpOpening(
                 self._amqp_authenticate,
-                mechanisms=("PLAIN", "ANONYMOUS") if gateway.anonymous_allowed else ("PLAIN",),
+                mechanisms=(("EXTERNAL",) if certificate_login(gateway.acceptor, gateway.security) else ())
+                + (("PLAIN", "ANONYMOUS") if gateway.anonymous_allowed else ("PLAIN",)),
                 allow_no_sasl=gateway.anonymous_allowed,
                 container_id=gateway.container_id,
             )
@@ -413,6 +414,8 @@ class GatewayProtocol(Protocol):
                 return None
         elif credentials.mechanism == "ANONYMOUS" and self.gateway.anonymous_allowed:
             user = password = None
+        elif credentials.mechanism == "EXTERNAL" and self.gateway.security is not None:
+            return self.gateway.security.authenticate_certificate(peer_subject(self.transport))
         else:
             return None
         security = self.gateway.security
@@ -505,7 +508,7 @@ class GatewayProtocol(Protocol):
         client_id = frame.get("client-id")
         security = gateway.security
         if security is not None:
-            principal = security.authenticate(login, passcode)
+            principal = security.login(login, passcode, peer_subject(self.transport))
         else:
             principal = _Anonymous(login or None)
         if principal is None:

@@ -20,7 +20,7 @@ from zope.interface import implementer
 
 from junction.tls.server import ServerContexts, refusal, sni_host
 
-__all__ = ["TLSAcceptorFactory", "openssl_reason", "tls_handle", "tls_sni_host", "wrap_tls"]
+__all__ = ["TLSAcceptorFactory", "certificate_login", "openssl_reason", "peer_subject", "tls_handle", "tls_sni_host", "wrap_tls"]
 
 log = logging.getLogger("junction.tls")
 
@@ -156,6 +156,27 @@ def tls_sni_host(transport) -> str | None:
     """The SNI host name the client behind *transport* sent (None: plain TCP, or no name)."""
     conn = tls_handle(transport)
     return sni_host(conn) if conn is not None else None
+
+
+def peer_subject(transport) -> str | None:
+    """The subject DN (RFC 4514, most specific first) of the verified certificate the client behind
+    *transport* presented; None over plain TCP or without a certificate."""
+    conn = tls_handle(transport)
+    if conn is None:
+        return None
+    cert = conn.get_peer_certificate(as_cryptography=True)
+    return cert.subject.rfc4514_string() if cert is not None else None
+
+
+def certificate_login(acceptor, security) -> bool:
+    """Whether clients of *acceptor* can log in by certificate: TLS asking for a client
+    certificate (``needClientAuth``/``wantClientAuth``) and a certificate users file."""
+    tls = getattr(acceptor, "tls", None)
+    return (
+        tls is not None
+        and (tls.need_client_auth or tls.want_client_auth)
+        and getattr(security, "certificate_users", None) is not None
+    )
 
 
 def _peer(protocol) -> str:

@@ -203,3 +203,150 @@ def test_certificates_reload_on_sighup_and_over_the_management_api(broker_factor
         metrics = answer.read().decode()
     assert 'junction_tls_reloads_total{acceptor="gateway-in"} 2.0' in metrics
     assert 'junction_tls_certificate_expiry_timestamp_seconds{acceptor="gateway-in",sni="*"}' in metrics
+
+
+# --------------------------------------------------------------------------- certificate login
+
+
+@pytest.fixture
+def cert_login(tmp_path):
+    """A CA, a server certificate, a mapped client (-> user ``app``) and a trusted but unmapped one."""
+    ca = trustme.CA()
+    files = {"ca": str(tmp_path / "ca.pem")}
+    ca.cert_pem.write_to_path(files["ca"])
+    for name, cert in (
+        ("server", ca.issue_cert("localhost")),
+        ("client", ca.issue_cert("app@example.test", common_name="app-client")),
+        ("stranger", ca.issue_cert("other@example.test", common_name="stranger")),
+    ):
+        files[name] = str(tmp_path / f"{name}.pem")
+        cert.private_key_and_cert_chain_pem.write_to_path(files[name])
+    subject = x509.load_pem_x509_certificates(open(files["client"], "rb").read())[0].subject.rfc4514_string()
+    users = tmp_path / "cert-users.properties"
+    users.write_text(f"app={subject}\n")
+    roles = tmp_path / "cert-roles.properties"
+    roles.write_text("app=app\n")
+    files["security"] = {"cert-users-file": str(users), "cert-roles-file": str(roles)}
+    files["tls"] = (
+        f"sslEnabled=true;keyStorePath={files['server']};needClientAuth=true;trustStorePath={files['ca']}"
+    )
+    return files
+
+
+def _stomp_tls(port, files, cert):
+    conn = stomp.Connection([("localhost", port)])
+    conn.set_ssl(for_hosts=[("localhost", port)], ca_certs=files["ca"], cert_file=files[cert])
+    return conn
+
+
+def test_a_client_certificate_logs_in_to_stomp_and_amqp(broker_factory, cert_login):
+    port = free_port()
+    core = broker_factory(
+        "core",
+        security=True,
+        users=USERS,
+        anonymous_user=None,
+        security_attributes=cert_login["security"],
+        extra_acceptors_xml=(
+            f'<acceptor name="secure">tcp://127.0.0.1:{port}?protocols=STOMP,AMQP;anycastPrefix=/queue/;'
+            f"{cert_login['tls']}</acceptor>"
+        ),
+    ).start()
+
+    # STOMP: CONNECT without login, the certificate is the login
+    conn = _stomp_tls(port, cert_login, "client")
+    conn.connect(wait=True, headers={"client-id": "by-cert"})
+    try:
+        users = {c["client_id"]: c["user"] for c in core.status()["connections"]}
+        assert users.get("by-cert") == "app"
+        conn.send("/queue/cert.q", "from a certificate")
+    finally:
+        conn.disconnect()
+    wait_queue(core, "cert.q", TIMEOUT, message_count=1)
+
+    # a trusted certificate that maps to no user is refused (no anonymous user here)
+    stranger = _stomp_tls(port, cert_login, "stranger")
+    listener = _Errors()
+    stranger.set_listener("e", listener)
+    with pytest.raises(stomp.exception.ConnectFailedException):
+        stranger.connect(wait=True)
+    assert listener.frames and "Security Error" in listener.frames[-1].headers.get("message", "")
+
+    # AMQP: SASL EXTERNAL with the same certificate
+    from proton import SSLDomain
+
+    domain = SSLDomain(SSLDomain.MODE_CLIENT)
+    domain.set_trusted_ca_db(cert_login["ca"])
+    domain.set_peer_authentication(SSLDomain.VERIFY_PEER_NAME)
+    domain.set_credentials(cert_login["client"], cert_login["client"], None)
+    amqp = BlockingConnection(f"amqps://127.0.0.1:{port}", ssl_domain=domain, sni="localhost",
+                              allowed_mechs="EXTERNAL", timeout=TIMEOUT)
+    try:
+        amqp.create_sender("cert.q").send(Message(body="by EXTERNAL"))
+    finally:
+        amqp.close()
+    wait_queue(core, "cert.q", TIMEOUT, message_count=2)
+
+
+def test_the_gateway_keys_on_the_user_a_certificate_maps_to(broker_factory, cert_login):
+    core_port = free_port()
+    core = broker_factory(
+        "core",
+        security=True,
+        users=USERS,
+        extra_acceptors_xml=(
+            f'<acceptor name="gateway-in">tcp://127.0.0.1:{core_port}?protocols=STOMP,AMQP;anycastPrefix=/queue/</acceptor>'
+        ),
+    )
+    core.tls_port = core_port  # plain here; the name is what gateway() reads
+    core.start()
+    port = free_port()
+    routers = f"""
+    <connectors><connector name="core">tcp://127.0.0.1:{core_port}</connector></connectors>
+    <connection-routers>
+      <connection-router name="r">
+        <key-type>USER_NAME</key-type>
+        <policy name="FIRST_ELEMENT"/>
+        <pool>
+          <username>pool</username><password>pool-secret</password>
+          <check-period>200</check-period><quorum-timeout>500</quorum-timeout>
+          <static-connectors><connector-ref>core</connector-ref></static-connectors>
+        </pool>
+      </connection-router>
+    </connection-routers>"""
+    gw = broker_factory(
+        "gateway",
+        security=True,
+        users=USERS,
+        anonymous_user=None,
+        extra_core_xml=routers,
+        security_attributes=cert_login["security"],
+        extra_acceptors_xml=(
+            f'<acceptor name="edge">tcp://127.0.0.1:{port}?protocols=STOMP;router=r;routerMode=forward;'
+            f"{cert_login['tls']}</acceptor>"
+        ),
+    ).start()
+    wait_for(lambda: target(gw)["ready"], TIMEOUT, interval=0.05, what="the target ready")
+    conn = _stomp_tls(port, cert_login, "stranger")
+    listener = _Errors()
+    conn.set_listener("e", listener)
+    with pytest.raises(stomp.exception.ConnectFailedException):
+        conn.connect(wait=True, headers={"client-id": "unmapped"})
+    assert listener.frames and "Security Error" in listener.frames[-1].headers.get("message", "")
+    # the mapped certificate authenticates at the gateway, which routes on its user name; the
+    # core behind sees a CONNECT without login (it cannot see the certificate) and, having an
+    # anonymous user, lets it in as that user
+    conn = _stomp_tls(port, cert_login, "client")
+    conn.connect(wait=True, headers={"client-id": "mapped"})
+    try:
+        wait_for(
+            lambda: any(c["client_id"] == "mapped" for c in core.status()["connections"]),
+            TIMEOUT,
+            interval=0.05,
+            what="the forwarded connection on the core",
+        )
+    finally:
+        conn.disconnect()
+    log = (gw.dir / "stderr.log").read_text()
+    assert "(client-id 'mapped', user 'app')" in log
+    assert "key 'app' -> forward to target core" in log
