@@ -243,9 +243,12 @@ class ProxiedTransport:
     on a hand-over) sets it on the real transport.
     """
 
-    def __init__(self, transport, header):
+    def __init__(self, transport, header, trusted: bool = False):
         object.__setattr__(self, "_transport", transport)
         object.__setattr__(self, "proxy_header", header)
+        #: the header came from a source in proxyTrustedSources: what it says of the
+        #: client's certificate may log the client in (see junction.tls.listener.peer_subject)
+        object.__setattr__(self, "proxy_trusted", trusted)
         object.__setattr__(self, "proxy_address", _peer(transport))
         object.__setattr__(self, "proxy_version", header.version_name)
         if header.has_address:
@@ -310,7 +313,7 @@ class ProxyHeaderProtocol(_HandOver):
         if header is None:
             return
         self._stop_timer()
-        transport = ProxiedTransport(self.transport, header)
+        transport = ProxiedTransport(self.transport, header, trusted=bool(self.proxy_factory.trusted))
         protocol = self.proxy_factory.wrapped.buildProtocol(transport.getPeer())
         if protocol is None:
             self.transport.loseConnection()

@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import logging
 
+from cryptography import x509
 from OpenSSL import SSL
 from twisted.internet import defer, error, tcp
 from twisted.internet.interfaces import IHalfCloseableProtocol, IHandshakeListener, IPushProducer
@@ -67,10 +68,11 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from junction.protocols.errors import ProtocolError
-from junction.protocols.proxy import encode_v2, proxy_enabled
+from junction.protocols.proxy import encode_v2, proxy_enabled, tls_tlvs
 from junction.sockets import apply_socket_options
 from junction.tls.client import wrap_client_factory
-from junction.tls.listener import openssl_reason
+from junction.tls.listener import openssl_reason, tls_handle
+from junction.tls.server import sni_host
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
@@ -139,8 +141,22 @@ def proxy_header_for(client_transport) -> bytes:
     transport's addresses are not IP addresses (a header cannot carry them).
     """
     peer, host = client_transport.getPeer(), client_transport.getHost()
+    tlvs = ()
+    conn = tls_handle(client_transport)
+    if conn is not None:  # the client's TLS, for the core's logs and certificate login
+        cert = conn.get_peer_certificate(as_cryptography=True)
+        cn = None
+        if cert is not None:
+            names = cert.subject.get_attributes_for_oid(x509.NameOID.COMMON_NAME)
+            cn = str(names[0].value) if names else None
+        tlvs = tls_tlvs(
+            sni=sni_host(conn),
+            version=conn.get_protocol_version_name(),
+            subject=cert.subject.rfc4514_string() if cert is not None else None,
+            cn=cn,
+        )
     try:
-        return encode_v2((peer.host, peer.port), (host.host, host.port))
+        return encode_v2((peer.host, peer.port), (host.host, host.port), tlvs=tlvs)
     except AttributeError:
         raise ProtocolError(f"no IP addresses to put in a PROXY header ({peer!r}, {host!r})") from None
 

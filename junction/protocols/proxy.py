@@ -14,7 +14,9 @@ connection that starts with a valid header and never guesses (bytes that
 cannot start a header are an error at once, as is anything malformed); a
 v2 ``LOCAL`` command and a v1 ``UNKNOWN`` line carry no usable address, so
 the receiver keeps the real socket addresses.  TLVs of a v2 header are
-parsed, checked to fit the header exactly, and kept, but not acted on.
+parsed, checked to fit the header exactly, and kept; the client's TLS (SNI
+name, version, verified certificate subject) travels in them, written by
+:func:`tls_tlvs` and read by :func:`client_tls`.
 
 Named limits (principle 5): :data:`MAX_V1_HEADER` (107 bytes, the
 specification's own worst case ``PROXY UNKNOWN`` line with two IPv6
@@ -346,3 +348,72 @@ def encode_v1(source: tuple | None = None, destination: tuple | None = None) -> 
     family = "TCP4" if src.version == 4 else "TCP6"
     line = f"PROXY {family} {src} {dst} {_check_port(source[1])} {_check_port(destination[1])}\r\n"
     return line.encode("ascii")
+
+
+# -- the client's TLS, carried in v2 TLVs (HAProxy's PP2_TYPE_AUTHORITY and PP2_TYPE_SSL) ------------
+#: the host name the client asked for (its TLS SNI)
+PP2_TYPE_AUTHORITY = 0x02
+#: the client's TLS: a client byte, a 32-bit verify result (0: verified), then sub-TLVs
+PP2_TYPE_SSL = 0x20
+PP2_SUBTYPE_SSL_VERSION = 0x21
+PP2_SUBTYPE_SSL_CN = 0x22
+#: client flags: the connection used TLS; it presented a certificate on this connection
+PP2_CLIENT_SSL = 0x01
+PP2_CLIENT_CERT_CONN = 0x02
+#: Junction's TLV (the application range 0xE0-0xEF): the verified client certificate's whole
+#: subject DN (RFC 4514), UTF-8, which certificate login maps to a user
+PP2_TYPE_JUNCTION_SUBJECT = 0xE0
+
+
+def tls_tlvs(*, sni: str | None, version: str | None, subject: str | None, cn: str | None) -> tuple:
+    """The TLVs describing a TLS client: its SNI name, TLS version, and verified certificate."""
+    tlvs = []
+    if sni:
+        tlvs.append((PP2_TYPE_AUTHORITY, sni.encode("idna")))
+    flags = PP2_CLIENT_SSL | (PP2_CLIENT_CERT_CONN if subject else 0)
+    subs = _encode_tlvs(
+        ([(PP2_SUBTYPE_SSL_VERSION, version.encode())] if version else [])
+        + ([(PP2_SUBTYPE_SSL_CN, cn.encode())] if cn else [])
+    )
+    tlvs.append((PP2_TYPE_SSL, bytes((flags,)) + struct.pack("!I", 0) + subs))
+    if subject:
+        tlvs.append((PP2_TYPE_JUNCTION_SUBJECT, subject.encode()))
+    return tuple(tlvs)
+
+
+@dataclass(frozen=True)
+class ClientTLS:
+    """What a v2 header says of the client's TLS (:func:`client_tls`)."""
+
+    sni: str | None = None
+    version: str | None = None
+    #: the verified certificate's subject DN (None: no certificate, or not verified)
+    subject: str | None = None
+
+
+def client_tls(header) -> ClientTLS | None:
+    """The client TLS a v2 header's TLVs describe, or None when it says nothing of TLS.
+
+    The subject is given only for a certificate the proxy verified (the SSL
+    TLV's client flags say a certificate came on this connection and its
+    verify field is 0).
+    """
+    tlvs = dict(getattr(header, "tlvs", ()) or ())
+    ssl = tlvs.get(PP2_TYPE_SSL)
+    authority = tlvs.get(PP2_TYPE_AUTHORITY)
+    if ssl is None and authority is None:
+        return None
+    sni = authority.decode("ascii", "replace").lower() if authority else None
+    version = subject = None
+    if ssl is not None and len(ssl) >= 5:
+        flags, verify = ssl[0], struct.unpack("!I", ssl[1:5])[0]
+        try:
+            subs = dict(_parse_tlvs(ssl[5:]))
+        except RemoteProtocolError:
+            subs = {}
+        if PP2_SUBTYPE_SSL_VERSION in subs:
+            version = subs[PP2_SUBTYPE_SSL_VERSION].decode("ascii", "replace")
+        raw = tlvs.get(PP2_TYPE_JUNCTION_SUBJECT)
+        if raw is not None and flags & PP2_CLIENT_CERT_CONN and verify == 0:
+            subject = raw.decode("utf-8", "replace")
+    return ClientTLS(sni, version, subject)

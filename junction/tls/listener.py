@@ -18,6 +18,8 @@ from twisted.internet.interfaces import IOpenSSLServerConnectionCreator
 from twisted.protocols.tls import BufferingTLSTransport, TLSMemoryBIOFactory
 from zope.interface import implementer
 
+from junction.protocols.proxy import ClientTLS as ClientTLSInfo
+from junction.protocols.proxy import client_tls, proxy_enabled
 from junction.tls.server import ServerContexts, refusal, sni_host
 
 __all__ = ["TLSAcceptorFactory", "certificate_login", "openssl_reason", "peer_subject", "tls_handle", "tls_sni_host", "wrap_tls"]
@@ -155,7 +157,7 @@ def tls_handle(transport) -> SSL.Connection | None:
 def tls_sni_host(transport) -> str | None:
     """The SNI host name the client behind *transport* sent (None: plain TCP, or no name)."""
     conn = tls_handle(transport)
-    return sni_host(conn) if conn is not None else None
+    return sni_host(conn) if conn is not None else _proxied(transport).sni
 
 
 def peer_subject(transport) -> str | None:
@@ -163,20 +165,40 @@ def peer_subject(transport) -> str | None:
     *transport* presented; None over plain TCP or without a certificate."""
     conn = tls_handle(transport)
     if conn is None:
-        return None
+        return _proxied(transport).subject
     cert = conn.get_peer_certificate(as_cryptography=True)
     return cert.subject.rfc4514_string() if cert is not None else None
 
 
+_NO_TLS = ClientTLSInfo()
+
+
+def _proxied(transport) -> ClientTLSInfo:
+    """What a PROXY v2 header from a trusted source (``proxyTrustedSources``) says of the client's TLS.
+
+    A gateway (or HAProxy) that terminated the client's TLS passes its SNI
+    name and verified certificate on this way; a header from anywhere else
+    is not believed.
+    """
+    header = getattr(transport, "proxy_header", None)
+    if header is None or not getattr(transport, "proxy_trusted", False):
+        return _NO_TLS
+    return client_tls(header) or _NO_TLS
+
+
 def certificate_login(acceptor, security) -> bool:
-    """Whether clients of *acceptor* can log in by certificate: TLS asking for a client
-    certificate (``needClientAuth``/``wantClientAuth``) and a certificate users file."""
+    """Whether clients of *acceptor* can log in by certificate: a certificate users file, and
+    TLS asking for a client certificate (``needClientAuth``/``wantClientAuth``) or PROXY
+    headers from trusted sources (``proxyTrustedSources``), which carry the certificate a
+    gateway verified."""
+    if getattr(security, "certificate_users", None) is None:
+        return False
     tls = getattr(acceptor, "tls", None)
-    return (
-        tls is not None
-        and (tls.need_client_auth or tls.want_client_auth)
-        and getattr(security, "certificate_users", None) is not None
-    )
+    if tls is not None and (tls.need_client_auth or tls.want_client_auth):
+        return True
+    # behind trusted proxies (a gateway), certificates verified there arrive in the PROXY header
+    params = getattr(acceptor, "params", None) or {}
+    return proxy_enabled(params) and bool(params.get("proxyTrustedSources"))
 
 
 def _peer(protocol) -> str:

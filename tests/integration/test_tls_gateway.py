@@ -350,3 +350,76 @@ def test_the_gateway_keys_on_the_user_a_certificate_maps_to(broker_factory, cert
     log = (gw.dir / "stderr.log").read_text()
     assert "(client-id 'mapped', user 'app')" in log
     assert "key 'app' -> forward to target core" in log
+
+
+def test_a_certificate_login_is_forwarded_to_the_core_in_the_proxy_header(broker_factory, cert_login):
+    """The gateway verified the certificate; the core, trusting the gateway's PROXY headers, logs the
+    client in as the same user (STOMP without login, AMQP EXTERNAL) though it never sees the certificate."""
+    core_port = free_port()
+    core = broker_factory(
+        "core",
+        security=True,
+        users=USERS,
+        anonymous_user=None,
+        security_attributes=cert_login["security"],
+        extra_acceptors_xml=(
+            f'<acceptor name="gateway-in">tcp://127.0.0.1:{core_port}?protocols=STOMP,AMQP;anycastPrefix=/queue/;'
+            "proxyProtocolEnabled=true;proxyTrustedSources=127.0.0.1</acceptor>"
+        ),
+    ).start()
+    port = free_port()
+    routers = f"""
+    <connectors><connector name="core">tcp://127.0.0.1:{core_port}?proxyProtocolEnabled=true</connector></connectors>
+    <connection-routers>
+      <connection-router name="r">
+        <key-type>USER_NAME</key-type>
+        <policy name="FIRST_ELEMENT"/>
+        <pool>
+          <username>pool</username><password>pool-secret</password>
+          <check-period>200</check-period><quorum-timeout>500</quorum-timeout>
+          <static-connectors><connector-ref>core</connector-ref></static-connectors>
+        </pool>
+      </connection-router>
+    </connection-routers>"""
+    gw = broker_factory(
+        "gateway",
+        security=True,
+        users=USERS,
+        anonymous_user=None,
+        extra_core_xml=routers,
+        security_attributes=cert_login["security"],
+        extra_acceptors_xml=(
+            f'<acceptor name="edge">tcp://127.0.0.1:{port}?protocols=STOMP,AMQP;router=r;routerMode=forward;'
+            f"{cert_login['tls']}</acceptor>"
+        ),
+    ).start()
+    wait_for(lambda: target(gw)["ready"], TIMEOUT, interval=0.05, what="the target ready")
+
+    conn = _stomp_tls(port, cert_login, "client")
+    conn.connect(wait=True, headers={"client-id": "via-gateway"})
+    try:
+        seen = wait_for(
+            lambda: next((c for c in core.status()["connections"] if c["client_id"] == "via-gateway"), None),
+            TIMEOUT,
+            interval=0.05,
+            what="the forwarded connection on the core",
+        )
+        assert seen["user"] == "app"
+        assert seen.get("proxy_version") == "V2"
+        conn.send("/queue/fwd.cert", "stomp")
+    finally:
+        conn.disconnect()
+
+    from proton import SSLDomain
+
+    domain = SSLDomain(SSLDomain.MODE_CLIENT)
+    domain.set_trusted_ca_db(cert_login["ca"])
+    domain.set_peer_authentication(SSLDomain.VERIFY_PEER_NAME)
+    domain.set_credentials(cert_login["client"], cert_login["client"], None)
+    amqp = BlockingConnection(f"amqps://127.0.0.1:{port}", ssl_domain=domain, sni="localhost",
+                              allowed_mechs="EXTERNAL", timeout=TIMEOUT)
+    try:
+        amqp.create_sender("fwd.cert").send(Message(body="amqp", durable=True))
+    finally:
+        amqp.close()
+    wait_queue(core, "fwd.cert", TIMEOUT, message_count=2)
