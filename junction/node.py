@@ -21,6 +21,7 @@ from junction.brokercore.acceptor import (
     MultiProtocolFactory,
     wrap_proxy_protocol,
 )
+from junction.brokercore.admission import ADMISSION_PARAMS, wrap_admission
 from junction.brokercore.amqp_server import AMQP_ACCEPTOR_PARAMS, AmqpFactory
 from junction.brokercore.security import SecurityManager
 from junction.brokercore.server import BrokerServer
@@ -100,6 +101,8 @@ class Node:
         self.factories: dict = {}
         #: the TLS wrapper of each TLS acceptor (handshake counters, certificate reload)
         self.tls_factories: dict = {}
+        #: the per-source limits of each acceptor that sets them (connectionsAllowedPerAddress ...)
+        self.admission_factories: dict = {}
         self.management_port = None
         self._lock_fd = None
         self.journal = None
@@ -297,8 +300,8 @@ class Node:
             )
         if not served:
             return
-        known = {"router", "routerMode"} if acceptor.router else {"router"}
-        known |= PROXY_ACCEPTOR_PARAMS
+        known = {"router", "routerMode", "routingTimeout", "routingMaxBytes"} if acceptor.router else {"router"}
+        known |= PROXY_ACCEPTOR_PARAMS | ADMISSION_PARAMS
         if acceptor.tls is not None:
             known |= TLS_ACCEPTOR_PARAMS
         for name in served:
@@ -333,7 +336,11 @@ class Node:
         listening = factory
         if acceptor.tls is not None:
             listening = wrap_tls(
-                factory, acceptor.tls.build(), reactor=self.reactor, acceptor_name=acceptor.name
+                factory,
+                acceptor.tls.build(),
+                reactor=self.reactor,
+                acceptor_name=acceptor.name,
+                handshakes_allowed=int(acceptor.params.get("handshakesAllowed", -1)),
             )
             self.tls_factories[acceptor.name] = listening
             what += " over TLS"
@@ -342,7 +349,10 @@ class Node:
         )
         if proxied is not listening:
             what += " behind the PROXY protocol"
-        listening = proxied
+        # per-source limits see the socket's own peer, so they go outermost
+        listening = wrap_admission(proxied, acceptor, reactor=self.reactor)
+        if listening is not proxied:
+            self.admission_factories[acceptor.name] = listening
         port = self.reactor.listenTCP(acceptor.port, listening, interface=acceptor.host or "0.0.0.0")
         self.listeners[acceptor.name] = port
         self.factories[acceptor.name] = factory
@@ -533,6 +543,9 @@ class Node:
                 # of which the relay engine carries (plain TCP both ways), the rest the reactor
                 entry["relayed"] = sum(1 for splice in factory.splices if splice.relayed)
                 entry["decisions"] = dict(factory.decisions)
+            admission = self.admission_factories.get(acceptor.name)
+            if admission is not None:
+                entry["admission"] = admission.status()
             tls = self.tls_factories.get(acceptor.name)
             if tls is not None:
                 entry["tls"] = tls.status()

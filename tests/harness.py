@@ -689,3 +689,34 @@ def wait_queue(broker: BrokerProcess, name: str, timeout: float = 10.0, *, inter
         return wait_for(check, timeout, interval=interval, what=f"queue {name} with {expected}")
     except TimeoutError as e:
         raise AssertionError(f"{e}; queue now: {queue_status(broker, name)}") from None
+
+
+def router_xml(
+    connectors: Mapping[str, str],
+    *,
+    key_type: str = "CLIENT_ID",
+    policy: str = "FIRST_ELEMENT",
+    name: str = "r",
+    check_period: int = 200,
+    username: str = "pool",
+    password: str = "pool-secret",
+) -> str:
+    """``<connectors>`` plus one ``<connection-router>`` whose pool is those connectors, for ``extra_core_xml``.
+
+    ``connectors`` maps connector name to its URL (``tcp://127.0.0.1:PORT?...``).
+    """
+    defined = "".join(f'<connector name="{n}">{escape(url)}</connector>' for n, url in connectors.items())
+    refs = "".join(f"<connector-ref>{n}</connector-ref>" for n in connectors)
+    return f"""
+    <connectors>{defined}</connectors>
+    <connection-routers>
+      <connection-router name="{name}">
+        <key-type>{key_type}</key-type>
+        <policy name="{policy}"/>
+        <pool>
+          <username>{username}</username><password>{password}</password>
+          <check-period>{check_period}</check-period><quorum-timeout>500</quorum-timeout>
+          <static-connectors>{refs}</static-connectors>
+        </pool>
+      </connection-router>
+    </connection-routers>"""

@@ -98,8 +98,8 @@ class ProtocolSwitch(_HandOver):
             return
         self.target = protocol
         buffered, self.buffer = self.buffer, b""
-        # The transport delivers to the new protocol from now on.
-        self.transport.protocol = protocol
+        # The transport delivers to the new protocol from now on (through any wrapper).
+        sockets.replace_receiver(self.transport, protocol, self)
         protocol.makeConnection(self.transport)
         protocol.dataReceived(buffered)
 
@@ -319,8 +319,8 @@ class ProxyHeaderProtocol(_HandOver):
             self.transport.loseConnection()
             return
         self.target = protocol
-        # The real transport delivers to the new protocol from now on.
-        self.transport.protocol = protocol
+        # The real transport delivers to the new protocol from now on (through any wrapper).
+        sockets.replace_receiver(self.transport, protocol, self)
         protocol.makeConnection(transport)
         if header.remaining:
             protocol.dataReceived(header.remaining)

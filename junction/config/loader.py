@@ -990,7 +990,9 @@ ACCEPTOR_PARAMS = _TRANSPORT_COMMON | frozenset(
         # proxyEnabled and Junction's proxyTrustedSources (docs/configuration.md)
         "proxyEnabled", "proxyTrustedSources",
         # TLS at the edge: Junction's sniRequired and sniKeyStorePaths (docs/tls.md)
-        "sniRequired", "sniKeyStorePaths",
+        "sniRequired", "sniKeyStorePaths", "handshakesAllowed",
+        # abuse limits per source address and before the routing decision (docs/tls.md)
+        "connectionsAllowedPerAddress", "connectionRatePerAddress", "routingTimeout", "routingMaxBytes",
         # OpenWire (OpenWireProtocolManager)
         "supportAdvisory", "suppressInternalManagementObjects", "actorThresholdBytes", "brokerName",
         "maxInactivityDuration", "maxInactivityDurationInitalDelay", "openWireDestinationCacheSize",
@@ -1043,7 +1045,7 @@ PARAM_TYPES: dict[str, Parser] = {
             "stompMinLargeMessageSize", "stomp-min-large-message-size", "stompConsumerWindowSize",
             "maxInactivityDuration", "maxInactivityDurationInitalDelay", "remotingThreads",
             "nioRemotingThreads", "backlog", "connectionTtl", "connectionTtlMin", "connectionTtlMax",
-            "amqpIdleTimeout",
+            "amqpIdleTimeout", "connectionsAllowedPerAddress", "handshakesAllowed",
         ],
         _I,
     ),
@@ -1051,7 +1053,7 @@ PARAM_TYPES: dict[str, Parser] = {
         [
             "handshake-timeout", "batchDelay", "writeBufferLowWaterMark", "writeBufferHighWaterMark",
             "amqpLowCredits", "quietPeriod", "shutdownTimeout", "connect-timeout-millis",
-            "stompConsumerCredits", "openWireDestinationCacheSize", "actorThresholdBytes",
+            "stompConsumerCredits", "openWireDestinationCacheSize", "actorThresholdBytes", "routingTimeout",
         ],
         _N,
     ),
@@ -1059,10 +1061,11 @@ PARAM_TYPES: dict[str, Parser] = {
         [
             "stompMaxFramePayloadLength", "webSocketMaxFramePayloadLength", "amqpCredits", "maxFrameSize",
             "initialRemoteMaxFrameSize", "openwireMaxPacketChunkSize", "virtualTopicConsumerLruCacheMax",
-            "amqpChannelMax", "amqpMaxMessageSize",
+            "amqpChannelMax", "amqpMaxMessageSize", "routingMaxBytes",
         ],
         _P,
     ),
+    "connectionRatePerAddress": real(0.0),
     "heartBeatToConnectionTtlModifier": real(0.0),
     "localPort": port_number,
     "socksPort": port_number,

@@ -69,7 +69,7 @@ from zope.interface import implementer
 
 from junction.protocols.errors import ProtocolError
 from junction.protocols.proxy import encode_v2, proxy_enabled, tls_tlvs
-from junction.sockets import apply_socket_options
+from junction.sockets import apply_socket_options, replace_receiver
 from junction.tls.client import wrap_client_factory
 from junction.tls.listener import openssl_reason, tls_handle
 from junction.tls.server import sni_host
@@ -210,11 +210,8 @@ def write_through(transport, data: bytes) -> None:
 
 
 def rebind(transport, protocol) -> None:
-    """Make ``protocol`` receive what ``transport`` reads from now on."""
-    if hasattr(transport, "wrappedProtocol"):  # a ProtocolWrapper (TLS)
-        transport.wrappedProtocol = protocol
-    else:
-        transport.protocol = protocol
+    """Make ``protocol`` receive what ``transport`` reads from now on (TLS and admission wrappers kept)."""
+    replace_receiver(transport, protocol)
 
 
 def _describe(reason: Failure) -> str:

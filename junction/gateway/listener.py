@@ -110,6 +110,7 @@ from junction.protocols.amqp.sasl_client import SaslClient, SaslClientDone, Sasl
 from junction.protocols.detect import MAX_SNIFF_BYTES, NEED_MORE, UNKNOWN, describe, detect
 from junction.protocols.errors import RemoteProtocolError
 from junction.protocols.stomp import Frame, HeartBeat, StompCodec, StompLimits
+from junction.sockets import socket_transport
 from junction.tls.listener import certificate_login, peer_subject, tls_sni_host
 
 __all__ = [
@@ -240,11 +241,18 @@ class GatewayFactory(Factory):
             max_header_count=limits.max_header_count if limits else 1000,
             max_header_length=limits.max_header_length if limits else 64 * 1024,
         )
-        #: seconds from the accept to a complete opening (sniff + CONNECT)
-        self.connect_timeout = (limits.connect_timeout if limits else 10_000) / 1000.0
+        #: seconds from the accept to a complete opening (sniff + CONNECT): the acceptor's
+        #: routingTimeout (ms), else <limits connect-timeout>
+        timeout_ms = params.get("routingTimeout")
+        self.connect_timeout = (
+            int(timeout_ms) if timeout_ms not in (None, "") else (limits.connect_timeout if limits else 10_000)
+        ) / 1000.0
         #: the most bytes one connection may have sent before it is spliced or
-        #: handed over: its opening plus one more read
-        self.max_buffered = max_frame + MAX_SNIFF_BYTES + FORWARD_BUFFER_SIZE
+        #: handed over: the acceptor's routingMaxBytes, else its opening plus one more read
+        max_bytes = params.get("routingMaxBytes")
+        self.max_buffered = (
+            int(max_bytes) if max_bytes not in (None, "") else max_frame + MAX_SNIFF_BYTES + FORWARD_BUFFER_SIZE
+        )
         self.connections: set[GatewayProtocol] = set()
         self.splices: set = set()
         self.decisions: dict[str, int] = {}
@@ -675,7 +683,7 @@ class GatewayProtocol(Protocol):
             handshake, self.sasl_client = _AmqpLogin(self.sasl_client), None
         try:
             d = connect_and_forward(
-                self.transport,
+                socket_transport(self.transport),
                 self.buffer,
                 target.connector,
                 gateway.reactor,

@@ -369,7 +369,34 @@ class NodeCollector:
         families.extend(self._journal_families(status))
         families.extend(self._router_families(status))
         families.extend(self._tls_families(status))
+        families.extend(self._admission_families(status))
         return families
+
+    @staticmethod
+    def _admission_families(status: dict) -> list:
+        """Connections refused at accept by an abuse limit, per acceptor and limit."""
+        refused = CounterMetricFamily(
+            "junction_acceptor_refused",
+            "Connections closed at accept by a limit: connectionsAllowedPerAddress, connectionRatePerAddress, handshakesAllowed.",
+            labels=["acceptor", "limit"],
+        )
+        open_sources = GaugeMetricFamily(
+            "junction_acceptor_sources", "Source addresses with connections open on the acceptor.", labels=["acceptor"]
+        )
+        seen = False
+        for acceptor in status.get("acceptors") or []:
+            name = str(acceptor.get("name"))
+            admission = acceptor.get("admission")
+            if isinstance(admission, dict):
+                seen = True
+                open_sources.add_metric([name], _number(admission.get("sources")) or 0)
+                for limit in ("connectionsAllowedPerAddress", "connectionRatePerAddress"):
+                    refused.add_metric([name, limit], _number((admission.get("refused") or {}).get(limit)) or 0)
+            tls = acceptor.get("tls")
+            if isinstance(tls, dict) and _number(tls.get("handshakes_allowed")) not in (None, -1):
+                seen = True
+                refused.add_metric([name, "handshakesAllowed"], _number(tls.get("refused_busy")) or 0)
+        return [refused, open_sources] if seen else []
 
     @staticmethod
     def _tls_families(status: dict) -> list:

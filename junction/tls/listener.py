@@ -18,6 +18,7 @@ from twisted.internet.interfaces import IOpenSSLServerConnectionCreator
 from twisted.protocols.tls import BufferingTLSTransport, TLSMemoryBIOFactory
 from zope.interface import implementer
 
+from junction.brokercore.admission import OffenderLog
 from junction.protocols.proxy import ClientTLS as ClientTLSInfo
 from junction.protocols.proxy import client_tls, proxy_enabled
 from junction.tls.server import ServerContexts, refusal, sni_host
@@ -41,7 +42,11 @@ class TLSServerProtocol(BufferingTLSTransport):
 
     _deadline = None
 
+    _in_handshake = False
+
     def makeConnection(self, transport):
+        self._in_handshake = True
+        self.factory.in_handshake += 1
         if self.factory.handshake_timeout > 0:
             self._deadline = self.factory.reactor.callLater(
                 self.factory.handshake_timeout, self._handshake_timed_out
@@ -56,13 +61,12 @@ class TLSServerProtocol(BufferingTLSTransport):
     def _handshake_timed_out(self) -> None:
         self._deadline = None
         if not self._handshakeDone:
-            log.info(
+            self.factory.timed_out += 1
+            self._report(
+                "handshake-timeout",
                 "acceptor %s: TLS handshake with %s not finished in %gs (handshake-timeout); closed",
-                self.factory.acceptor_name,
-                _peer(self),
                 self.factory.handshake_timeout,
             )
-            self.factory.timed_out += 1
             self.abortConnection()
 
     def _tlsShutdownFinished(self, reason):
@@ -70,22 +74,32 @@ class TLSServerProtocol(BufferingTLSTransport):
             why = refusal(self._tlsConnection)
             if why is not None:
                 self.factory.refused += 1
-                log.warning("acceptor %s: TLS client %s refused: %s", self.factory.acceptor_name, _peer(self), why)
+                self._report("refused", "acceptor %s: TLS client %s refused: %s", why)
             else:
                 self.factory.failed += 1
-                log.info(
-                    "acceptor %s: TLS handshake with %s failed: %s",
-                    self.factory.acceptor_name,
-                    _peer(self),
-                    openssl_reason(reason.value),
+                self._report(
+                    "failed", "acceptor %s: TLS handshake with %s failed: %s", openssl_reason(reason.value)
                 )
         super()._tlsShutdownFinished(reason)
+
+    def _report(self, kind: str, message: str, detail) -> None:
+        """Log a failed handshake at most once per source and kind every LOG_INTERVAL seconds."""
+        peer = _peer(self)
+        self.factory.offenders.refused(
+            log, f"tls-{kind}", peer.rpartition(":")[0], message, self.factory.acceptor_name, peer, detail
+        )
 
     def connectionLost(self, reason):
         self._cancel_deadline()
         super().connectionLost(reason)
 
+    def _handshake_over(self) -> None:
+        if self._in_handshake:
+            self._in_handshake = False
+            self.factory.in_handshake -= 1
+
     def _cancel_deadline(self) -> None:
+        self._handshake_over()
         if self._deadline is not None:
             if self._deadline.active():
                 self._deadline.cancel()
@@ -97,7 +111,9 @@ class TLSAcceptorFactory(TLSMemoryBIOFactory):
 
     protocol = TLSServerProtocol
 
-    def __init__(self, contexts: ServerContexts, wrapped, *, reactor, acceptor_name: str = "?"):
+    def __init__(
+        self, contexts: ServerContexts, wrapped, *, reactor, acceptor_name: str = "?", handshakes_allowed: int = -1
+    ):
         creator = _Creator(contexts)
         super().__init__(creator, False, wrapped, clock=reactor)
         self._creator = creator
@@ -111,6 +127,27 @@ class TLSAcceptorFactory(TLSMemoryBIOFactory):
         self.timed_out = 0
         #: certificate reloads done, and when the contexts in use were built
         self.reloads = 0
+        #: connections whose handshake is not over; at most handshakesAllowed (-1: no limit)
+        self.in_handshake = 0
+        self.handshakes_allowed = handshakes_allowed
+        self.offenders = OffenderLog(reactor)
+        self.refused_busy = 0
+
+    def buildProtocol(self, addr):
+        if 0 <= self.handshakes_allowed <= self.in_handshake:
+            self.refused_busy += 1
+            source = str(getattr(addr, "host", addr))
+            self.offenders.refused(
+                log,
+                "handshakesAllowed",
+                source,
+                "acceptor %s: connection from %s refused: handshakesAllowed=%d TLS handshakes already in progress",
+                self.acceptor_name,
+                source,
+                self.handshakes_allowed,
+            )
+            return None
+        return super().buildProtocol(addr)
 
     def reload(self, tls) -> str | None:
         """Build new contexts from *tls*'s files; new connections use them.  The problem, or None."""
@@ -131,15 +168,20 @@ class TLSAcceptorFactory(TLSMemoryBIOFactory):
             "handshakes_refused": self.refused,
             "handshakes_failed": self.failed,
             "handshakes_timed_out": self.timed_out,
+            "handshakes_in_progress": self.in_handshake,
+            "handshakes_allowed": self.handshakes_allowed,
+            "refused_busy": self.refused_busy,
             "reloads": self.reloads,
         }
 
 
-def wrap_tls(factory, contexts: ServerContexts | None, *, reactor, acceptor_name: str):
+def wrap_tls(factory, contexts: ServerContexts | None, *, reactor, acceptor_name: str, handshakes_allowed: int = -1):
     """*factory* behind TLS when the acceptor has *contexts*, else itself."""
     if contexts is None:
         return factory
-    return TLSAcceptorFactory(contexts, factory, reactor=reactor, acceptor_name=acceptor_name)
+    return TLSAcceptorFactory(
+        contexts, factory, reactor=reactor, acceptor_name=acceptor_name, handshakes_allowed=handshakes_allowed
+    )
 
 
 def tls_handle(transport) -> SSL.Connection | None:

@@ -25,6 +25,8 @@ Parameters (Artemis's, "Configuring Netty SSL", unless marked Junction):
                           and password as ``keyStorePath``, which serves every other name
 ``handshake-timeout``     seconds a connection may take to finish its TLS handshake (10; 0: no
                           limit, as Artemis)
+``handshakesAllowed``     (Junction) TLS handshakes in progress at once; a connection beyond is
+                          closed at accept (-1, the default: no limit)
 
 A refused client (no SNI under ``sniRequired``, a name ``sniHost`` does not
 match) is switched to a context with no certificate, so its handshake fails
@@ -75,6 +77,7 @@ TLS_ACCEPTOR_PARAMS = frozenset(
         "sniRequired",
         "sniKeyStorePaths",
         "handshake-timeout",
+        "handshakesAllowed",
     }
 )
 

@@ -22,10 +22,14 @@ from cryptography import x509
 from proton import Message
 from proton.utils import BlockingConnection
 
-from tests.harness import free_port, wait_for, wait_queue
+from tests.harness import free_port, router_xml, wait_for, wait_queue
 
 TIMEOUT = 20.0
-USERS = {"app": ("app-secret", "app"), "pool": ("pool-secret", "app"), "admin": ("admin-secret", "admin")}
+USERS = {
+    "app": ("app-secret", "app"),
+    "pool": ("pool-secret", "app"),
+    "admin": ("admin-secret", "admin"),
+}
 
 
 @pytest.fixture
@@ -58,23 +62,13 @@ def tls_core(broker_factory, pki, name="core"):
 
 def gateway(broker_factory, core, pki, connector_params: str, name="gateway"):
     port = free_port()
-    routers = f"""
-    <connectors>
-      <connector name="core">tcp://127.0.0.1:{core.tls_port}?sslEnabled=true;trustStorePath={pki['ca.pem']}{connector_params}</connector>
-    </connectors>
-    <connection-routers>
-      <connection-router name="r">
-        <key-type>CLIENT_ID</key-type>
-        <policy name="FIRST_ELEMENT"/>
-        <pool>
-          <username>pool</username>
-          <password>pool-secret</password>
-          <check-period>200</check-period>
-          <quorum-timeout>500</quorum-timeout>
-          <static-connectors><connector-ref>core</connector-ref></static-connectors>
-        </pool>
-      </connection-router>
-    </connection-routers>"""
+    routers = router_xml(
+        {
+            "core": f"tcp://127.0.0.1:{core.tls_port}?sslEnabled=true;trustStorePath={pki['ca.pem']}{connector_params}"
+        },
+        key_type="CLIENT_ID",
+        check_period=200,
+    )
     gw = broker_factory(
         name,
         security=True,
@@ -103,7 +97,10 @@ def target(gw) -> dict:
 
 def peer_serial(port: int, ca_pem: str, sni: str = "localhost") -> int:
     ctx = ssl.create_default_context(cafile=ca_pem)
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw, ctx.wrap_socket(raw, server_hostname=sni) as s:
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=5) as raw,
+        ctx.wrap_socket(raw, server_hostname=sni) as s,
+    ):
         return x509.load_der_x509_certificate(s.getpeercert(binary_form=True)).serial_number
 
 
@@ -117,8 +114,13 @@ def test_forwarded_stomp_and_amqp_are_re_encrypted_to_the_core(broker_factory, p
     conn.send("/queue/tls.q", "over stomp", headers={"persistent": "true"})
     conn.disconnect()
 
-    amqp = BlockingConnection(f"amqp://127.0.0.1:{gw.routed_port}", user="app", password="app-secret",
-                              allowed_mechs="PLAIN", timeout=TIMEOUT)
+    amqp = BlockingConnection(
+        f"amqp://127.0.0.1:{gw.routed_port}",
+        user="app",
+        password="app-secret",
+        allowed_mechs="PLAIN",
+        timeout=TIMEOUT,
+    )
     try:
         amqp.create_sender("tls.q").send(Message(body="over amqp", durable=True))
     finally:
@@ -134,7 +136,9 @@ def test_a_core_certificate_for_another_name_is_refused_clearly(broker_factory, 
 
     def problem():
         t = target(gw)
-        return (not t["ready"]) and t.get("problem") and "certificate" in t["problem"] and t["problem"]
+        return (
+            (not t["ready"]) and t.get("problem") and "certificate" in t["problem"] and t["problem"]
+        )
 
     text = wait_for(problem, TIMEOUT, interval=0.05, what="the probe's TLS problem")
     assert "certificate is for localhost, not 127.0.0.1" in text
@@ -165,8 +169,12 @@ def test_certificates_reload_on_sighup_and_over_the_management_api(broker_factor
     second = x509.load_pem_x509_certificates(open(pki["core"], "rb").read())[0].serial_number
     assert second != first
     os.kill(core.pid, signal.SIGHUP)
-    wait_for(lambda: peer_serial(core.tls_port, pki["ca.pem"]) == second, TIMEOUT, interval=0.05,
-             what="new connections served the new certificate")
+    wait_for(
+        lambda: peer_serial(core.tls_port, pki["ca.pem"]) == second,
+        TIMEOUT,
+        interval=0.05,
+        what="new connections served the new certificate",
+    )
 
     kept.sendall(b"SEND\ndestination:/queue/kept\n\nstill here\x00")
     kept.sendall(b"DISCONNECT\nreceipt:bye\n\n\x00")
@@ -202,7 +210,10 @@ def test_certificates_reload_on_sighup_and_over_the_management_api(broker_factor
     with urllib.request.urlopen(core.mgmt_url + "/metrics", timeout=5) as answer:
         metrics = answer.read().decode()
     assert 'junction_tls_reloads_total{acceptor="gateway-in"} 2.0' in metrics
-    assert 'junction_tls_certificate_expiry_timestamp_seconds{acceptor="gateway-in",sni="*"}' in metrics
+    assert (
+        'junction_tls_certificate_expiry_timestamp_seconds{acceptor="gateway-in",sni="*"}'
+        in metrics
+    )
 
 
 # --------------------------------------------------------------------------- certificate login
@@ -221,7 +232,9 @@ def cert_login(tmp_path):
     ):
         files[name] = str(tmp_path / f"{name}.pem")
         cert.private_key_and_cert_chain_pem.write_to_path(files[name])
-    subject = x509.load_pem_x509_certificates(open(files["client"], "rb").read())[0].subject.rfc4514_string()
+    subject = x509.load_pem_x509_certificates(open(files["client"], "rb").read())[
+        0
+    ].subject.rfc4514_string()
     users = tmp_path / "cert-users.properties"
     users.write_text(f"app={subject}\n")
     roles = tmp_path / "cert-roles.properties"
@@ -279,8 +292,13 @@ def test_a_client_certificate_logs_in_to_stomp_and_amqp(broker_factory, cert_log
     domain.set_trusted_ca_db(cert_login["ca"])
     domain.set_peer_authentication(SSLDomain.VERIFY_PEER_NAME)
     domain.set_credentials(cert_login["client"], cert_login["client"], None)
-    amqp = BlockingConnection(f"amqps://127.0.0.1:{port}", ssl_domain=domain, sni="localhost",
-                              allowed_mechs="EXTERNAL", timeout=TIMEOUT)
+    amqp = BlockingConnection(
+        f"amqps://127.0.0.1:{port}",
+        ssl_domain=domain,
+        sni="localhost",
+        allowed_mechs="EXTERNAL",
+        timeout=TIMEOUT,
+    )
     try:
         amqp.create_sender("cert.q").send(Message(body="by EXTERNAL"))
     finally:
@@ -301,19 +319,9 @@ def test_the_gateway_keys_on_the_user_a_certificate_maps_to(broker_factory, cert
     core.tls_port = core_port  # plain here; the name is what gateway() reads
     core.start()
     port = free_port()
-    routers = f"""
-    <connectors><connector name="core">tcp://127.0.0.1:{core_port}</connector></connectors>
-    <connection-routers>
-      <connection-router name="r">
-        <key-type>USER_NAME</key-type>
-        <policy name="FIRST_ELEMENT"/>
-        <pool>
-          <username>pool</username><password>pool-secret</password>
-          <check-period>200</check-period><quorum-timeout>500</quorum-timeout>
-          <static-connectors><connector-ref>core</connector-ref></static-connectors>
-        </pool>
-      </connection-router>
-    </connection-routers>"""
+    routers = router_xml(
+        {"core": f"tcp://127.0.0.1:{core_port}"}, key_type="USER_NAME", check_period=200
+    )
     gw = broker_factory(
         "gateway",
         security=True,
@@ -352,7 +360,9 @@ def test_the_gateway_keys_on_the_user_a_certificate_maps_to(broker_factory, cert
     assert "key 'app' -> forward to target core" in log
 
 
-def test_a_certificate_login_is_forwarded_to_the_core_in_the_proxy_header(broker_factory, cert_login):
+def test_a_certificate_login_is_forwarded_to_the_core_in_the_proxy_header(
+    broker_factory, cert_login
+):
     """The gateway verified the certificate; the core, trusting the gateway's PROXY headers, logs the
     client in as the same user (STOMP without login, AMQP EXTERNAL) though it never sees the certificate."""
     core_port = free_port()
@@ -368,19 +378,11 @@ def test_a_certificate_login_is_forwarded_to_the_core_in_the_proxy_header(broker
         ),
     ).start()
     port = free_port()
-    routers = f"""
-    <connectors><connector name="core">tcp://127.0.0.1:{core_port}?proxyProtocolEnabled=true</connector></connectors>
-    <connection-routers>
-      <connection-router name="r">
-        <key-type>USER_NAME</key-type>
-        <policy name="FIRST_ELEMENT"/>
-        <pool>
-          <username>pool</username><password>pool-secret</password>
-          <check-period>200</check-period><quorum-timeout>500</quorum-timeout>
-          <static-connectors><connector-ref>core</connector-ref></static-connectors>
-        </pool>
-      </connection-router>
-    </connection-routers>"""
+    routers = router_xml(
+        {"core": f"tcp://127.0.0.1:{core_port}?proxyProtocolEnabled=true"},
+        key_type="USER_NAME",
+        check_period=200,
+    )
     gw = broker_factory(
         "gateway",
         security=True,
@@ -399,7 +401,9 @@ def test_a_certificate_login_is_forwarded_to_the_core_in_the_proxy_header(broker
     conn.connect(wait=True, headers={"client-id": "via-gateway"})
     try:
         seen = wait_for(
-            lambda: next((c for c in core.status()["connections"] if c["client_id"] == "via-gateway"), None),
+            lambda: next(
+                (c for c in core.status()["connections"] if c["client_id"] == "via-gateway"), None
+            ),
             TIMEOUT,
             interval=0.05,
             what="the forwarded connection on the core",
@@ -416,8 +420,13 @@ def test_a_certificate_login_is_forwarded_to_the_core_in_the_proxy_header(broker
     domain.set_trusted_ca_db(cert_login["ca"])
     domain.set_peer_authentication(SSLDomain.VERIFY_PEER_NAME)
     domain.set_credentials(cert_login["client"], cert_login["client"], None)
-    amqp = BlockingConnection(f"amqps://127.0.0.1:{port}", ssl_domain=domain, sni="localhost",
-                              allowed_mechs="EXTERNAL", timeout=TIMEOUT)
+    amqp = BlockingConnection(
+        f"amqps://127.0.0.1:{port}",
+        ssl_domain=domain,
+        sni="localhost",
+        allowed_mechs="EXTERNAL",
+        timeout=TIMEOUT,
+    )
     try:
         amqp.create_sender("fwd.cert").send(Message(body="amqp", durable=True))
     finally:

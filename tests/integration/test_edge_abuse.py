@@ -1,0 +1,255 @@
+"""Abuse at the TLS edge leaves a well-behaved client alone.
+
+A gateway with a TLS acceptor and Junction's edge limits
+(``connectionsAllowedPerAddress``, ``connectionRatePerAddress``,
+``handshakesAllowed``, ``handshake-timeout``, ``routingTimeout``) forwards to
+a broker core.  A well-behaved STOMP client on 127.0.0.1 measures its
+round trip (SEND with a receipt) unloaded, then while each attack runs in a
+process of its own from an address of its own (``tests/abuse_client.py``):
+
+* slowloris: a thousand connections trickling a byte of a ClientHello every
+  two seconds;
+* a handshake flood: full TLS handshakes back to back;
+* a connection flood: TCP connections opened and closed as fast as allowed.
+
+Each attack must be seen to hit a limit, and the client's median round trip
+must stay within twice the unloaded one.  Counts and durations are bounded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import ssl
+import statistics
+import subprocess
+import sys
+import time
+
+import pytest
+import trustme
+
+from tests.harness import free_port, router_xml, wait_for
+
+TIMEOUT = 20.0
+USERS = {"app": ("app-secret", "app"), "pool": ("pool-secret", "app")}
+SAMPLES = 150
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+LIMITS = (
+    "handshake-timeout=2;handshakesAllowed=32;connectionsAllowedPerAddress=64;"
+    "connectionRatePerAddress=20;routingTimeout=3000"
+)
+
+
+class GoodClient:
+    """A raw STOMP 1.2 client over TLS: CONNECT once, then SEND+receipt round trips."""
+
+    def __init__(self, port: int, ca: str):
+        ctx = ssl.create_default_context(cafile=ca)
+        raw = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
+        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock = ctx.wrap_socket(raw, server_hostname="localhost")
+        self.buffer = b""
+        self.n = 0
+        self.sock.sendall(
+            b"CONNECT\naccept-version:1.2\nhost:localhost\nlogin:app\npasscode:app-secret\n\n\x00"
+        )
+        assert self._frame().startswith(b"CONNECTED")
+
+    def _frame(self) -> bytes:
+        while b"\x00" not in self.buffer:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("closed by the gateway")
+            self.buffer += chunk
+        frame, _, self.buffer = self.buffer.partition(b"\x00")
+        return frame.lstrip(b"\r\n")
+
+    def round_trips(self, count: int) -> float:
+        """Median seconds of ``count`` SEND-with-receipt round trips."""
+        times = []
+        for _ in range(count):
+            self.n += 1
+            t0 = time.perf_counter()
+            self.sock.sendall(
+                f"SEND\ndestination:/queue/latency\nreceipt:{self.n}\n\nping\x00".encode()
+            )
+            frame = self._frame()
+            times.append(time.perf_counter() - t0)
+            assert frame.startswith(b"RECEIPT"), frame[:80]
+        return statistics.median(times)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def core_and_gateway(broker_factory, edge_params: str):
+    """A broker core and a gateway forwarding to it; the gateway's acceptor ``edge`` has *edge_params*."""
+    core_port = free_port()
+    broker_factory(
+        "core",
+        security=True,
+        users=USERS,
+        persistence=False,
+        extra_acceptors_xml=(
+            f'<acceptor name="gateway-in">tcp://127.0.0.1:{core_port}?protocols=STOMP,AMQP;anycastPrefix=/queue/</acceptor>'
+        ),
+    ).start()
+    port = free_port()
+    gateway = broker_factory(
+        "gateway",
+        security=True,
+        users=USERS,
+        persistence=False,
+        extra_core_xml=router_xml({"core": f"tcp://127.0.0.1:{core_port}"}, check_period=1000),
+        extra_acceptors_xml=(
+            f'<acceptor name="edge">tcp://127.0.0.1:{port}?router=r;routerMode=forward;{edge_params}</acceptor>'
+        ),
+    ).start()
+    wait_for(
+        lambda: gateway.status()["routers"]["r"]["targets"][0]["ready"],
+        TIMEOUT,
+        interval=0.05,
+        what="target ready",
+    )
+    gateway.edge_port = port
+    return gateway
+
+
+@pytest.fixture
+def edge(broker_factory, tmp_path):
+    ca = trustme.CA()
+    server = str(tmp_path / "server.pem")
+    ca.issue_cert("localhost").private_key_and_cert_chain_pem.write_to_path(server)
+    ca_pem = str(tmp_path / "ca.pem")
+    ca.cert_pem.write_to_path(ca_pem)
+    gateway = core_and_gateway(
+        broker_factory, f"protocols=STOMP,AMQP;sslEnabled=true;keyStorePath={server};{LIMITS}"
+    )
+    gateway.ca = ca_pem
+    return gateway
+
+
+def edge_status(gateway) -> dict:
+    return next(a for a in gateway.status()["acceptors"] if a["name"] == "edge")
+
+
+def attack(kind: str, port: int, source: str, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.abuse_client",
+            kind,
+            "--port",
+            str(port),
+            "--source",
+            source,
+            *extra,
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+def finish(proc: subprocess.Popen) -> dict:
+    out, _ = proc.communicate(timeout=TIMEOUT)
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def refused(gateway, limit: str) -> int:
+    status = edge_status(gateway)
+    if limit == "handshakesAllowed":
+        return status["tls"]["refused_busy"]
+    return status.get("admission", {}).get("refused", {}).get(limit, 0)
+
+
+def test_slowloris_and_floods_leave_a_good_client_within_twice_its_latency(edge):
+    client = GoodClient(edge.edge_port, edge.ca)
+    try:
+        client.round_trips(30)  # warm up
+        unloaded = client.round_trips(SAMPLES)
+        results = {}
+
+        # slowloris: 1,000 connections, a byte every 2 s each, from 127.0.0.2
+        proc = attack("slowloris", edge.edge_port, "127.0.0.2", "--count", "1000", "--seconds", "6")
+        wait_for(
+            lambda: refused(edge, "connectionsAllowedPerAddress") > 0,
+            TIMEOUT,
+            interval=0.05,
+            what="slowloris hitting connectionsAllowedPerAddress",
+        )
+        results["slowloris"] = client.round_trips(SAMPLES)
+        slow = finish(proc)
+        # the server closed the trickling connections at its handshake-timeout
+        assert slow["closed_by_server"] > 0 and edge_status(edge)["tls"]["handshakes_timed_out"] > 0
+
+        # a handshake flood from 127.0.0.3
+        proc = attack("handshakes", edge.edge_port, "127.0.0.3", "--workers", "4", "--seconds", "5")
+        wait_for(
+            lambda: refused(edge, "connectionRatePerAddress") > 0,
+            TIMEOUT,
+            interval=0.05,
+            what="the handshake flood hitting connectionRatePerAddress",
+        )
+        results["handshakes"] = client.round_trips(SAMPLES)
+        shakes = finish(proc)
+        assert shakes["handshakes"] > 0 and shakes["failed"] > 0
+
+        # a connection flood from 127.0.0.4
+        before = refused(edge, "connectionRatePerAddress")
+        proc = attack("flood", edge.edge_port, "127.0.0.4", "--rate", "2000", "--seconds", "5")
+        wait_for(
+            lambda: refused(edge, "connectionRatePerAddress") > before,
+            TIMEOUT,
+            interval=0.05,
+            what="the connection flood hitting connectionRatePerAddress",
+        )
+        results["flood"] = client.round_trips(SAMPLES)
+        finish(proc)
+    finally:
+        client.close()
+
+    report = {k: f"{v * 1000:.2f} ms" for k, v in {"unloaded": unloaded, **results}.items()}
+    print("median round trips:", report, "attackers:", slow, shakes)
+    for kind, median in results.items():
+        assert median <= 2 * unloaded, f"{kind}: median round trip {report}"
+    # the log names each offender once per limit, not once per refused connection
+    log = (edge.dir / "stderr.log").read_text()
+    assert log.count("connection from 127.0.0.4 refused: more than connectionRatePerAddress") == 1
+
+
+def test_forwarded_connections_count_per_address_until_they_end(broker_factory):
+    """Relayed connections (plain TCP, the relay engine) still count against their source."""
+    gateway = core_and_gateway(broker_factory, "protocols=STOMP;connectionsAllowedPerAddress=3")
+    port = gateway.edge_port
+
+    def stomp_connect() -> socket.socket | None:
+        s = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
+        s.sendall(b"CONNECT\naccept-version:1.2\nhost:x\nlogin:app\npasscode:app-secret\n\n\x00")
+        try:
+            answer = s.recv(4096)
+        except ConnectionResetError:
+            answer = b""
+        if not answer.startswith(b"CONNECTED"):
+            s.close()
+            return None
+        return s
+
+    held = [stomp_connect() for _ in range(3)]
+    assert all(held)
+    wait_for(
+        lambda: edge_status(gateway)["relayed"] == 3, TIMEOUT, interval=0.05, what="three relayed"
+    )
+    assert stomp_connect() is None
+    assert edge_status(gateway)["admission"]["refused"] == {"connectionsAllowedPerAddress": 1}
+    held.pop().close()
+    wait_for(
+        lambda: edge_status(gateway)["relayed"] == 2, TIMEOUT, interval=0.05, what="one relay ended"
+    )
+    again = wait_for(stomp_connect, TIMEOUT, interval=0.05, what="a new connection admitted")
+    again.close()
+    for s in held:
+        s.close()
