@@ -114,6 +114,8 @@ class Target:
     prefetch_headers: dict = field(default_factory=dict)
     #: whether to send ``persistent:false`` for non-persistent mode
     send_persistent_false: bool = True
+    #: TLS: keyword arguments of stomp.py's ``set_ssl`` (``ca_certs`` ...), or None for plain TCP
+    ssl: dict | None = None
 
 
 def make_target(kind: str, host: str, port: int, pid: int | None, args) -> Target:
@@ -296,6 +298,8 @@ def open_connection(
         reconnect_attempts_max=1,
     )
     conn.set_listener("bench", listener)
+    if target.ssl is not None:
+        conn.set_ssl(for_hosts=[(target.host, target.port)], **target.ssl)
     try:
         conn.connect(target.login, target.passcode, wait=False)
     except stomp.exception.ConnectFailedException as e:

@@ -81,6 +81,19 @@ LOCK_FILE = "junction.lock"
 ROUTERS_DIRECTORY = "routers"
 
 
+#: connections the kernel completes for an acceptor before Junction accepts them (Artemis's
+#: ``backlog`` parameter; Netty's default is the system's somaxconn).  Twisted's own default,
+#: 50, overflows when clients connect in bursts while the node is busy: the kernel then drops
+#: the client's SYN and the client waits a second to retry.
+DEFAULT_BACKLOG = 1024
+
+
+def listen_backlog(acceptor) -> int:
+    """The listen backlog of *acceptor*: its ``backlog`` parameter, else :data:`DEFAULT_BACKLOG`."""
+    value = int((acceptor.params or {}).get("backlog", -1))
+    return value if value > 0 else DEFAULT_BACKLOG
+
+
 class DataDirectoryLocked(RuntimeError):
     """Another process already uses this node's journal directory."""
 
@@ -301,7 +314,7 @@ class Node:
         if not served:
             return
         known = {"router", "routerMode", "routingTimeout", "routingMaxBytes"} if acceptor.router else {"router"}
-        known |= PROXY_ACCEPTOR_PARAMS | ADMISSION_PARAMS
+        known |= PROXY_ACCEPTOR_PARAMS | ADMISSION_PARAMS | {"backlog"}
         if acceptor.tls is not None:
             known |= TLS_ACCEPTOR_PARAMS
         for name in served:
@@ -353,7 +366,9 @@ class Node:
         listening = wrap_admission(proxied, acceptor, reactor=self.reactor)
         if listening is not proxied:
             self.admission_factories[acceptor.name] = listening
-        port = self.reactor.listenTCP(acceptor.port, listening, interface=acceptor.host or "0.0.0.0")
+        port = self.reactor.listenTCP(
+            acceptor.port, listening, interface=acceptor.host or "0.0.0.0", backlog=listen_backlog(acceptor)
+        )
         self.listeners[acceptor.name] = port
         self.factories[acceptor.name] = factory
         actual = port.getHost().port

@@ -88,6 +88,7 @@ import logging
 from twisted.internet import defer
 from twisted.internet.protocol import Factory, Protocol
 
+from junction.brokercore.admission import OffenderLog
 from junction.gateway.forward import (
     FORWARD_BUFFER_SIZE,
     ForwardConnectError,
@@ -256,6 +257,8 @@ class GatewayFactory(Factory):
         self.connections: set[GatewayProtocol] = set()
         self.splices: set = set()
         self.decisions: dict[str, int] = {}
+        #: routing timeouts and oversize openings, logged once per source and minute
+        self.offenders = OffenderLog(self.reactor)
 
     def redirects(self, protocol_name: str | None) -> bool:
         """Whether a connection of this protocol routed to a remote target is redirected."""
@@ -302,6 +305,8 @@ class GatewayProtocol(Protocol):
         self.state = _SNIFFING
         #: every byte received so far, replayed to whoever serves the connection
         self.buffer = bytearray()
+        #: bytes received before the routing decision (routingMaxBytes)
+        self.received = 0
         self.protocol_name: str | None = None
         self.codec: StompCodec | None = None
         #: the AMQP opening (SASL + Open), for an AMQP connection
@@ -326,6 +331,10 @@ class GatewayProtocol(Protocol):
     def dataReceived(self, data: bytes) -> None:
         state = self.state
         if state is _CLOSED or state is _FORWARDED or state is _LOCAL:
+            return
+        self.received += len(data)
+        if self.received > self.gateway.max_buffered and (state is _SNIFFING or state is _OPENING):
+            self._too_much(data)
             return
         if state is _OPENING and self.opening is not None:
             self._feed_amqp(data)
@@ -837,33 +846,60 @@ class GatewayProtocol(Protocol):
         self._close()
 
     def _timed_out(self) -> None:
+        """No routing decision within routingTimeout: logged once per source and minute (slowloris)."""
         self.timer = None
+        gateway = self.gateway
         if self.state is _SNIFFING:
-            log.info(
+            gateway.count("timed-out")
+            self._offender(
+                "routingTimeout",
                 "acceptor %s (router %s): %s sent %s within %g s, not enough to tell its protocol",
-                self.gateway.acceptor_name,
-                self.gateway.router.name,
-                self.peer,
                 describe(bytes(self.buffer)),
-                self.gateway.connect_timeout,
+                gateway.connect_timeout,
             )
             self._close()
         elif self.state is _OPENING and self.opening is not None:
-            self.gateway.count("timed-out")
-            log.info(
-                "acceptor %s (router %s): AMQP connection from %s: no complete opening (SASL and "
-                "open) within %g s",
-                self.gateway.acceptor_name,
-                self.gateway.router.name,
-                self.peer,
-                self.gateway.connect_timeout,
+            gateway.count("timed-out")
+            self._offender(
+                "routingTimeout",
+                "acceptor %s (router %s): AMQP connection from %s: no complete opening (SASL and open) "
+                "within %g s%s",
+                gateway.connect_timeout,
+                "",
             )
             self._close()
         elif self.state is _OPENING:
-            self.gateway.count("timed-out")
-            self._stomp_refuse(
-                f"no CONNECT frame within {self.gateway.connect_timeout:g} s", why="timeout"
+            gateway.count("timed-out")
+            self._offender(
+                "routingTimeout",
+                "acceptor %s (router %s): STOMP connection from %s: no CONNECT frame within %g s%s",
+                gateway.connect_timeout,
+                "",
             )
+            self._stomp_refuse(f"no CONNECT frame within {gateway.connect_timeout:g} s")
+
+    def _too_much(self, data: bytes) -> None:
+        """More than routingMaxBytes before the routing decision: closed (with STOMP's ERROR)."""
+        gateway = self.gateway
+        gateway.count("too-large")
+        self._offender(
+            "routingMaxBytes",
+            "acceptor %s (router %s): connection from %s sent %d bytes before its opening was complete "
+            "(routingMaxBytes=%d); closed",
+            self.received,
+            gateway.max_buffered,
+        )
+        name = self.protocol_name or detect(bytes((self.buffer + data)[:MAX_SNIFF_BYTES]))
+        if name == "STOMP":
+            self._stomp_refuse(f"more than {gateway.max_buffered} bytes before the CONNECT frame was complete")
+        else:
+            self._close()
+
+    def _offender(self, limit: str, message: str, *args) -> None:
+        gateway = self.gateway
+        gateway.offenders.refused(
+            log, limit, self.peer.rpartition(":")[0], message, gateway.acceptor_name, gateway.router.name, self.peer, *args
+        )
 
     def _stop_timer(self) -> None:
         timer, self.timer = self.timer, None

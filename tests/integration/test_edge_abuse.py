@@ -253,3 +253,39 @@ def test_forwarded_connections_count_per_address_until_they_end(broker_factory):
     again.close()
     for s in held:
         s.close()
+
+
+def test_routing_timeout_and_routing_max_bytes_close_only_the_offender(broker_factory):
+    gateway = core_and_gateway(
+        broker_factory, "protocols=STOMP;routingTimeout=800;routingMaxBytes=2048"
+    )
+    port = gateway.edge_port
+
+    # a client that starts its CONNECT and stalls is closed with an ERROR after routingTimeout
+    stalled = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
+    stalled.sendall(b"CONNECT\naccept-version:1.2\nlogin:app\n")
+    t0 = time.monotonic()
+    answer = b""
+    while True:
+        chunk = stalled.recv(4096)
+        if not chunk:
+            break
+        answer += chunk
+    waited = time.monotonic() - t0
+    assert answer.startswith(b"ERROR") and b"no CONNECT frame within 0.8 s" in answer
+    assert 0.5 < waited < 5.0
+
+    # one that sends more than routingMaxBytes without completing its CONNECT is refused at once
+    big = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
+    big.sendall(b"CONNECT\naccept-version:1.2\nx-padding:" + b"a" * 4096)
+    answer = big.recv(4096)
+    assert answer.startswith(b"ERROR") and b"more than 2048 bytes" in answer
+
+    # meanwhile a well-behaved client logs in
+    good = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
+    good.sendall(b"CONNECT\naccept-version:1.2\nhost:x\nlogin:app\npasscode:app-secret\n\n\x00")
+    assert good.recv(4096).startswith(b"CONNECTED")
+    for s in (stalled, big, good):
+        s.close()
+    decisions = edge_status(gateway)["decisions"]
+    assert decisions.get("timed-out") == 1 and decisions.get("too-large") == 1

@@ -432,3 +432,44 @@ def test_a_certificate_login_is_forwarded_to_the_core_in_the_proxy_header(
     finally:
         amqp.close()
     wait_queue(core, "fwd.cert", TIMEOUT, message_count=2)
+
+
+def test_the_gateway_presents_its_client_certificate_to_a_core_that_requires_one(
+    broker_factory, pki, tmp_path
+):
+    gateway_cert = tmp_path / "gateway-client.pem"
+    pki["ca"].issue_cert("gateway.internal").private_key_and_cert_chain_pem.write_to_path(
+        str(gateway_cert)
+    )
+    port = free_port()
+    core = broker_factory(
+        "core",
+        security=True,
+        users=USERS,
+        extra_acceptors_xml=(
+            f'<acceptor name="gateway-in">tcp://127.0.0.1:{port}?protocols=STOMP,AMQP;anycastPrefix=/queue/;'
+            f"sslEnabled=true;keyStorePath={pki['core']};needClientAuth=true;trustStorePath={pki['ca.pem']}</acceptor>"
+        ),
+    )
+    core.tls_port = port
+    core.start()
+    with_cert = gateway(
+        broker_factory, core, pki, f";sniHost=localhost;keyStorePath={gateway_cert}", name="gw-cert"
+    )
+    without = gateway(broker_factory, core, pki, ";sniHost=localhost", name="gw-none")
+    wait_for(
+        lambda: target(with_cert)["ready"],
+        TIMEOUT,
+        interval=0.05,
+        what="the target ready with a client cert",
+    )
+    conn = stomp.Connection([("127.0.0.1", with_cert.routed_port)])
+    conn.connect("app", "app-secret", wait=True, headers={"client-id": "mtls"})
+    conn.send("/queue/mtls.q", "through mutual TLS")
+    conn.disconnect()
+    wait_queue(core, "mtls.q", TIMEOUT, message_count=1)
+    # without a client certificate the core refuses the gateway: its target is never ready
+    problem = wait_for(
+        lambda: target(without).get("problem"), TIMEOUT, interval=0.05, what="the probe's problem"
+    )
+    assert not target(without)["ready"] and "TLS" in problem
