@@ -6,7 +6,8 @@
 
 ``slowloris`` opens ``count`` connections and sends each one byte of a TLS
 ClientHello every ``interval`` seconds, never finishing; ``handshakes`` runs
-``workers`` threads each doing full TLS handshakes and closing, back to back;
+``workers`` threads each doing full TLS handshakes and closing, back to back
+(at most ``rate`` attempts per second in all, when given);
 ``flood`` opens and closes TCP connections at up to ``rate`` per second.
 Each prints one JSON line of what it did (connections attempted, accepted by
 the kernel, refused or reset) when its time is up.  The source address is
@@ -71,8 +72,18 @@ def handshakes(args) -> dict:
     lock = threading.Lock()
     deadline = time.monotonic() + args.seconds
 
+    start = time.monotonic()
+    attempts = [0]
+
     def worker():
         while time.monotonic() < deadline:
+            if args.rate:
+                with lock:
+                    attempts[0] += 1
+                    due = start + attempts[0] / args.rate
+                ahead = due - time.monotonic()
+                if ahead > 0:
+                    time.sleep(ahead)
             try:
                 with _connect(args.port, args.source) as raw, ctx.wrap_socket(raw, server_hostname="localhost"):
                     key = "handshakes"
@@ -118,7 +129,7 @@ def main(argv=None) -> int:
     p.add_argument("--count", type=int, default=1000)
     p.add_argument("--interval", type=float, default=2.0)
     p.add_argument("--workers", type=int, default=4)
-    p.add_argument("--rate", type=float, default=2000.0)
+    p.add_argument("--rate", type=float, default=2000.0, help="attempts per second (flood, handshakes)")
     args = p.parse_args(argv)
     result = {"slowloris": slowloris, "handshakes": handshakes, "flood": flood}[args.kind](args)
     print(json.dumps({"kind": args.kind, **result}), flush=True)

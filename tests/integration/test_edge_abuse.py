@@ -9,11 +9,13 @@ process of its own from an address of its own (``tests/abuse_client.py``):
 
 * slowloris: a thousand connections trickling a byte of a ClientHello every
   two seconds;
-* a handshake flood: full TLS handshakes back to back;
-* a connection flood: TCP connections opened and closed as fast as allowed.
+* a handshake flood: full TLS handshakes attempted 300 times a second;
+* a connection flood: TCP connections opened and closed 1,000 times a second.
 
 Each attack must be seen to hit a limit, and the client's median round trip
-must stay within twice the unloaded one.  Counts and durations are bounded.
+under attack must stay within twice the one measured just before it.  The
+attackers run at the lowest CPU priority: a real attacker's CPU is on another
+machine, here it shares the two CPUs.  Counts and durations are bounded.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from tests.harness import free_port, router_xml, wait_for
 
 TIMEOUT = 20.0
 USERS = {"app": ("app-secret", "app"), "pool": ("pool-secret", "app")}
-SAMPLES = 150
+SAMPLES = 300
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LIMITS = (
     "handshake-timeout=2;handshakesAllowed=32;connectionsAllowedPerAddress=64;"
@@ -168,12 +170,12 @@ def refused(gateway, limit: str) -> int:
 
 def test_slowloris_and_floods_leave_a_good_client_within_twice_its_latency(edge):
     client = GoodClient(edge.edge_port, edge.ca)
+    unloaded, loaded = {}, {}
     try:
         client.round_trips(30)  # warm up
-        unloaded = client.round_trips(SAMPLES)
-        results = {}
 
         # slowloris: 1,000 connections, a byte every 2 s each, from 127.0.0.2
+        unloaded["slowloris"] = client.round_trips(SAMPLES)
         proc = attack("slowloris", edge.edge_port, "127.0.0.2", "--count", "1000", "--seconds", "6")
         # it opens connections faster than connectionRatePerAddress and, admitted, holds more
         # than connectionsAllowedPerAddress would allow: one limit or the other refuses it
@@ -183,42 +185,45 @@ def test_slowloris_and_floods_leave_a_good_client_within_twice_its_latency(edge)
             interval=0.05,
             what="slowloris hitting a per-address limit",
         )
-        results["slowloris"] = client.round_trips(SAMPLES)
+        loaded["slowloris"] = client.round_trips(SAMPLES)
         slow = finish(proc)
         # the server closed the trickling connections at its handshake-timeout
         assert slow["closed_by_server"] > 0 and edge_status(edge)["tls"]["handshakes_timed_out"] > 0
 
-        # a handshake flood from 127.0.0.3
+        # a handshake flood from 127.0.0.3: 300 attempts/s, 15 times connectionRatePerAddress
+        unloaded["handshakes"] = client.round_trips(SAMPLES)
         before = refused(edge, "connectionRatePerAddress")
-        proc = attack("handshakes", edge.edge_port, "127.0.0.3", "--workers", "4", "--seconds", "5")
+        proc = attack("handshakes", edge.edge_port, "127.0.0.3", "--workers", "4", "--rate", "300", "--seconds", "5")
         wait_for(
             lambda: refused(edge, "connectionRatePerAddress") > before,
             TIMEOUT,
             interval=0.05,
             what="the handshake flood hitting connectionRatePerAddress",
         )
-        results["handshakes"] = client.round_trips(SAMPLES)
+        loaded["handshakes"] = client.round_trips(SAMPLES)
         shakes = finish(proc)
         assert shakes["handshakes"] > 0 and shakes["failed"] > 0
 
         # a connection flood from 127.0.0.4
+        unloaded["flood"] = client.round_trips(SAMPLES)
         before = refused(edge, "connectionRatePerAddress")
-        proc = attack("flood", edge.edge_port, "127.0.0.4", "--rate", "2000", "--seconds", "5")
+        proc = attack("flood", edge.edge_port, "127.0.0.4", "--rate", "1000", "--seconds", "5")
         wait_for(
             lambda: refused(edge, "connectionRatePerAddress") > before,
             TIMEOUT,
             interval=0.05,
             what="the connection flood hitting connectionRatePerAddress",
         )
-        results["flood"] = client.round_trips(SAMPLES)
+        loaded["flood"] = client.round_trips(SAMPLES)
         finish(proc)
     finally:
         client.close()
 
-    report = {k: f"{v * 1000:.2f} ms" for k, v in {"unloaded": unloaded, **results}.items()}
-    print("median round trips:", report, "attackers:", slow, shakes)
-    for kind, median in results.items():
-        assert median <= 2 * unloaded, f"{kind}: median round trip {report}"
+    report = {k: f"{unloaded[k] * 1000:.2f} -> {loaded[k] * 1000:.2f} ms" for k in loaded}
+    print("median round trips, unloaded -> under attack:", report, "attackers:", slow, shakes)
+    for kind in loaded:
+        # each attack against the unloaded figure measured just before it
+        assert loaded[kind] <= 2 * unloaded[kind], f"{kind}: {report}"
     # the log names each offender once per limit, not once per refused connection
     log = (edge.dir / "stderr.log").read_text()
     assert log.count("connection from 127.0.0.4 refused: more than connectionRatePerAddress") == 1
