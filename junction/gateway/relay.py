@@ -112,6 +112,8 @@ class RelayEngine:
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
         self._thread: threading.Thread | None = None
+        #: guards starting a thread against a failed one ending (see _thread_failed)
+        self._lock = threading.Lock()
         self._stopped = False
         #: pairs open, by splice (reactor-thread view, for close/abort/counts)
         self.pairs = 0
@@ -153,13 +155,30 @@ class RelayEngine:
         if self._stopped and command[0] != "stop":
             return  # the thread is gone and has reset every pair already
         self._commands.put(command)
-        if self._thread is None and command[0] == "add":
-            self._thread = threading.Thread(target=self._run, name="junction-relay", daemon=True)
-            self._thread.start()
+        with self._lock:
+            if self._thread is None and command[0] == "add":
+                self._start_thread()
         try:
             os.write(self._wake_w, b"x")
         except BlockingIOError:
             pass  # the pipe is full: the thread has wake-ups pending anyway
+
+    def _start_thread(self) -> None:  # with self._lock held
+        self._thread = threading.Thread(target=self._run, name="junction-relay", daemon=True)
+        self._thread.start()
+
+    def _thread_failed(self) -> None:
+        """The failed thread is done with its pairs: a pair adopted meanwhile gets a new thread.
+
+        A command queued while this thread was failing would otherwise wait
+        for a thread that is gone (adopt saw one still running); under the
+        lock, either it is in the queue now and a thread starts for it, or
+        it comes later and adopt starts one.
+        """
+        with self._lock:
+            self._thread = None
+            if not self._stopped and not self._commands.empty():
+                self._start_thread()
 
     def _finished(self, splice, from_client: int, from_target: int, reason: str | None) -> None:
         self.pairs -= 1
@@ -202,7 +221,7 @@ class RelayEngine:
             for pair in list(by_splice.values()):
                 self._end(pair, "relay failure", reset=True)
                 self._forget(ep, pair, by_fd, by_splice)
-            self._thread = None  # the next pair starts a new thread
+            self._thread_failed()
         finally:
             ep.close()
 
