@@ -252,6 +252,11 @@ def _peer(protocol) -> str:
 
 
 def openssl_reason(exc) -> str:
+    """A readable reason for a TLS failure (OpenSSL's error list, or what the socket did)."""
+    if isinstance(exc, SSL.SysCallError):
+        if exc.args and exc.args[0] == -1:
+            return "the peer closed the connection during the handshake"
+        return f"socket error during the handshake: {exc.args[-1] if exc.args else exc}"
     if isinstance(exc, SSL.Error) and exc.args and isinstance(exc.args[0], list):
         parts = [str(e[2]) for e in exc.args[0] if len(e) > 2]
         if parts:
