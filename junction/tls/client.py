@@ -30,7 +30,7 @@ import weakref
 from dataclasses import dataclass
 
 from cryptography import x509
-from OpenSSL import SSL, crypto
+from OpenSSL import SSL
 from service_identity import VerificationError
 from service_identity.pyopenssl import verify_hostname, verify_ip_address
 from twisted.internet.interfaces import IOpenSSLClientConnectionCreator
@@ -43,8 +43,11 @@ from junction.tls.server import (
     _Problems,
     _protocols,
     build_problems,
-    iana_to_openssl,
+    new_context,
+    parse_ciphers,
     tls_enabled,
+    trust_cas,
+    use_key_store,
 )
 from junction.tls.stores import load_key_store, load_trust_store
 
@@ -94,28 +97,14 @@ class ClientTLS:
 
     def context(self) -> SSL.Context:
         """The OpenSSL context; raises :class:`StoreError` or ``SSL.Error``."""
-        ctx = SSL.Context(SSL.TLS_METHOD)
-        low, high = self.protocols
-        ctx.set_min_proto_version(low)
-        if high:
-            ctx.set_max_proto_version(high)
-        ctx.set_options(SSL.OP_NO_COMPRESSION | SSL.OP_NO_RENEGOTIATION)
-        if self.ciphers:
-            ctx.set_cipher_list(self.ciphers.encode())
+        ctx = new_context(self.protocols, self.ciphers)
         if self.key_store:
-            store = load_key_store(self.key_store, self.key_store_type, self.key_store_password)
-            ctx.use_certificate(store.certificate)
-            for extra in store.chain:
-                ctx.add_extra_chain_cert(crypto.X509.from_cryptography(extra))
-            ctx.use_privatekey(store.key)
-            ctx.check_privatekey()
+            use_key_store(ctx, load_key_store(self.key_store, self.key_store_type, self.key_store_password))
         if self.trust_all:
             ctx.set_verify(SSL.VERIFY_NONE, lambda *a: True)
             return ctx
         if self.trust_store:
-            cert_store = ctx.get_cert_store()
-            for ca in load_trust_store(self.trust_store, self.trust_store_type, self.trust_store_password):
-                cert_store.add_cert(crypto.X509.from_cryptography(ca))
+            trust_cas(ctx, load_trust_store(self.trust_store, self.trust_store_type, self.trust_store_password))
         else:
             ctx.set_default_verify_paths()
         ctx.set_verify(SSL.VERIFY_PEER, lambda conn, cert, errno, depth, ok: bool(ok))
@@ -267,11 +256,7 @@ def parse_client_tls(params: dict, resolve) -> tuple[ClientTLS | None, list[str]
         problems.add(f"verifyHost={params.get('verifyHost')!r} must be true or false")
     trust_all = _flag(params, "trustAll", problems)
     protocols = _protocols(str(params.get("enabledProtocols", "")), problems)
-    ciphers = None
-    if params.get("enabledCipherSuites"):
-        ciphers = ":".join(
-            iana_to_openssl(n.strip()) for n in str(params["enabledCipherSuites"]).split(",") if n.strip()
-        )
+    ciphers = parse_ciphers(params, problems)
     if problems.items:
         return None, problems.items
     trust = params.get("trustStorePath")

@@ -129,26 +129,13 @@ class ServerTLS:
         return ServerContexts(self, default, by_name, certificates)
 
     def _context(self, store: KeyStore, trust) -> SSL.Context:
-        ctx = SSL.Context(SSL.TLS_METHOD)
-        low, high = self.protocols
-        ctx.set_min_proto_version(low)
-        if high:
-            ctx.set_max_proto_version(high)
-        ctx.set_options(SSL.OP_NO_COMPRESSION | SSL.OP_CIPHER_SERVER_PREFERENCE | SSL.OP_NO_RENEGOTIATION)
+        ctx = new_context(self.protocols, self.ciphers, SSL.OP_CIPHER_SERVER_PREFERENCE)
         ctx.set_mode(SSL.MODE_RELEASE_BUFFERS)
         ctx.set_session_cache_mode(SSL.SESS_CACHE_SERVER)
         ctx.set_session_id(b"junction")
-        ctx.use_certificate(store.certificate)
-        for extra in store.chain:
-            ctx.add_extra_chain_cert(crypto.X509.from_cryptography(extra))
-        ctx.use_privatekey(store.key)
-        ctx.check_privatekey()
-        if self.ciphers:
-            ctx.set_cipher_list(self.ciphers.encode())
+        use_key_store(ctx, store)
         if trust:
-            cert_store = ctx.get_cert_store()
-            for ca in trust:
-                cert_store.add_cert(crypto.X509.from_cryptography(ca))
+            trust_cas(ctx, trust)
             with warnings.catch_warnings():
                 # the CA names a client is told to choose its certificate by; pyOpenSSL
                 # deprecates X509Name without offering another way for in-memory CAs
@@ -163,6 +150,49 @@ class ServerTLS:
 
 def _verified(conn, cert, errno, depth, ok) -> bool:
     return bool(ok)
+
+
+# -- what server and client contexts share ----------------------------------------------------
+def new_context(protocols: tuple[int, int], ciphers: str | None, options: int = 0) -> SSL.Context:
+    """A context for TLS versions ``protocols`` (lowest, highest or 0) and OpenSSL cipher list *ciphers*."""
+    ctx = SSL.Context(SSL.TLS_METHOD)
+    low, high = protocols
+    ctx.set_min_proto_version(low)
+    if high:
+        ctx.set_max_proto_version(high)
+    ctx.set_options(SSL.OP_NO_COMPRESSION | SSL.OP_NO_RENEGOTIATION | options)
+    if ciphers:
+        ctx.set_cipher_list(ciphers.encode())
+    return ctx
+
+
+def use_key_store(ctx: SSL.Context, store: KeyStore) -> None:
+    """Present *store*'s certificate, its chain and its key on *ctx*."""
+    ctx.use_certificate(store.certificate)
+    for extra in store.chain:
+        ctx.add_extra_chain_cert(crypto.X509.from_cryptography(extra))
+    ctx.use_privatekey(store.key)
+    ctx.check_privatekey()
+
+
+def trust_cas(ctx: SSL.Context, cas) -> None:
+    """Verify peers against the CA certificates *cas*."""
+    cert_store = ctx.get_cert_store()
+    for ca in cas:
+        cert_store.add_cert(crypto.X509.from_cryptography(ca))
+
+
+def parse_ciphers(params: dict, problems: _Problems) -> str | None:
+    """``enabledCipherSuites`` as an OpenSSL cipher list (IANA names converted), checked by OpenSSL."""
+    if not params.get("enabledCipherSuites"):
+        return None
+    names = [iana_to_openssl(n.strip()) for n in str(params["enabledCipherSuites"]).split(",") if n.strip()]
+    ciphers = ":".join(names)
+    try:
+        SSL.Context(SSL.TLS_METHOD).set_cipher_list(ciphers.encode())
+    except SSL.Error:
+        problems.add(f"enabledCipherSuites: none of {params['enabledCipherSuites']!r} is a cipher suite OpenSSL knows")
+    return ciphers
 
 
 class ServerContexts:
@@ -323,14 +353,7 @@ def parse_server_tls(params: dict, resolve) -> tuple[ServerTLS | None, list[str]
             "(the CAs client certificates must chain to)"
         )
     protocols = _protocols(str(params.get("enabledProtocols", "")), problems)
-    ciphers = None
-    if params.get("enabledCipherSuites"):
-        names = [iana_to_openssl(n.strip()) for n in str(params["enabledCipherSuites"]).split(",") if n.strip()]
-        ciphers = ":".join(names)
-        try:
-            SSL.Context(SSL.TLS_METHOD).set_cipher_list(ciphers.encode())
-        except SSL.Error:
-            problems.add(f"enabledCipherSuites: none of {params['enabledCipherSuites']!r} is a cipher suite OpenSSL knows")
+    ciphers = parse_ciphers(params, problems)
     sni = params.get("sniHost")
     if sni:
         try:
