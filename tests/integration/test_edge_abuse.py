@@ -172,61 +172,58 @@ def refused(gateway, limit: str) -> int:
 def test_slowloris_and_floods_leave_a_good_client_within_twice_its_latency(edge):
     client = GoodClient(edge.edge_port, edge.ca)
     unloaded, loaded, after = {}, {}, {}
+
+    def measure(kind: str, limits: tuple[str, ...], source: str, *argv: str) -> dict:
+        """The client's figure before, under and after attack *kind*; the attacker's report."""
+        unloaded[kind] = client.round_trips(SAMPLES)
+        before = sum(refused(edge, limit) for limit in limits)
+        proc = attack(kind, edge.edge_port, source, *argv)
+        wait_for(
+            lambda: sum(refused(edge, limit) for limit in limits) > before,
+            TIMEOUT,
+            interval=0.05,
+            what=f"{kind} refused by {' or '.join(limits)}",
+        )
+        loaded[kind] = client.round_trips(SAMPLES)
+        result = finish(proc)
+        after[kind] = client.round_trips(SAMPLES)
+        return result
+
     try:
         client.round_trips(30)  # warm up
-
-        # slowloris: 1,000 connections, a byte every 2 s each, from 127.0.0.2
-        unloaded["slowloris"] = client.round_trips(SAMPLES)
-        proc = attack("slowloris", edge.edge_port, "127.0.0.2", "--count", "1000", "--seconds", "6")
-        # it opens connections faster than connectionRatePerAddress and, admitted, holds more
-        # than connectionsAllowedPerAddress would allow: one limit or the other refuses it
-        wait_for(
-            lambda: refused(edge, "connectionsAllowedPerAddress") + refused(edge, "connectionRatePerAddress") > 0,
-            TIMEOUT,
-            interval=0.05,
-            what="slowloris hitting a per-address limit",
+        # slowloris: 1,000 connections, a byte every 2 s each.  It opens connections faster than
+        # connectionRatePerAddress and, admitted, holds more than connectionsAllowedPerAddress
+        # would allow: one limit or the other refuses it
+        slow = measure(
+            "slowloris",
+            ("connectionsAllowedPerAddress", "connectionRatePerAddress"),
+            "127.0.0.2",
+            *("--count", "1000", "--seconds", "6"),
         )
-        loaded["slowloris"] = client.round_trips(SAMPLES)
-        slow = finish(proc)
-        after["slowloris"] = client.round_trips(SAMPLES)
         # the server closed the trickling connections at its handshake-timeout
         assert slow["closed_by_server"] > 0 and edge_status(edge)["tls"]["handshakes_timed_out"] > 0
-
-        # a handshake flood from 127.0.0.3: 300 attempts/s, 15 times connectionRatePerAddress
-        unloaded["handshakes"] = client.round_trips(SAMPLES)
-        before = refused(edge, "connectionRatePerAddress")
-        proc = attack("handshakes", edge.edge_port, "127.0.0.3", "--workers", "4", "--rate", "300", "--seconds", "5")
-        wait_for(
-            lambda: refused(edge, "connectionRatePerAddress") > before,
-            TIMEOUT,
-            interval=0.05,
-            what="the handshake flood hitting connectionRatePerAddress",
+        # a handshake flood: 300 attempts/s, 15 times connectionRatePerAddress
+        shakes = measure(
+            "handshakes",
+            ("connectionRatePerAddress",),
+            "127.0.0.3",
+            *("--workers", "4", "--rate", "300", "--seconds", "5"),
         )
-        loaded["handshakes"] = client.round_trips(SAMPLES)
-        shakes = finish(proc)
-        after["handshakes"] = client.round_trips(SAMPLES)
         assert shakes["handshakes"] > 0 and shakes["failed"] > 0
-
-        # a connection flood from 127.0.0.4
-        unloaded["flood"] = client.round_trips(SAMPLES)
-        before = refused(edge, "connectionRatePerAddress")
-        proc = attack("flood", edge.edge_port, "127.0.0.4", "--rate", "1000", "--seconds", "5")
-        wait_for(
-            lambda: refused(edge, "connectionRatePerAddress") > before,
-            TIMEOUT,
-            interval=0.05,
-            what="the connection flood hitting connectionRatePerAddress",
+        # a connection flood
+        measure(
+            "flood", ("connectionRatePerAddress",), "127.0.0.4", "--rate", "1000", "--seconds", "5"
         )
-        loaded["flood"] = client.round_trips(SAMPLES)
-        finish(proc)
-        after["flood"] = client.round_trips(SAMPLES)
     finally:
         client.close()
 
     report = {
-        k: f"{unloaded[k] * 1000:.2f} -> {loaded[k] * 1000:.2f} -> {after[k] * 1000:.2f} ms" for k in loaded
+        k: f"{unloaded[k] * 1000:.2f} -> {loaded[k] * 1000:.2f} -> {after[k] * 1000:.2f} ms"
+        for k in loaded
     }
-    print("median round trips, before -> under attack -> after:", report, "attackers:", slow, shakes)
+    print(
+        "median round trips, before -> under attack -> after:", report, "attackers:", slow, shakes
+    )
     for kind in loaded:
         # each attack against the unloaded figure around it: this machine's own latency drifts by
         # more than the attack's effect within seconds, so the larger of before and after counts

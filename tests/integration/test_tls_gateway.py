@@ -252,6 +252,53 @@ def _stomp_tls(port, files, cert):
     return conn
 
 
+def _amqps_external(port: int, files) -> BlockingConnection:
+    """proton over TLS with the mapped client certificate, logging in with SASL EXTERNAL."""
+    from proton import SSLDomain
+
+    domain = SSLDomain(SSLDomain.MODE_CLIENT)
+    domain.set_trusted_ca_db(files["ca"])
+    domain.set_peer_authentication(SSLDomain.VERIFY_PEER_NAME)
+    domain.set_credentials(files["client"], files["client"], None)
+    return BlockingConnection(
+        f"amqps://127.0.0.1:{port}",
+        ssl_domain=domain,
+        sni="localhost",
+        allowed_mechs="EXTERNAL",
+        timeout=TIMEOUT,
+    )
+
+
+def _cert_gateway(broker_factory, routers: str, port: int, files, protocols: str):
+    """A gateway whose TLS acceptor ``edge`` requires client certificates and logs them in."""
+    gw = broker_factory(
+        "gateway",
+        security=True,
+        users=USERS,
+        anonymous_user=None,
+        extra_core_xml=routers,
+        security_attributes=files["security"],
+        extra_acceptors_xml=(
+            f'<acceptor name="edge">tcp://127.0.0.1:{port}?protocols={protocols};router=r;routerMode=forward;'
+            f"{files['tls']}</acceptor>"
+        ),
+    ).start()
+    wait_for(lambda: target(gw)["ready"], TIMEOUT, interval=0.05, what="the target ready")
+    return gw
+
+
+def _on_core(core, client_id: str) -> dict:
+    """The core's connection with *client_id*, once it is there."""
+    return wait_for(
+        lambda: next(
+            (c for c in core.status()["connections"] if c["client_id"] == client_id), None
+        ),
+        TIMEOUT,
+        interval=0.05,
+        what=f"connection {client_id} on the core",
+    )
+
+
 def test_a_client_certificate_logs_in_to_stomp_and_amqp(broker_factory, cert_login):
     port = free_port()
     core = broker_factory(
@@ -286,19 +333,7 @@ def test_a_client_certificate_logs_in_to_stomp_and_amqp(broker_factory, cert_log
     assert listener.frames and "Security Error" in listener.frames[-1].headers.get("message", "")
 
     # AMQP: SASL EXTERNAL with the same certificate
-    from proton import SSLDomain
-
-    domain = SSLDomain(SSLDomain.MODE_CLIENT)
-    domain.set_trusted_ca_db(cert_login["ca"])
-    domain.set_peer_authentication(SSLDomain.VERIFY_PEER_NAME)
-    domain.set_credentials(cert_login["client"], cert_login["client"], None)
-    amqp = BlockingConnection(
-        f"amqps://127.0.0.1:{port}",
-        ssl_domain=domain,
-        sni="localhost",
-        allowed_mechs="EXTERNAL",
-        timeout=TIMEOUT,
-    )
+    amqp = _amqps_external(port, cert_login)
     try:
         amqp.create_sender("cert.q").send(Message(body="by EXTERNAL"))
     finally:
@@ -322,19 +357,7 @@ def test_the_gateway_keys_on_the_user_a_certificate_maps_to(broker_factory, cert
     routers = router_xml(
         {"core": f"tcp://127.0.0.1:{core_port}"}, key_type="USER_NAME", check_period=200
     )
-    gw = broker_factory(
-        "gateway",
-        security=True,
-        users=USERS,
-        anonymous_user=None,
-        extra_core_xml=routers,
-        security_attributes=cert_login["security"],
-        extra_acceptors_xml=(
-            f'<acceptor name="edge">tcp://127.0.0.1:{port}?protocols=STOMP;router=r;routerMode=forward;'
-            f"{cert_login['tls']}</acceptor>"
-        ),
-    ).start()
-    wait_for(lambda: target(gw)["ready"], TIMEOUT, interval=0.05, what="the target ready")
+    gw = _cert_gateway(broker_factory, routers, port, cert_login, "STOMP")
     conn = _stomp_tls(port, cert_login, "stranger")
     listener = _Errors()
     conn.set_listener("e", listener)
@@ -347,12 +370,7 @@ def test_the_gateway_keys_on_the_user_a_certificate_maps_to(broker_factory, cert
     conn = _stomp_tls(port, cert_login, "client")
     conn.connect(wait=True, headers={"client-id": "mapped"})
     try:
-        wait_for(
-            lambda: any(c["client_id"] == "mapped" for c in core.status()["connections"]),
-            TIMEOUT,
-            interval=0.05,
-            what="the forwarded connection on the core",
-        )
+        _on_core(core, "mapped")
     finally:
         conn.disconnect()
     log = (gw.dir / "stderr.log").read_text()
@@ -383,50 +401,19 @@ def test_a_certificate_login_is_forwarded_to_the_core_in_the_proxy_header(
         key_type="USER_NAME",
         check_period=200,
     )
-    gw = broker_factory(
-        "gateway",
-        security=True,
-        users=USERS,
-        anonymous_user=None,
-        extra_core_xml=routers,
-        security_attributes=cert_login["security"],
-        extra_acceptors_xml=(
-            f'<acceptor name="edge">tcp://127.0.0.1:{port}?protocols=STOMP,AMQP;router=r;routerMode=forward;'
-            f"{cert_login['tls']}</acceptor>"
-        ),
-    ).start()
-    wait_for(lambda: target(gw)["ready"], TIMEOUT, interval=0.05, what="the target ready")
+    _cert_gateway(broker_factory, routers, port, cert_login, "STOMP,AMQP")
 
     conn = _stomp_tls(port, cert_login, "client")
     conn.connect(wait=True, headers={"client-id": "via-gateway"})
     try:
-        seen = wait_for(
-            lambda: next(
-                (c for c in core.status()["connections"] if c["client_id"] == "via-gateway"), None
-            ),
-            TIMEOUT,
-            interval=0.05,
-            what="the forwarded connection on the core",
-        )
+        seen = _on_core(core, "via-gateway")
         assert seen["user"] == "app"
         assert seen.get("proxy_version") == "V2"
         conn.send("/queue/fwd.cert", "stomp")
     finally:
         conn.disconnect()
 
-    from proton import SSLDomain
-
-    domain = SSLDomain(SSLDomain.MODE_CLIENT)
-    domain.set_trusted_ca_db(cert_login["ca"])
-    domain.set_peer_authentication(SSLDomain.VERIFY_PEER_NAME)
-    domain.set_credentials(cert_login["client"], cert_login["client"], None)
-    amqp = BlockingConnection(
-        f"amqps://127.0.0.1:{port}",
-        ssl_domain=domain,
-        sni="localhost",
-        allowed_mechs="EXTERNAL",
-        timeout=TIMEOUT,
-    )
+    amqp = _amqps_external(port, cert_login)
     try:
         amqp.create_sender("fwd.cert").send(Message(body="amqp", durable=True))
     finally:
