@@ -48,7 +48,6 @@ UNIMPLEMENTED_ADDRESS_SETTINGS = (
     "default_non_destructive",
     "default_exclusive_queue",
     "default_consumer_window_size",
-    "redistribution_delay",
     "slow_consumer_threshold",
     "slow_consumer_policy",
     "slow_consumer_check_period",
@@ -125,6 +124,11 @@ class Node:
         self._probes: list = []
         #: carries forwarded connections off the reactor (junction.gateway.relay)
         self.relay = None
+        #: cluster connections, remote bindings (:class:`junction.brokercore.cluster.manager.ClusterManager`)
+        self.cluster = None
+        #: broadcast and discovery groups by name
+        self.broadcast_groups: dict = {}
+        self.discovery_groups: dict = {}
 
     @property
     def name(self) -> str:
@@ -211,9 +215,12 @@ class Node:
                     "%s:%d: connector %s: trustAll=true accepts any certificate from %s:%s; for testing only",
                     connector.source[0], connector.source[1], connector.name, connector.host, connector.port,
                 )
+        self._start_cluster()
         self._start_routers()
         for acceptor in config.acceptors:
             self._listen(acceptor)
+        if self.cluster is not None:
+            self.cluster.start()
         self._start_management()
         log.info(
             "node %s (%s) started: config %s, journal %s, persistence %s",
@@ -223,6 +230,71 @@ class Node:
             journal_dir,
             "on" if config.persistence_enabled else "off",
         )
+
+    # -- cluster --------------------------------------------------------------------------
+    def _start_cluster(self) -> None:
+        """Discovery groups, broadcast groups and the cluster manager (its bridges start once acceptors listen)."""
+        config = self.config
+        connectors = {c.name: c for c in config.connectors}
+        if config.discovery_groups or config.broadcast_groups:
+            from junction.brokercore.cluster.discovery import BroadcastGroup, DiscoveryGroup
+
+            announced = []
+            for group_config in config.broadcast_groups:
+                group = BroadcastGroup(
+                    group_config,
+                    [connectors[name] for name in group_config.connector_refs if name in connectors],
+                    self.node_id,
+                    config.name,
+                    reactor=self.reactor,
+                )
+                announced.extend(group.connectors)
+                self.broadcast_groups[group_config.name] = group
+            for group_config in config.discovery_groups:
+                group = DiscoveryGroup(group_config, self.node_id, reactor=self.reactor, local_connectors=announced)
+                group.add_duplicate_node_listener(self._duplicate_node)
+                self.discovery_groups[group_config.name] = group
+            for group in [*self.discovery_groups.values(), *self.broadcast_groups.values()]:
+                # a group that cannot open its socket has logged why and stopped
+                group.start().addErrback(lambda _failure: None)
+        if config.cluster_connections or config.cluster_credentials_source is not None:
+            # A node with cluster credentials but no cluster connection of its own still takes
+            # links (the far end of a chain), as an Artemis node does.
+            from junction.brokercore.cluster.manager import ClusterManager
+
+            self.cluster = ClusterManager(
+                self.server,
+                config,
+                node_id=self.node_id,
+                reactor=self.reactor,
+                connectors=connectors,
+                discovery_groups=self.discovery_groups,
+            )
+            self.server.cluster = self.cluster
+
+    def _duplicate_node(self, announcement, source) -> None:
+        """Another node broadcasts this node's id: a copied data directory."""
+        log.error(
+            "node %s at %s:%s announces this node's own id %s: one of the two data directories is a copy; "
+            "this node will not link to it -- give each node its own journal directory",
+            announcement.name, source[0], source[1], self.node_id,
+        )
+
+    def _stop_cluster(self):
+        if self.cluster is not None:
+            self.cluster.stop()
+        stops = []
+        for group in list(self.broadcast_groups.values()) + list(self.discovery_groups.values()):
+            try:
+                d = group.stop()
+            except Exception:
+                log.exception("stopping %s failed", group)
+                continue
+            if d is not None:
+                stops.append(d)
+        self.broadcast_groups.clear()
+        self.discovery_groups.clear()
+        return defer.DeferredList(stops, consumeErrors=True) if stops else None
 
     # -- connection routers --------------------------------------------------------------
     def _start_routers(self) -> None:
@@ -331,6 +403,12 @@ class Node:
             name: PROTOCOL_FACTORIES[name][0](self.server, acceptor=acceptor, limits=self.config.limits, reactor=self.reactor)
             for name in sorted(served)
         }
+        if self.cluster is not None and not acceptor.router:
+            # Cluster links arrive on the broker's own acceptors, told apart by their preamble
+            # (Artemis's cluster connections use its CORE protocol on them the same way).
+            from junction.brokercore.cluster.link_server import LinkServerFactory
+
+            factories["CLUSTER"] = LinkServerFactory(self.cluster, acceptor=acceptor, reactor=self.reactor)
         if len(factories) == 1:
             factory = next(iter(factories.values()))
         else:
@@ -443,6 +521,9 @@ class Node:
             yield defer.maybeDeferred(self.management_port.stopListening)
             self.management_port = None
         self._stop_routers()
+        stopping = self._stop_cluster()
+        if stopping is not None:
+            yield stopping
         if self.server is not None:
             yield self.server.stop()
         self._unlock()
@@ -596,6 +677,11 @@ class Node:
                 }
                 for name, service in self.routers.items()
             }
+        if self.cluster is not None or self.broadcast_groups or self.discovery_groups:
+            cluster = self.cluster.status() if self.cluster is not None else {"node_id": self.node_id}
+            cluster["broadcast_groups"] = [g.status() for g in self.broadcast_groups.values()]
+            cluster["discovery_groups"] = [g.status() for g in self.discovery_groups.values()]
+            status["cluster"] = cluster
         status["config"] = self.config.config_path
         status["data_dirs"] = self.data_dirs
         if self.management_port is not None:

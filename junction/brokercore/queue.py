@@ -247,6 +247,9 @@ class Queue:
     def add_consumer(self, consumer: Consumer) -> None:
         self.consumers.append(consumer)
         self.deliver_soon()
+        changed = getattr(self.owner, "consumers_changed", None)
+        if changed is not None:
+            changed(self)
 
     def remove_consumer(self, consumer: Consumer) -> None:
         """Remove a consumer and put everything it had in flight back."""
@@ -261,6 +264,9 @@ class Queue:
             ref.consumer = None
             self._return(ref, redelivered=True, delay=False)
         self.deliver_soon()
+        changed = getattr(self.owner, "consumers_changed", None)
+        if changed is not None:
+            changed(self)
         if not self.consumers:
             self.owner.consumers_gone(self)
 

@@ -180,6 +180,8 @@ class BrokerServer:
         #: and queues (see _topology_changed); used by prepare_route.
         self._anycast_routes: dict = {}
         self.duplicates = DuplicateIDCache(config.id_cache_size)
+        #: the node's :class:`junction.brokercore.cluster.manager.ClusterManager`, when it has cluster connections
+        self.cluster = None
         self.sessions: set = set()
         self.started = False
         self._expiry_call = None
@@ -389,6 +391,8 @@ class BrokerServer:
         self.queues[defn.name] = queue
         self._queues_by_id[queue_id] = queue
         self.addresses[defn.address].queues[defn.name] = queue
+        if self.cluster is not None:
+            self.cluster.local_queue_changed(queue)
         return queue
 
     def destroy_queue(self, name: str) -> None:
@@ -408,6 +412,8 @@ class BrokerServer:
             address.queues.pop(name, None)
         if queue.durable and not queue.definition.temporary:
             self.storage.delete_queue(queue.id)
+        if self.cluster is not None:
+            self.cluster.local_queue_changed(queue)
         if address is not None and address.auto_created and not address.queues:
             self._maybe_auto_delete_address(address)
 
@@ -460,15 +466,29 @@ class BrokerServer:
             self._wildcard_cache.popitem(last=False)
         return targets
 
-    def select_queues(self, address: Address, message: Message, routing_type: RoutingType | None) -> list:
-        """Queues a message sent to ``address`` goes to (Artemis ``BindingsImpl``)."""
+    def select_queues(
+        self, address: Address, message: Message, routing_type: RoutingType | None, *, local_only: bool = False
+    ) -> list:
+        """Queues a message sent to ``address`` goes to (Artemis ``BindingsImpl``).
+
+        When the cluster knows remote queues on the address, the cluster
+        connection's load balancing picks among local and remote ones (a
+        remote pick is the store-and-forward queue towards its node), unless
+        ``local_only``.
+        """
         chosen = []
         addresses = (address,)
         if self.wildcard_routing and not address.wildcard:
             targets = self._wildcard_targets(address.name)
             if targets:
                 addresses = (address, *targets)
-        if routing_type == _ANYCAST and len(addresses) == 1 and len(address.queues) == 1:
+        cluster = self.cluster
+        if cluster is not None and not local_only and address.name in cluster.by_address:
+            chosen = cluster.select(address, message, routing_type)
+            if len(addresses) == 1:
+                return chosen
+            addresses = addresses[1:]
+        if routing_type == _ANYCAST and len(addresses) == 1 and addresses[0] is address and len(address.queues) == 1:
             # One address with one queue (a plain point-to-point queue): the
             # general loop below, without its lists.
             for queue in address.queues.values():
@@ -496,7 +516,7 @@ class BrokerServer:
                     chosen.append(candidates[addr.anycast_rr])
         return chosen
 
-    def prepare_route(self, message: Message, *, routing_type=None, auto_create=True):
+    def prepare_route(self, message: Message, *, routing_type=None, auto_create=True, local_only=False):
         """Resolve the address, auto-create queues and pick the target queues.
 
         Returns ``(address, queues)``; raises for a missing address when it
@@ -540,9 +560,11 @@ class BrokerServer:
                         purge_on_no_consumers=settings.default_purge_on_no_consumers,
                     )
                 )
-        queues = self.select_queues(address, message, rtype)
+        queues = self.select_queues(address, message, rtype, local_only=local_only)
         if (
-            rtype == _ANYCAST
+            not local_only
+            and (self.cluster is None or name not in self.cluster.by_address)
+            and rtype == _ANYCAST
             and len(queues) == 1
             and len(address.queues) == 1
             and queues[0].filter is None
@@ -569,6 +591,28 @@ class BrokerServer:
         evicted = self.duplicates.add(key, record_id)
         if evicted:
             self.storage.delete_duplicate(evicted)
+
+    def remember_id(self, address_name: str, dup_id: bytes, tx=None) -> None:
+        """Remember a duplicate id under ``address_name`` (in ``tx`` when given, so it
+        commits with the message it guards)."""
+        key = (address_name, dup_id)
+        if key in self.duplicates:
+            return
+        record_id = 0
+        if self.config.persist_id_cache:
+            record_id = tx.store_duplicate(address_name, dup_id) if tx is not None else self.storage.store_duplicate(address_name, dup_id)
+        evicted = self.duplicates.add(key, record_id)
+        if evicted:
+            self.storage.delete_duplicate(evicted)
+
+    def remote_bindings_changed(self) -> None:
+        """The cluster's remote bindings changed: cached routes may be wrong now."""
+        self._topology_changed()
+
+    def consumers_changed(self, queue: Queue) -> None:
+        """A consumer came or went on ``queue`` (the cluster tells its peers)."""
+        if self.cluster is not None:
+            self.cluster.local_queue_changed(queue)
 
     def address_full(self, address: Address, size: int) -> str | None:
         """The address-full policy to apply if ``size`` more bytes would exceed the limit."""

@@ -192,6 +192,9 @@ class _NullTx:
     def set_page_cursor(self, address, position, old_record_id) -> int:
         return 0
 
+    def store_duplicate(self, address, dup_id) -> int:
+        return 0
+
     def commit(self, sync) -> defer.Deferred:
         for action in self.after_commit:
             action()
@@ -353,6 +356,16 @@ class _JournalTx:
             self.journal.append_delete_tx(self.tx_id, message_id)
         else:
             self.journal.append_update_tx(self.tx_id, message_id, RecordType.ACK_REF, _U64.pack(queue_id))
+
+    def store_duplicate(self, address: str, dup_id: bytes) -> int:
+        """A duplicate-id record that commits with the message it guards."""
+        self.used = True
+        record_id = self.journal.next_id()
+        raw = address.encode("utf-8")
+        self.journal.append_add_tx(
+            self.tx_id, record_id, RecordType.DUPLICATE_ID, _U64.pack(len(raw)) + raw + bytes(dup_id)
+        )
+        return record_id
 
     def set_page_cursor(self, address: str, position: bytes, old_record_id: int) -> int:
         """Replace the address's page-cursor record within this transaction."""

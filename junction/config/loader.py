@@ -14,8 +14,10 @@ What an element means is data, in the tables below, not code:
 
   - :class:`Value` -- a text element read into a :class:`BrokerConfig` field;
   - :class:`Section` -- a container read by a method of the loader
-    (``acceptors``, ``addresses``, ``address-settings`` ...); :class:`Nested`
-    is the same one level down (``<pool>`` inside ``<connection-router>``);
+    (``acceptors``, ``addresses``, ``address-settings``,
+    ``cluster-connections`` ...); :class:`Nested` is the same one level down
+    (``<pool>`` inside ``<connection-router>``, ``<static-connectors>``
+    inside ``<cluster-connection>``);
   - :class:`Ignored` -- a tuning knob of the Java broker with no behavioural
     meaning for Junction (``journal-type``, ``thread-pool-max-size``,
     ``critical-analyzer`` ...).  Its value is still type-checked, and it is
@@ -25,8 +27,11 @@ What an element means is data, in the tables below, not code:
     ``ignored``); any other value is an error, because Junction would behave
     differently from what the file asks;
   - :class:`Unsupported` -- an Artemis feature Junction does not have yet
-    (``cluster-connections``, ``ha-policy``, ``diverts`` ...): always an error,
-    "<x> is not supported by Junction yet".  Never silently ignored.
+    (``bridges``, ``diverts``, ``federations``, ``<ha-policy><replication>``
+    ...): always an error, "<x> is not supported by Junction yet".  Never
+    silently ignored;
+  - :class:`Refused` -- an Artemis feature Junction will not have (JGroups):
+    always an error whose message says what to write instead.
 
 * :data:`ADDRESS_SETTING_ELEMENTS`, :data:`QUEUE_ATTRIBUTES`,
   :data:`WILDCARD_ELEMENTS`, :data:`JUNCTION_ELEMENTS`,
@@ -34,6 +39,12 @@ What an element means is data, in the tables below, not code:
   the same for the inside of ``<address-setting>``, ``<queue>``,
   ``<wildcard-addresses>``, ``<junction>``, ``<connection-router>`` and its
   ``<cache>`` and ``<pool>``.
+* :data:`BROADCAST_GROUP_ELEMENTS`, :data:`DISCOVERY_GROUP_ELEMENTS`,
+  :data:`CLUSTER_CONNECTION_ELEMENTS`, :data:`HA_POLICY_ELEMENTS`,
+  :data:`PRIMARY_ONLY_ELEMENTS`, :data:`SCALE_DOWN_ELEMENTS` -- the same for
+  the cluster sections: ``<broadcast-group>``, ``<discovery-group>``,
+  ``<cluster-connection>``, ``<ha-policy>``, its ``<primary-only>`` (or
+  ``<live-only>``) and their ``<scale-down>``.
 * :data:`ACCEPTOR_PARAMS`, :data:`CONNECTOR_PARAMS`, :data:`PARAM_TYPES`,
   :data:`PROTOCOLS` -- what an acceptor/connector URL may say.
 
@@ -61,6 +72,27 @@ changes behaviour):
   mistyped properties of the built-in policies are errors (Artemis ignores
   them, or fails with a NumberFormatException), and ``MODULO`` must be > 0
   (Artemis leaves keys unchanged for 0 or less).
+* Clusters: a ``<cluster-connection>`` must give exactly one of
+  ``<discovery-group-ref>`` and ``<static-connectors>``.  The xsd lets both
+  be left out, but Junction needs a cluster connection to say how it finds
+  its peers; giving both is an error too (Artemis uses the discovery group
+  and ignores the connectors).  ``forward-when-no-consumers`` together with
+  ``message-load-balancing`` is an error (Artemis lets the deprecated element
+  win).  A ``<connector-ref>``, ``discovery-group-name`` or scale-down
+  ``cluster-name`` that names nothing is an error (Artemis logs a warning and
+  skips the cluster connection, or fails later).  Broadcast and discovery
+  groups need ``group-address`` -- a literal IPv4 or IPv6 multicast address,
+  not a host name -- and ``group-port`` (the xsd makes them optional for
+  JGroups, which Junction refuses), and a broadcast group at least one
+  ``connector-ref``.  ``cluster-connection-uri`` and masked ``ENC(...)``
+  cluster passwords are refused.  On the lax side, ``local-bind-port`` 0
+  and ``initial-wait-timeout`` 0 are accepted (Artemis wants -1 or > 0, and
+  > 0).  Scale-down's ``cluster-name`` is Junction's (the xsd's
+  ``scale-down`` has no such element; it stands for the
+  ``scale-down-clustername`` of Artemis's ``ScaleDownConfiguration``), and
+  an enabled scale-down with no way to find peers (no
+  ``discovery-group-ref``, no ``connectors``, no cluster connection) is an
+  error.
 
 Junction's own element, ``<junction>`` inside ``<core>`` (Artemis's xsd does
 not know it, so a file that uses it is Junction-only)::
@@ -124,6 +156,12 @@ __all__ = [
     "ROUTER_ELEMENTS",
     "CACHE_ELEMENTS",
     "POOL_ELEMENTS",
+    "BROADCAST_GROUP_ELEMENTS",
+    "DISCOVERY_GROUP_ELEMENTS",
+    "CLUSTER_CONNECTION_ELEMENTS",
+    "HA_POLICY_ELEMENTS",
+    "PRIMARY_ONLY_ELEMENTS",
+    "SCALE_DOWN_ELEMENTS",
     "registered_policies",
     "ACCEPTOR_PARAMS",
     "CONNECTOR_PARAMS",
@@ -256,8 +294,8 @@ def size(lo: int | None = 0, hi: int | None = _JAVA_LONG[1], *, minus_one: bool 
     return parse
 
 
-def real(lo: float | None = None, hi: float | None = None) -> Parser:
-    """A decimal number (Java ``double``) in ``[lo, hi]``."""
+def real(lo: float | None = None, hi: float | None = None, *, above: float | None = None) -> Parser:
+    """A decimal number (Java ``double``) in ``[lo, hi]``, and greater than ``above`` if given."""
 
     def parse(text: str) -> float:
         try:
@@ -266,6 +304,8 @@ def real(lo: float | None = None, hi: float | None = None) -> Parser:
             raise ValueError(f"expected a number, got {text!r}") from None
         if not math.isfinite(v):
             raise ValueError(f"expected a finite number, got {text!r}")
+        if above is not None and not v > above:
+            raise ValueError(f"must be greater than {above:g}, got {text.strip()!r}")
         return _check_range(v, text, lo, hi, False)
 
     return parse
@@ -304,6 +344,32 @@ def ip_networks(text: str) -> tuple:
                 f"{item!r} is not an IP address or CIDR network (such as 10.0.0.0/8 or fd00::/8)"
             ) from None
     return tuple(networks)
+
+
+_IPV4_MULTICAST_BASE = ipaddress.IPv4Address("224.0.0.0")
+
+
+def multicast_address(text: str) -> str:
+    """A literal UDP multicast address (broadcast and discovery groups' ``group-address``).
+
+    IPv4 224.0.0.1 to 239.255.255.255 (224.0.0.0 is reserved) or IPv6
+    ff00::/8.  Returned stripped, as written.  Host names are refused: a
+    group address that resolves differently on two nodes splits the cluster.
+    """
+    t = text.strip()
+    try:
+        addr = ipaddress.ip_address(t)
+    except ValueError:
+        raise ValueError(
+            "expected a multicast IP address (IPv4 224.0.0.1 to 239.255.255.255, or IPv6"
+            f" ff00::/8) such as 231.7.7.7, got {text!r}"
+        ) from None
+    if not addr.is_multicast or addr == _IPV4_MULTICAST_BASE:
+        raise ValueError(
+            f"{t} is not a multicast address; use one in 224.0.0.1 to 239.255.255.255"
+            " (IPv4) or ff00::/8 (IPv6), such as 231.7.7.7"
+        )
+    return t
 
 
 def routing_type(text: str) -> RoutingType:
@@ -512,6 +578,13 @@ class Unsupported:
     hint: str = ""
 
 
+@dataclass(frozen=True)
+class Refused:
+    """An Artemis feature Junction will not have: always an error, ``<x>: message``."""
+
+    message: str
+
+
 _JVM = "tuning for the Java broker (threads, JMX, JVM memory); no effect in Junction"
 _JOURNAL = "tuning for Artemis's journal implementation; Junction's journal sizes itself"
 _MONITOR = "monitoring of the Java broker; Junction has its own management API and metrics"
@@ -548,6 +621,12 @@ CORE_ELEMENTS: dict[str, Value | Section | Ignored | DefaultOnly | Unsupported] 
     "security-settings": Section("_security_settings"),
     "wildcard-addresses": Section("_wildcard_addresses"),
     "connection-routers": Section("_connection_routers"),
+    "broadcast-groups": Section("_broadcast_groups"),
+    "discovery-groups": Section("_discovery_groups"),
+    "cluster-connections": Section("_cluster_connections"),
+    "cluster-user": Section("_cluster_user"),
+    "cluster-password": Section("_cluster_password"),
+    "ha-policy": Section("_ha_policy"),
     "junction": Section("_junction"),
     # -- tuning knobs: accepted, type-checked, listed in BrokerConfig.ignored --------
     "journal-type": Ignored(choice("ASYNCIO", "NIO", "MAPPED"), _JOURNAL),
@@ -679,12 +758,6 @@ CORE_ELEMENTS: dict[str, Value | Section | Ignored | DefaultOnly | Unsupported] 
     "network-check-list": DefaultOnly(any_text, ""),
     "network-check-URL-list": DefaultOnly(any_text, ""),
     # -- Artemis features Junction does not have yet ---------------------------------
-    "cluster-connections": Unsupported(),
-    "cluster-user": Unsupported(),
-    "cluster-password": Unsupported(),
-    "broadcast-groups": Unsupported(),
-    "discovery-groups": Unsupported(),
-    "ha-policy": Unsupported(),
     "grouping-handler": Unsupported(),
     "bridges": Unsupported(),
     "diverts": Unsupported(),
@@ -920,6 +993,125 @@ _POLICY_PROPERTY_TYPES: dict[str, Parser] = {
 _REQUIRED_POLICY_PROPERTIES: dict[str, tuple[str, ...]] = {
     "CONSISTENT_HASH_MODULO": ("MODULO",),
 }
+
+
+# -- clusters -----------------------------------------------------------------------
+
+_JGROUPS = Refused(
+    "JGroups is not supported by Junction; give group-address and group-port (UDP multicast),"
+    " or use static-connectors"
+)
+
+#: Children of ``<broadcast-group>`` (xsd ``broadcastGroupType``) ->
+#: :class:`~junction.config.model.BroadcastGroupConfig` fields.  Artemis
+#: reads them in any order.  ``connector-ref`` is not here: it repeats (one
+#: per connector to announce) and is read by the loader into ``connector_refs``.
+BROADCAST_GROUP_ELEMENTS: dict[str, Value | Refused] = {
+    "local-bind-address": Value("local_bind_address", text_value),
+    "local-bind-port": Value("local_bind_port", integer(0, 65535, minus_one=True)),
+    "group-address": Value("group_address", multicast_address),
+    "group-port": Value("group_port", integer(1, 65535)),
+    "broadcast-period": Value("broadcast_period", integer(1, long=True)),
+    "jgroups-file": _JGROUPS,
+    "jgroups-channel": _JGROUPS,
+    "jgroups-properties": _JGROUPS,
+}
+
+#: Children of ``<discovery-group>`` (xsd ``discoveryGroupType``) ->
+#: :class:`~junction.config.model.DiscoveryGroupConfig` fields.
+#: ``initial-wait-timeout`` may be 0 (Artemis: > 0).
+DISCOVERY_GROUP_ELEMENTS: dict[str, Value | Ignored | Refused] = {
+    "local-bind-address": Value("local_bind_address", text_value),
+    "group-address": Value("group_address", multicast_address),
+    "group-port": Value("group_port", integer(1, 65535)),
+    "refresh-timeout": Value("refresh_timeout", integer(1, long=True)),
+    "initial-wait-timeout": Value("initial_wait_timeout", integer(0, long=True)),
+    "local-bind-port": Ignored(
+        integer(0, 65535, minus_one=True),
+        "a discovery group listens on its group-port; Artemis does not use local-bind-port"
+        " for discovery either",
+    ),
+    "jgroups-file": _JGROUPS,
+    "jgroups-channel": _JGROUPS,
+    "jgroups-properties": _JGROUPS,
+}
+
+#: Children of ``<cluster-connection>`` (xsd ``cluster-connectionType``, an
+#: ``xsd:all``: any order, each once) -> :class:`~junction.config.model.ClusterConnectionConfig`
+#: fields.  Ranges are Artemis's (``FileConfigurationParser``); sizes take
+#: byte notation.  ``connector-ref``, ``forward-when-no-consumers``,
+#: ``discovery-group-ref`` and ``static-connectors`` are read by the loader.
+CLUSTER_CONNECTION_ELEMENTS: dict[str, Value | Nested | Ignored] = {
+    "address": Value("address", any_text),
+    "connector-ref": Nested("_cluster_connector_ref"),
+    "check-period": Value("check_period", integer(1, long=True)),
+    "connection-ttl": Value("connection_ttl", integer(1, long=True)),
+    "min-large-message-size": Value("min_large_message_size", size(1, _JAVA_INT[1])),
+    "call-timeout": Value("call_timeout", integer(1, long=True)),
+    "call-failover-timeout": Value("call_failover_timeout", integer(1, minus_one=True, long=True)),
+    "retry-interval": Value("retry_interval", integer(1, long=True)),
+    "retry-interval-multiplier": Value("retry_interval_multiplier", real(above=0.0)),
+    "max-retry-interval": Value("max_retry_interval", integer(1, long=True)),
+    "initial-connect-attempts": Value("initial_connect_attempts", integer(0, minus_one=True)),
+    "reconnect-attempts": Value("reconnect_attempts", integer(0, minus_one=True)),
+    "use-duplicate-detection": Value("use_duplicate_detection", boolean),
+    "message-load-balancing": Value(
+        "message_load_balancing", choice(*model.MESSAGE_LOAD_BALANCING)
+    ),
+    "forward-when-no-consumers": Nested("_cluster_forward_when_no_consumers"),
+    "max-hops": Value("max_hops", integer(0)),
+    "confirmation-window-size": Value("confirmation_window_size", size(1, _JAVA_INT[1])),
+    "producer-window-size": Value("producer_window_size", size(1, _JAVA_INT[1], minus_one=True)),
+    "notification-interval": Value("notification_interval", integer(1, long=True)),
+    "notification-attempts": Value("notification_attempts", integer(1)),
+    "discovery-group-ref": Nested("_cluster_discovery_group_ref"),
+    "static-connectors": Nested("_cluster_static_connectors"),
+    "client-id": Ignored(
+        text_value,
+        "names the connection on the remote Java broker (for its management); no effect in Junction",
+    ),
+    "scale-down-connector": Ignored(
+        text_value,
+        "Artemis does not use it either; scale-down peers are set in <ha-policy><primary-only><scale-down>",
+    ),
+    "topology-scanner-attempts": Ignored(
+        integer(0, minus_one=True),
+        "tuning of the Java broker's topology scan; no effect in Junction",
+    ),
+}
+
+#: Children of ``<ha-policy>`` (an xsd choice: one of them).  ``live-only``
+#: is Artemis's deprecated name for ``primary-only``.
+HA_POLICY_ELEMENTS: dict[str, Nested | Unsupported] = {
+    "primary-only": Nested("_ha_primary_only"),
+    "live-only": Nested("_ha_primary_only"),
+    "replication": Unsupported(),
+    "shared-store": Unsupported(),
+}
+
+#: Children of ``<primary-only>``/``<live-only>``.
+PRIMARY_ONLY_ELEMENTS: dict[str, Nested] = {
+    "scale-down": Nested("_scale_down"),
+}
+
+#: Children of ``<scale-down>`` (xsd ``scaleDownType``, plus Junction's
+#: ``cluster-name``) -> :class:`~junction.config.model.ScaleDownConfig` fields.
+#: ``discovery-group-ref`` and ``connectors`` are an xsd choice: at most one.
+SCALE_DOWN_ELEMENTS: dict[str, Value | Nested] = {
+    "enabled": Value("enabled", boolean),
+    "group-name": Value("group_name", text_value),
+    "cluster-name": Nested("_scale_down_cluster_name"),
+    "discovery-group-ref": Nested("_scale_down_discovery_group_ref"),
+    "connectors": Nested("_scale_down_connectors"),
+    "commit-interval": Value("commit_interval", integer(1, minus_one=True)),
+}
+
+#: What masked passwords get (Artemis's ``ENC(...)``, decoded with its password codec).
+_MASKED_PASSWORD = (
+    "masked passwords (ENC(...)) are not supported by Junction yet"
+    " (Artemis decodes them with its password codec); write the password in"
+    " clear text or take it from the environment with ${VAR}"
+)
 
 
 def registered_policies() -> tuple[str, ...]:
@@ -1343,9 +1535,19 @@ class _Loader:
         self.wildcard: dict[str, Any] = {}
         self.junction_lines: dict[str, int] = {}
         self.routers: list[model.ConnectionRouterConfig] = []
-        #: (router name, connector name, <connector-ref>) to check once all connectors are read
-        self.router_refs: list[tuple[str, str, Element]] = []
+        self.broadcast_groups: list[model.BroadcastGroupConfig] = []
+        self.discovery_groups: list[model.DiscoveryGroupConfig] = []
+        self.cluster_connections: list[model.ClusterConnectionConfig] = []
+        #: References checked once the whole file is read, as (who refers,
+        #: name, referring element): connectors (router pools, broadcast
+        #: groups, cluster connections, scale-down), discovery groups and
+        #: cluster connections (scale-down's cluster-name).
+        self.connector_refs: list[tuple[str, str, Element]] = []
+        self.discovery_refs: list[tuple[str, str, Element]] = []
+        self.cluster_refs: list[tuple[str, str, Element]] = []
+        self._scale_down_el: Element | None = None
         self._router = ""  # the router being read, for messages
+        self._cluster = ""  # the cluster connection being read, for messages
         self._policies: tuple[str, ...] | None = None
 
     # -- reporting -----------------------------------------------------------------
@@ -1441,6 +1643,9 @@ class _Loader:
         """Handle a leaf element per ``spec`` (Value/Ignored/DefaultOnly/Unsupported)."""
         if isinstance(spec, Unsupported):
             self._unsupported(el, spec)
+            return
+        if isinstance(spec, Refused):
+            self.error(el, f"<{el.tag}>: {spec.message}")
             return
         if not self._leaf(el) or not self._ok(el):
             return
@@ -2093,12 +2298,7 @@ class _Loader:
             if child.tag == "password" and self._ok(child) and not child.children:
                 pw = child.value
                 if pw.startswith("ENC(") and pw.endswith(")"):
-                    self.error(
-                        child,
-                        "<password>: masked passwords (ENC(...)) are not supported by Junction yet"
-                        " (Artemis decodes them with its password codec); write the password in"
-                        " clear text or take it from the environment with ${VAR}",
-                    )
+                    self.error(child, f"<password>: {_MASKED_PASSWORD}")
                 break
         # Artemis's order (ConnectionRouterManager.deployPool): the first one set wins there.
         given = [tag for tag in self._POOL_SOURCES if any(c.tag == tag for c in el.children)]
@@ -2150,16 +2350,36 @@ class _Loader:
 
     def _pool_static_connectors(self, el: Element, target: dict) -> None:
         self._container(el)
-        names: list[str] = []
-        seen: dict[str, Element] = {}
-        refs = 0
+        target["static_connectors"] = self._connector_list(
+            el, f"pool of connection router {self._router!r}", "target"
+        )
+
+    # -- connector and discovery-group references (shared by routers and clusters) ------
+    def _connector_list(self, el: Element, who: str, each: str) -> tuple[str, ...]:
+        """The ``<connector-ref>`` children of a list element (``<static-connectors>``,
+        scale-down's ``<connectors>``): at least one, none twice; the names are
+        checked against ``<connectors>`` at the end, as ``who``'s."""
+        refs = []
         for c in el.children:
             if not self._check_namespace(c):
                 continue
             if c.tag != "connector-ref":
-                self._unknown(c, "static-connectors", ["connector-ref"])
+                self._unknown(c, el.tag, ["connector-ref"])
                 continue
-            refs += 1
+            refs.append(c)
+        if not refs:
+            self.error(
+                el,
+                f"<{el.tag}> names no connectors; add a <connector-ref>name</connector-ref>"
+                f" for each {each}",
+            )
+        return self._connector_refs(el.tag, refs, who)
+
+    def _connector_refs(self, parent: str, refs: list[Element], who: str) -> tuple[str, ...]:
+        """Read ``<connector-ref>`` elements of ``parent``: each a name, none twice."""
+        names: list[str] = []
+        seen: dict[str, Element] = {}
+        for c in refs:
             if not self._leaf(c) or not self._ok(c):
                 continue
             name = c.value
@@ -2169,19 +2389,298 @@ class _Loader:
             if name in seen:
                 self.error(
                     c,
-                    f"connector {name!r} is listed twice in <static-connectors> (first at line {seen[name].line})",
+                    f"connector {name!r} is listed twice in <{parent}> (first at line {seen[name].line})",
                 )
                 continue
             seen[name] = c
             names.append(name)
-            self.router_refs.append((self._router, name, c))
-        if not refs:
+            self.connector_refs.append((who, name, c))
+        return tuple(names)
+
+    def _discovery_group_ref(self, el: Element, target: dict, who: str) -> None:
+        """``<discovery-group-ref discovery-group-name=".."/>``: the name goes to
+        ``target["discovery_group"]`` and is checked against ``<discovery-groups>`` at the end."""
+        self._container(el, ("discovery-group-name",))
+        for ch in el.children:
+            self.error(
+                ch, f"<discovery-group-ref> takes an attribute, not a child element <{ch.tag}>"
+            )
+        group = (el.attrib.get("discovery-group-name") or "").strip()
+        if not group:
+            self.error(el, "<discovery-group-ref> needs a discovery-group-name attribute")
+            return
+        if not self._ok(el):
+            return
+        target["discovery_group"] = group
+        self.discovery_refs.append((who, group, el))
+
+    def _named(
+        self, child: Element, seen: dict[str, Element], what: str
+    ) -> tuple[str, bool] | None:
+        """The ``name`` attribute of a list item (a group, a cluster connection) and
+        whether it is the first of that name; None (reported) when it has none."""
+        name = (child.attrib.get("name") or "").strip()
+        if not name:
+            self.error(child, f"<{child.tag}> needs a name attribute")
+            return None
+        first = seen.get(name)
+        if first is not None:
+            self.error(child, f"a second {what} named {name!r} (the first is at line {first.line})")
+            return name, False
+        seen[name] = child
+        return name, True
+
+    # -- broadcast-groups / discovery-groups ---------------------------------------------
+    _JGROUPS_ELEMENTS = ("jgroups-file", "jgroups-channel", "jgroups-properties")
+
+    def _group_endpoint(self, el: Element, what: str) -> None:
+        """A UDP group needs its address and port, unless JGroups was asked for (refused already)."""
+        tags = {c.tag for c in el.children}
+        if tags & set(self._JGROUPS_ELEMENTS):
+            return
+        if "group-address" not in tags:
+            self.error(
+                el, f"{what} needs a <group-address> (a UDP multicast address such as 231.7.7.7)"
+            )
+        if "group-port" not in tags:
+            self.error(el, f"{what} needs a <group-port> (the UDP port of the multicast group)")
+
+    def _named_groups(self, el: Element, tag: str, kind: str):
+        """Each ``<tag name="..">`` child of a ``<broadcast-groups>``/``<discovery-groups>``:
+        ``(child, name, new)``, unknown children and bad names reported."""
+        self._container(el)
+        seen: dict[str, Element] = {}
+        for child in el.children:
+            if not self._check_namespace(child):
+                continue
+            if child.tag != tag:
+                self._unknown(child, el.tag, [tag])
+                continue
+            self._container(child, ("name",))
+            named = self._named(child, seen, kind)
+            if named is not None:
+                yield child, named[0], named[1]
+
+    def _broadcast_groups(self, el: Element) -> None:
+        for child, name, new in self._named_groups(el, "broadcast-group", "broadcast group"):
+            what = f"broadcast group {name!r}"
+            values: dict[str, Any] = {}
+            refs = self._children(
+                child, BROADCAST_GROUP_ELEMENTS, values, what, extra=("connector-ref",)
+            )
+            connectors = self._connector_refs(child.tag, refs, what)
+            if not refs:
+                self.error(
+                    child,
+                    f"{what} names no connectors; add a <connector-ref>name</connector-ref> for"
+                    " each connector its peers may use to reach this node",
+                )
+            self._group_endpoint(child, what)
+            if new and "group_address" in values and "group_port" in values:
+                self.broadcast_groups.append(
+                    model.BroadcastGroupConfig(
+                        name=name, connector_refs=connectors, source=child.source, **values
+                    )
+                )
+
+    def _discovery_groups(self, el: Element) -> None:
+        for child, name, new in self._named_groups(el, "discovery-group", "discovery group"):
+            what = f"discovery group {name!r}"
+            values: dict[str, Any] = {}
+            self._children(child, DISCOVERY_GROUP_ELEMENTS, values, what)
+            self._group_endpoint(child, what)
+            if new and "group_address" in values and "group_port" in values:
+                self.discovery_groups.append(
+                    model.DiscoveryGroupConfig(name=name, source=child.source, **values)
+                )
+
+    # -- cluster-connections --------------------------------------------------------------
+    def _cluster_connections(self, el: Element) -> None:
+        self._container(el)
+        seen: dict[str, Element] = {}
+        for child in el.children:
+            if not self._check_namespace(child):
+                continue
+            if child.tag == "cluster-connection-uri":
+                self.error(
+                    child,
+                    "cluster-connection-uri is not supported by Junction; write a <cluster-connection>",
+                )
+                continue
+            if child.tag != "cluster-connection":
+                self._unknown(
+                    child, "cluster-connections", ["cluster-connection", "cluster-connection-uri"]
+                )
+                continue
+            if "uri" in child.attrib:
+                self.error(
+                    child,
+                    "the uri attribute of <cluster-connection> is not supported by Junction;"
+                    " write its settings as child elements",
+                )
+            self._container(child, ("name", "uri"))
+            named = self._named(child, seen, "cluster connection")
+            if named is None:
+                continue
+            name, new = named
+            self._cluster = name
+            what = f"cluster connection {name!r}"
+            values: dict[str, Any] = {}
+            self._children(child, CLUSTER_CONNECTION_ELEMENTS, values, what)
+            tags = {c.tag for c in child.children}
+            forward = values.pop("_forward_when_no_consumers", None)
+            if forward is not None:
+                value, fel = forward
+                if "message-load-balancing" in tags:
+                    self.error(
+                        fel,
+                        f"{what} gives both <forward-when-no-consumers> (deprecated) and"
+                        " <message-load-balancing>: keep <message-load-balancing> only (Artemis"
+                        " would use forward-when-no-consumers and ignore message-load-balancing)",
+                    )
+                else:
+                    values["message_load_balancing"] = "STRICT" if value else "ON_DEMAND"
+            if "connector-ref" not in tags:
+                self.error(
+                    child,
+                    f"{what} needs a <connector-ref> naming the <connector> its peers use to"
+                    " reach this node",
+                )
+            peers = [t for t in ("discovery-group-ref", "static-connectors") if t in tags]
+            if not peers:
+                self.error(
+                    child,
+                    f"{what} has no peers: give <static-connectors> or"
+                    ' <discovery-group-ref discovery-group-name="..."/> (artemis-configuration.xsd'
+                    " lets both be left out, but Junction needs a cluster connection to say how"
+                    " it finds its peers)",
+                )
+            elif len(peers) > 1:
+                self.error(
+                    child,
+                    f"{what} gives both <discovery-group-ref> and <static-connectors>: give"
+                    " exactly one (Artemis would use <discovery-group-ref> and ignore"
+                    " <static-connectors>)",
+                )
+            if new and "connector_ref" in values:
+                self.cluster_connections.append(
+                    model.ClusterConnectionConfig(name=name, source=child.source, **values)
+                )
+
+    def _cluster_connector_ref(self, el: Element, target: dict) -> None:
+        if not self._leaf(el) or not self._ok(el):
+            return
+        if not el.value:
+            self.error(el, "<connector-ref> is empty; give the name of a <connector>")
+            return
+        target["connector_ref"] = el.value
+        self.connector_refs.append((f"cluster connection {self._cluster!r}", el.value, el))
+
+    def _cluster_forward_when_no_consumers(self, el: Element, target: dict) -> None:
+        if not self._leaf(el) or not self._ok(el):
+            return
+        value = self.parse_value(el, boolean, el.text, f"<{el.tag}>")
+        if value is not None:
+            target["_forward_when_no_consumers"] = (value, el)
+
+    def _cluster_discovery_group_ref(self, el: Element, target: dict) -> None:
+        self._discovery_group_ref(el, target, f"cluster connection {self._cluster!r}")
+
+    def _cluster_static_connectors(self, el: Element, target: dict) -> None:
+        self._container(el, ("allow-direct-connections-only",))
+        direct = el.attrib.get("allow-direct-connections-only")
+        if direct is not None and self._ok(el):
+            value = self.parse_value(
+                el, boolean, direct, "<static-connectors allow-direct-connections-only>"
+            )
+            if value is not None:
+                target["allow_direct_connections_only"] = value
+        target["static_connectors"] = self._connector_list(
+            el, f"cluster connection {self._cluster!r}", "peer"
+        )
+
+    # -- cluster-user / cluster-password --------------------------------------------------
+    def _cluster_user(self, el: Element) -> None:
+        self._cluster_credential(el, "cluster_user", text_value)
+
+    def _cluster_password(self, el: Element) -> None:
+        self._cluster_credential(el, "cluster_password", any_text)
+
+    def _cluster_credential(self, el: Element, attr: str, parse: Parser) -> None:
+        self.values.setdefault("cluster_credentials_source", el.source)
+        if not self._leaf(el) or not self._ok(el):
+            return
+        value = self.parse_value(el, parse, el.text, f"<{el.tag}>")
+        if value is None:
+            return
+        if attr == "cluster_password" and value.startswith("ENC("):
+            self.error(el, f"<{el.tag}>: {_MASKED_PASSWORD}")
+            return
+        self.values[attr] = value
+
+    # -- ha-policy ------------------------------------------------------------------------
+    def _ha_policy(self, el: Element) -> None:
+        self._container(el)
+        policy: Element | None = None
+        target: dict[str, Any] = {}
+        for child in el.children:
+            if not self._check_namespace(child):
+                continue
+            spec = HA_POLICY_ELEMENTS.get(child.tag)
+            if spec is None:
+                self._unknown(child, "ha-policy", HA_POLICY_ELEMENTS)
+                continue
+            if isinstance(spec, Unsupported):
+                self.error(
+                    child,
+                    f"<ha-policy><{child.tag}> is not supported by Junction yet"
+                    + (f" {spec.hint}" if spec.hint else ""),
+                )
+                continue
+            if policy is not None:
+                self.error(
+                    child,
+                    f"<ha-policy> takes one policy; <{child.tag}> comes after <{policy.tag}>"
+                    f" (line {policy.line})",
+                )
+                continue
+            policy = child
+            getattr(self, spec.method)(child, target)
+        if "scale_down" in target:
+            self.values["scale_down"] = target["scale_down"]
+
+    def _ha_primary_only(self, el: Element, target: dict) -> None:
+        self._container(el)
+        self._children(el, PRIMARY_ONLY_ELEMENTS, target, f"<ha-policy><{el.tag}>")
+
+    def _scale_down(self, el: Element, target: dict) -> None:
+        self._container(el)
+        values: dict[str, Any] = {}
+        self._children(el, SCALE_DOWN_ELEMENTS, values, "<scale-down>")
+        tags = {c.tag for c in el.children}
+        if {"discovery-group-ref", "connectors"} <= tags:
             self.error(
                 el,
-                "<static-connectors> names no connectors; add a <connector-ref>name</connector-ref>"
-                " for each target",
+                "<scale-down> gives both <discovery-group-ref> and <connectors>: give one"
+                " (artemis-configuration.xsd allows one or the other)",
             )
-        target["static_connectors"] = tuple(names)
+        self._scale_down_el = el
+        target["scale_down"] = model.ScaleDownConfig(source=el.source, **values)
+
+    def _scale_down_cluster_name(self, el: Element, target: dict) -> None:
+        if not self._leaf(el) or not self._ok(el):
+            return
+        value = self.parse_value(el, text_value, el.text, f"<{el.tag}>")
+        if value is not None:
+            target["cluster_name"] = value
+            self.cluster_refs.append(("scale-down", value, el))
+
+    def _scale_down_discovery_group_ref(self, el: Element, target: dict) -> None:
+        self._discovery_group_ref(el, target, "scale-down")
+
+    def _scale_down_connectors(self, el: Element, target: dict) -> None:
+        self._container(el)
+        target["connectors"] = self._connector_list(el, "scale-down", "peer")
 
     # -- whole-config checks -------------------------------------------------------------
     def _cross_checks(self) -> None:
@@ -2237,13 +2736,49 @@ class _Loader:
                     + _suggest(a.router, routers),
                     a.source[1],
                 )
-        for router, connector, ref in self.router_refs:
+        for who, connector, ref in self.connector_refs:
             if connector not in cnames:
                 self.error(
                     ref,
-                    f"pool of connection router {router!r} names connector {connector!r}, but no <connectors> defines it"
+                    f"{who} names connector {connector!r}, but no <connectors> defines it"
                     + _suggest(connector, cnames),
                 )
+        groups = [g.name for g in self.discovery_groups]
+        for who, group, ref in self.discovery_refs:
+            if group not in groups:
+                self.error(
+                    ref,
+                    f"{who} names discovery group {group!r}, but no <discovery-groups> defines it"
+                    + _suggest(group, groups),
+                )
+        clusters = [c.name for c in self.cluster_connections]
+        for who, cluster, ref in self.cluster_refs:
+            if cluster not in clusters:
+                self.error(
+                    ref,
+                    f"{who} names cluster connection {cluster!r}, but no <cluster-connections>"
+                    " defines it" + _suggest(cluster, clusters),
+                )
+        sd = self.values.get("scale_down")
+        if (
+            sd is not None
+            and sd.enabled
+            and sd.discovery_group is None
+            and not sd.connectors
+            and sd.cluster_name is None
+            and not self.cluster_connections
+            and self._scale_down_el is not None
+            and not any(
+                c.tag in ("discovery-group-ref", "connectors", "cluster-name")
+                for c in self._scale_down_el.children
+            )
+        ):
+            self.error(
+                self._scale_down_el,
+                "scale-down has no peers to move messages to: give <discovery-group-ref> or"
+                " <connectors>, or define a <cluster-connection> whose peers it can use"
+                " (or set <enabled>false</enabled>)",
+            )
         addr_seen: dict[str, model.AddressConfig] = {}
         queue_seen: dict[str, model.QueueConfig] = {}
         for ad in self.addresses:
@@ -2305,6 +2840,9 @@ class _Loader:
             acceptors=tuple(self.acceptors),
             connectors=tuple(self.connectors),
             connection_routers=tuple(self.routers),
+            broadcast_groups=tuple(self.broadcast_groups),
+            discovery_groups=tuple(self.discovery_groups),
+            cluster_connections=tuple(self.cluster_connections),
             addresses=tuple(self.addresses),
             address_settings=tuple(self.address_settings),
             security_settings=tuple(self.security_settings),

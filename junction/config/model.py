@@ -396,6 +396,104 @@ class ConnectionRouterConfig:
     source: Source = ("", 0)
 
 
+#: Artemis's default cluster credentials; a node that keeps them warns at every start.
+DEFAULT_CLUSTER_USER = "ACTIVEMQ.CLUSTER.ADMIN.USER"
+DEFAULT_CLUSTER_PASSWORD = "CHANGE ME!!"
+
+MESSAGE_LOAD_BALANCING = ("OFF", "STRICT", "ON_DEMAND", "OFF_WITH_REDISTRIBUTION")
+
+
+@dataclass(frozen=True)
+class BroadcastGroupConfig:
+    """One ``<broadcast-group name="..">`` (UDP only; JGroups is refused by the loader).
+
+    Every ``broadcast_period`` milliseconds the node sends the connectors named by
+    ``connector_refs`` to ``group_address:group_port``.
+    """
+
+    name: str
+    group_address: str
+    group_port: int
+    local_bind_address: str | None = None
+    #: -1: an anonymous port (Artemis's default)
+    local_bind_port: int = -1
+    broadcast_period: int = 2000
+    connector_refs: tuple[str, ...] = ()
+    source: Source = ("", 0)
+
+
+@dataclass(frozen=True)
+class DiscoveryGroupConfig:
+    """One ``<discovery-group name="..">``: listens on a UDP group for broadcasts.
+
+    An entry not refreshed for ``refresh_timeout`` milliseconds is dropped.
+    ``initial_wait_timeout`` is how long a user of the group (a cluster
+    connection, a gateway pool) waits for the first broadcasts before acting.
+    """
+
+    name: str
+    group_address: str
+    group_port: int
+    local_bind_address: str | None = None
+    refresh_timeout: int = 10_000
+    initial_wait_timeout: int = 10_000
+    source: Source = ("", 0)
+
+
+@dataclass(frozen=True)
+class ClusterConnectionConfig:
+    """One ``<cluster-connection name="..">`` with Artemis's names, defaults and units (ms, bytes).
+
+    ``address`` is Artemis's prefix list: comma-separated prefixes, ``!`` to
+    exclude, empty for every address.  Exactly one of ``discovery_group`` and
+    ``static_connectors`` says how peers are found.
+    """
+
+    name: str
+    connector_ref: str
+    address: str = ""
+    check_period: int = 30_000
+    connection_ttl: int = 60_000
+    min_large_message_size: int = 102_400
+    call_timeout: int = 30_000
+    call_failover_timeout: int = -1
+    retry_interval: int = 500
+    retry_interval_multiplier: float = 1.0
+    max_retry_interval: int = 2000
+    initial_connect_attempts: int = -1
+    reconnect_attempts: int = -1
+    use_duplicate_detection: bool = True
+    message_load_balancing: str = "ON_DEMAND"
+    max_hops: int = 1
+    confirmation_window_size: int = 1_048_576
+    producer_window_size: int = -1
+    notification_interval: int = 1000
+    notification_attempts: int = 2
+    discovery_group: str | None = None
+    static_connectors: tuple[str, ...] = ()
+    allow_direct_connections_only: bool = False
+    source: Source = ("", 0)
+
+
+@dataclass(frozen=True)
+class ScaleDownConfig:
+    """``<ha-policy><primary-only|live-only><scale-down>``: move every message to a peer on a graceful stop.
+
+    ``group_name`` limits the peers to nodes with the same scale-down group;
+    ``cluster_name`` picks the cluster connection whose peers are used when
+    several exist (the seed's ``scale-down-clustername``); peers come from
+    ``discovery_group`` or ``connectors`` when given, else from the cluster.
+    """
+
+    enabled: bool = True
+    group_name: str | None = None
+    cluster_name: str | None = None
+    discovery_group: str | None = None
+    connectors: tuple[str, ...] = ()
+    commit_interval: int = -1
+    source: Source = ("", 0)
+
+
 @dataclass(frozen=True)
 class BrokerConfig:
     """Everything one ``broker.xml`` describes for one node."""
@@ -441,6 +539,15 @@ class BrokerConfig:
     cert_roles_file: str | None = None
     #: the user anonymous connections run as when security allows it
     anonymous_user: str | None = None
+    broadcast_groups: tuple[BroadcastGroupConfig, ...] = ()
+    discovery_groups: tuple[DiscoveryGroupConfig, ...] = ()
+    cluster_connections: tuple[ClusterConnectionConfig, ...] = ()
+    cluster_user: str = DEFAULT_CLUSTER_USER
+    cluster_password: str = field(default=DEFAULT_CLUSTER_PASSWORD, repr=False)
+    #: where ``cluster-user``/``cluster-password`` were set (None: the defaults)
+    cluster_credentials_source: Source | None = None
+    #: ``<ha-policy>`` scale-down, when configured
+    scale_down: ScaleDownConfig | None = None
     #: the file the config was read from; relative paths resolve against its folder
     config_path: str = ""
     base_dir: str = "."

@@ -12,7 +12,11 @@ Signatures:
 * OpenWire: a WireFormatInfo command (type 1) whose magic is ``ActiveMQ``,
   after a 4-byte size prefix (tight or loose encoding alike);
 * CORE: Artemis's ``ARTEMIS`` handshake (``HORNETQ`` from older clients);
-* MQTT: a CONNECT packet (type 1) whose protocol name is ``MQTT`` or ``MQIsdp``.
+* MQTT: a CONNECT packet (type 1) whose protocol name is ``MQTT`` or ``MQIsdp``;
+* CLUSTER: Junction's cluster link preamble, which starts with ``JNCL``
+  (:mod:`junction.protocols.cluster.link` checks the version bytes after it).
+  Checked first: no other signature starts with ``J``, and without this check
+  a lone ``J`` would be UNKNOWN before the rest of the magic arrived.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ MAX_SNIFF_BYTES = 64
 _STOMP_COMMANDS = (b"CONNECT", b"STOMP")
 _OPENWIRE_MAGIC = b"ActiveMQ"
 _CORE = (b"ARTEMIS", b"HORNETQ")
+_CLUSTER = (b"JNCL",)
 
 
 def _prefix_of(data: bytes, candidates) -> str | None:
@@ -42,6 +47,11 @@ def _prefix_of(data: bytes, candidates) -> str | None:
 def detect(data: bytes) -> str:
     """The protocol ``data`` (everything received so far) starts, or NEED_MORE / UNKNOWN."""
     if not data:
+        return NEED_MORE
+    found = _prefix_of(data, _CLUSTER)
+    if found == "match":
+        return "CLUSTER"
+    if found == "partial":
         return NEED_MORE
     if data[:4] == b"AMQP" or (len(data) < 4 and b"AMQP".startswith(data)):
         return "AMQP" if len(data) >= 5 else NEED_MORE

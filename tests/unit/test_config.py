@@ -359,7 +359,7 @@ def test_multiple_errors_reported_together_with_lines(tmp_path):
             <persistence-enabled>yes</persistence-enabled>
             <journal-dir>data/j</journal-dir>
             <id-cache-size>many</id-cache-size>
-            <cluster-connections/>
+            <bridges/>
             <acceptors>
                <acceptor name="a">tcp://127.0.0.1:61616?protocol=CORE;tcpNoDelai=true</acceptor>
             </acceptors>
@@ -383,7 +383,7 @@ def test_multiple_errors_reported_together_with_lines(tmp_path):
     assert lines[0] == f"{path}:3: <persistence-enabled>: expected true or false, got 'yes'"
     assert "did you mean <journal-directory>" in lines[1]
     assert lines[2].endswith("<id-cache-size>: expected a whole number, got 'many'")
-    assert lines[3].endswith("<cluster-connections> is not supported by Junction yet")
+    assert lines[3].endswith("<bridges> is not supported by Junction yet")
     assert "unknown acceptor parameter 'tcpNoDelai'; did you mean 'tcpNoDelay'" in lines[4]
     assert "expected one of BLOCK, FAIL, DROP, PAGE, got 'SPILL'" in lines[5]
 
@@ -475,10 +475,6 @@ def test_unknown_element_suggests():
 @pytest.mark.parametrize(
     "element",
     [
-        "cluster-connections",
-        "broadcast-groups",
-        "discovery-groups",
-        "ha-policy",
         "bridges",
         "diverts",
         "federations",

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from junction.protocols.cluster.link import PREAMBLE
 from junction.protocols.detect import MAX_SNIFF_BYTES, NEED_MORE, UNKNOWN, describe, detect
 
 # A WireFormatInfo as ActiveMQ's client sends it first (size, type 1, magic).
@@ -22,6 +23,8 @@ OPENINGS = [
     (b"HORNETQ\x00", "CORE"),
     (OPENWIRE, "OPENWIRE"),
     (MQTT, "MQTT"),
+    (PREAMBLE + b"\x00\x00\x00\x10\x01{}", "CLUSTER"),  # a cluster link: preamble, then HELLO
+    (b"JNCL\x02\x00\x00\x00", "CLUSTER"),  # another link version: the link codec refuses it
 ]
 
 
@@ -47,6 +50,9 @@ def test_byte_by_byte_needs_more_until_known(data, expected):
         b"SEND\ndestination:/queue/a\n\n\x00",  # STOMP, but not an opening frame
         b"\x00\x00\x00\x10\x02ActiveMQ",  # OpenWire framing, wrong command type
         b"\x10\x0a\x00\x04ABCD\x04\x02",  # MQTT framing, wrong protocol name
+        b"JNCX hello",  # almost the cluster link magic
+        b"JX",
+        b"jncl hello",  # the magic is case-sensitive
     ],
 )
 def test_unknown(data):
@@ -60,7 +66,31 @@ def test_only_eols_need_more_then_unknown():
 
 @given(st.binary(max_size=MAX_SNIFF_BYTES))
 def test_any_bytes_get_an_answer(data):
-    assert detect(data) in {NEED_MORE, UNKNOWN, "AMQP", "STOMP", "CORE", "OPENWIRE", "MQTT"}
+    assert detect(data) in {
+        NEED_MORE, UNKNOWN, "AMQP", "STOMP", "CORE", "OPENWIRE", "MQTT", "CLUSTER"
+    }
+
+
+@pytest.mark.parametrize("prefix", [b"J", b"JN", b"JNC"])
+def test_cluster_magic_prefix_needs_more(prefix):
+    assert detect(prefix) == NEED_MORE
+
+
+def test_cluster_is_the_link_preamble():
+    assert detect(PREAMBLE) == "CLUSTER"
+    assert detect(PREAMBLE[:4]) == "CLUSTER"
+
+
+@given(st.binary(max_size=MAX_SNIFF_BYTES))
+def test_cluster_only_for_the_magic(data):
+    assert (detect(data) == "CLUSTER") == data.startswith(b"JNCL")
+
+
+@pytest.mark.parametrize("data,expected", [o for o in OPENINGS if o[1] != "CLUSTER"])
+def test_other_openings_unchanged_behind_cluster_bytes(data, expected):
+    # The cluster check only claims data starting with J; everything else is as before.
+    assert not data.startswith(b"J")
+    assert detect(data) == expected
 
 
 def test_describe_is_bounded():

@@ -1,0 +1,394 @@
+"""The node's cluster: its cluster connections, remote bindings and forwarded messages.
+
+:class:`ClusterManager` is what :class:`~junction.brokercore.server.BrokerServer`
+consults when it routes an address that has remote bindings, and what the
+bridges (:mod:`.bridge`, outgoing links) and link servers (:mod:`.link_server`,
+incoming links) report to.  It keeps:
+
+* the remote bindings every neighbour told us about, one *effective* binding
+  per remote queue (the fewest hops);
+* one store-and-forward queue per cluster connection and neighbour
+  (``$.junction.sf.<cluster>.<node id>``, durable, ANYCAST): a message for
+  a remote queue is stored there, in this node's journal, with the list of
+  remote queues it is for, until the neighbour confirms it has stored it --
+  so nothing acknowledged to a producer is lost when a link or a node fails;
+* the incoming links, which it tells about every change of local queues and
+  consumers (and of remote bindings within their max-hops budget).
+
+All on the reactor thread; the reactor is injected.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+
+from junction.brokercore import errors
+from junction.brokercore.cluster.bindings import (
+    MAX_REMOTE_BINDINGS,
+    AddressMatcher,
+    RemoteBinding,
+    select,
+)
+from junction.brokercore.cluster.connection import ClusterConnection
+from junction.brokercore.cluster.redistribution import Redistribution
+from junction.brokercore.message import RoutingType, decode_message
+from junction.brokercore.queue import QueueDefinition
+from junction.config.model import DEFAULT_CLUSTER_PASSWORD, DEFAULT_CLUSTER_USER
+
+log = logging.getLogger("junction.cluster")
+
+#: name (and address) prefix of store-and-forward queues
+SF_PREFIX = "$.junction.sf."
+#: Message.native key prefix: the remote queues a stored-and-forwarded copy is for
+ROUTE_NATIVE = "cluster.route."
+#: address under which duplicate ids of forwarded messages are remembered, + the sender's node id
+BRIDGE_DUP_PREFIX = "$.junction.bridge."
+
+
+def sf_queue_name(cluster: str, node_id: str) -> str:
+    return f"{SF_PREFIX}{cluster}.{node_id}"
+
+
+class ClusterManager:
+    """Every cluster connection of one node and the state they share."""
+
+    def __init__(self, server, config, *, node_id: str, reactor, connectors: dict | None = None, discovery_groups=None):
+        self.server = server
+        self.config = config
+        self.node_id = node_id
+        self.name = config.name
+        self.reactor = reactor
+        self.connectors = connectors if connectors is not None else {c.name: c for c in config.connectors}
+        #: name -> DiscoveryGroup, shared with broadcast users (gateway pools)
+        self.discovery_groups = discovery_groups if discovery_groups is not None else {}
+        #: a fresh id each start: duplicate ids of a node without persistence must not repeat
+        self.boot_id = uuid.uuid4().hex[:12]
+        self.connections = [ClusterConnection(self, cc) for cc in config.cluster_connections]
+        self.redistribution = Redistribution(self)
+        self._matchers = [(AddressMatcher(c.config.address), c) for c in self.connections]
+        #: (origin, queue) -> {via: RemoteBinding}
+        self._remote: dict = {}
+        #: (origin, queue) -> the binding routing uses (fewest hops, connected first)
+        self.effective: dict = {}
+        #: address -> effective bindings on it
+        self.by_address: dict = {}
+        self._positions: dict = {}
+        #: (via node id, protocol binding id) -> (origin, queue)
+        self._ids: dict = {}
+        #: incoming links (LinkServerProtocol) that completed their handshake
+        self.links: set = set()
+        self.started = False
+        self.messages_forwarded = 0
+        self.messages_received = 0
+        self.messages_redistributed = 0
+        self.duplicates_dropped = 0
+        self._dropped_bindings_logged = False
+
+    # -- lifecycle --------------------------------------------------------------
+    def start(self) -> None:
+        self.server.cluster = self
+        self.started = True
+        if self.connections and self._default_credentials():
+            source = self.config.cluster_credentials_source
+            where = f"{self.config.config_path}:{source[1]}: " if source else ""
+            log.warning(
+                "%sthe cluster user and password are Artemis's defaults (%s / %s): any client that knows "
+                "them can join this cluster and read every forwarded message; set <cluster-user> and "
+                "<cluster-password> in broker.xml",
+                where,
+                DEFAULT_CLUSTER_USER,
+                DEFAULT_CLUSTER_PASSWORD,
+            )
+        for connection in self.connections:
+            connection.start()
+
+    def stop(self, *, goodbye: str = "node stopping") -> None:
+        self.started = False
+        self.redistribution.stop()
+        for connection in self.connections:
+            connection.stop()
+        for link in list(self.links):
+            link.close(goodbye)
+
+    def _default_credentials(self) -> bool:
+        return self.config.cluster_user == DEFAULT_CLUSTER_USER or self.config.cluster_password == DEFAULT_CLUSTER_PASSWORD
+
+    def check_credentials(self, user: str, password: str) -> bool:
+        import hmac
+
+        return hmac.compare_digest(user.encode(), self.config.cluster_user.encode()) and hmac.compare_digest(
+            password.encode(), self.config.cluster_password.encode()
+        )
+
+    def connection_named(self, name: str):
+        for connection in self.connections:
+            if connection.name == name:
+                return connection
+        return None
+
+    def connection_for(self, address: str):
+        """The first cluster connection whose ``address`` matches (Artemis: overlaps are the user's problem)."""
+        for matcher, connection in self._matchers:
+            if matcher(address):
+                return connection
+        return None
+
+    # -- routing (called by BrokerServer) -------------------------------------------
+    def select(self, address, message, routing_type) -> list:
+        """Local queues and store-and-forward queues for a message to ``address``."""
+        remote = self.by_address.get(address.name, ())
+        connection = self.connection_for(address.name)
+        mode = connection.config.message_load_balancing if connection is not None else "OFF"
+        positions = self._positions.setdefault(address.name, {})
+        queues, bindings = select(address, remote, message, routing_type, mode, positions)
+        if bindings:
+            self._add_forwards(message, bindings, queues)
+        return queues
+
+    def _add_forwards(self, message, bindings, queues: list) -> None:
+        routes: dict = {}
+        for binding in bindings:
+            routes.setdefault((binding.cluster, binding.via), []).append([binding.origin, binding.queue])
+        for (cluster, via), route in routes.items():
+            sf = self.sf_queue(cluster, via)
+            message.native[ROUTE_NATIVE + via] = json.dumps(route).encode()
+            if sf not in queues:
+                queues.append(sf)
+
+    def sf_queue(self, cluster: str, via: str):
+        name = sf_queue_name(cluster, via)
+        queue = self.server.queues.get(name)
+        if queue is None:
+            queue = self.server.create_queue(
+                QueueDefinition(name=name, address=name, routing_type=RoutingType.ANYCAST, durable=True)
+            )
+        return queue
+
+    def forward_in(self, message, bindings, tx) -> None:
+        """Store ``message`` for ``bindings`` within the storage transaction ``tx`` (redistribution)."""
+        queues: list = []
+        self._add_forwards(message, bindings, queues)
+        self.server.deliver_to_queues(message, queues, tx=tx)
+
+    # -- remote bindings (reported by bridges) -------------------------------------
+    def bindings_replaced(self, cluster: str, via: str, bindings) -> None:
+        stale = [key for (v, _id), key in self._ids.items() if v == via]
+        for (v, bid) in [k for k in self._ids if k[0] == via]:
+            del self._ids[(v, bid)]
+        for key in stale:
+            self._drop(key, via)
+        for binding in bindings:
+            self.binding_added(cluster, via, binding)
+
+    def binding_added(self, cluster: str, via: str, binding) -> None:
+        if binding.origin == self.node_id:
+            return  # our own queue, come back round a ring
+        connection = self.connection_named(cluster)
+        if connection is None or not AddressMatcher(connection.config.address)(binding.address):
+            return
+        key = (binding.origin, binding.queue)
+        if len(self._ids) >= MAX_REMOTE_BINDINGS and (via, binding.id) not in self._ids:
+            if not self._dropped_bindings_logged:
+                log.warning("more than %d remote bindings: further ones are ignored", MAX_REMOTE_BINDINGS)
+                self._dropped_bindings_logged = True
+            return
+        try:
+            rtype = RoutingType[binding.routing_type]
+        except KeyError:
+            return
+        old_key = self._ids.get((via, binding.id))
+        if old_key is not None and old_key != key:
+            self._drop(old_key, via)
+        self._ids[(via, binding.id)] = key
+        remote = RemoteBinding(
+            origin=binding.origin,
+            via=via,
+            address=binding.address,
+            queue=binding.queue,
+            routing_type=rtype,
+            filter_text=binding.filter,
+            consumers=binding.consumers,
+            consumer_filters=binding.consumer_filters,
+            hops=binding.hops + 1,
+            durable=binding.durable,
+        )
+        remote.cluster = cluster
+        remote.connected = connection.bridge_connected(via)
+        self._remote.setdefault(key, {})[via] = remote
+        self._recompute(key)
+
+    def binding_removed(self, via: str, binding_id: str) -> None:
+        key = self._ids.pop((via, binding_id), None)
+        if key is not None:
+            self._drop(key, via)
+
+    def consumers_changed_remote(self, via: str, binding_id: str, count: int, filters) -> None:
+        key = self._ids.get((via, binding_id))
+        if key is None:
+            return
+        remote = self._remote.get(key, {}).get(via)
+        if remote is None:
+            return
+        remote.set_consumers(count, filters)
+        self._recompute(key)
+
+    def bridge_state(self, via: str, connected: bool) -> None:
+        """The bridge to ``via`` connected or lost its link: its bindings follow."""
+        for key, vias in list(self._remote.items()):
+            remote = vias.get(via)
+            if remote is not None and remote.connected != connected:
+                remote.connected = connected
+                self._recompute(key)
+
+    def forget_neighbour(self, via: str) -> None:
+        """The bridge to ``via`` gave up: its bindings go."""
+        for k in [k for k in self._ids if k[0] == via]:
+            key = self._ids.pop(k)
+            self._drop(key, via)
+
+    def _drop(self, key, via) -> None:
+        vias = self._remote.get(key)
+        if vias is None:
+            return
+        vias.pop(via, None)
+        if not vias:
+            del self._remote[key]
+        self._recompute(key)
+
+    def _recompute(self, key) -> None:
+        vias = self._remote.get(key)
+        old = self.effective.get(key)
+        new = None
+        if vias:
+            new = min(vias.values(), key=lambda b: (not b.connected, b.hops, b.via))
+        if old is not None:
+            lst = self.by_address.get(old.address)
+            if lst is not None:
+                try:
+                    lst.remove(old)
+                except ValueError:
+                    pass
+                if not lst:
+                    del self.by_address[old.address]
+                    self._positions.pop(old.address, None)
+        if new is None:
+            self.effective.pop(key, None)
+        else:
+            self.effective[key] = new
+            self.by_address.setdefault(new.address, []).append(new)
+        self.server.remote_bindings_changed()
+        for link in list(self.links):
+            link.refresh(key)
+        if self.started:
+            for address in {b.address for b in (old, new) if b is not None}:
+                self.redistribution.remote_changed(address)
+
+    # -- local changes (reported by BrokerServer) --------------------------------
+    def local_queue_changed(self, queue) -> None:
+        """A local queue came, went, or its consumers changed: tell the links."""
+        if queue.name.startswith(SF_PREFIX):
+            return
+        key = (self.node_id, queue.name)
+        for link in list(self.links):
+            link.refresh(key)
+        if self.started:
+            if queue.deleted:
+                self.redistribution.cancel(queue.name)
+            else:
+                self.redistribution.consider(queue)
+
+    def advertised_keys(self) -> list:
+        """Every binding key a link could be told about."""
+        keys = [(self.node_id, q.name) for q in self.server.queues.values() if not q.name.startswith(SF_PREFIX)]
+        keys.extend(self.effective)
+        return keys
+
+    # -- incoming messages (from link servers) ----------------------------------------
+    def message_received(self, sender: str, frame):
+        """Store one forwarded message; the Deferred of its journal transaction, or None when already safe.
+
+        Raises :class:`junction.brokercore.errors.BrokerError` when it cannot be
+        taken now (the sender keeps it and tries again later).
+        """
+        server = self.server
+        dup_key = None
+        if frame.duplicate_id is not None:
+            dup_key = (BRIDGE_DUP_PREFIX + sender, bytes(frame.duplicate_id))
+            if dup_key in server.duplicates:
+                self.duplicates_dropped += 1
+                return None
+        message = decode_message(frame.body)
+        message.message_id = 0
+        for k in [k for k in message.native if k.startswith(ROUTE_NATIVE)]:
+            del message.native[k]
+        queues: list = []
+        forwards: list = []
+        for origin, name in frame.route:
+            if origin == self.node_id:
+                queue = server.queues.get(name)
+                if queue is not None and not queue.deleted and queue not in queues:
+                    queues.append(queue)
+            else:
+                binding = self.effective.get((origin, name))
+                if binding is not None:
+                    forwards.append(binding)
+        if forwards:
+            self._add_forwards(message, forwards, queues)
+        if not queues:
+            # The queues it was for are gone: route here as if a client sent it, locally.
+            address, queues = server.prepare_route(message, routing_type=message.routing_type, local_only=True)
+        for queue in queues:
+            address = server.addresses.get(queue.address)
+            if address is not None and not queue.name.startswith(SF_PREFIX):
+                policy = "PAGE" if address.paging else server.address_full(address, message.encoded_size())
+                if policy in ("FAIL", "BLOCK", "PAGE"):
+                    raise errors.AddressFullError(f"address {address.name} is full")
+        self.messages_received += 1
+        if not queues:
+            if dup_key is not None:
+                server.remember_id(dup_key[0], dup_key[1])
+            return None
+        tx = server.storage.transaction()
+        server.deliver_to_queues(message, queues, tx=tx)
+        if dup_key is not None:
+            server.remember_id(dup_key[0], dup_key[1], tx=tx)
+        return tx.commit(True)
+
+    def forwarded(self, count: int = 1) -> None:
+        self.messages_forwarded += count
+
+    # -- management -----------------------------------------------------------------
+    def status(self) -> dict:
+        return {
+            "node_id": self.node_id,
+            "name": self.name,
+            "connections": [c.status() for c in self.connections],
+            "incoming_links": sorted(
+                ({"node_id": link.peer_node_id, "name": link.peer_name, "remote": link.remote} for link in self.links),
+                key=lambda d: d["name"] or "",
+            ),
+            "remote_bindings": [
+                {
+                    "address": b.address,
+                    "queue": b.queue,
+                    "node_id": b.origin,
+                    "via": b.via,
+                    "routing_type": b.routing_type.name,
+                    "filter": b.filter_text,
+                    "consumers": b.consumers,
+                    "hops": b.hops,
+                    "connected": b.connected,
+                }
+                for b in sorted(self.effective.values(), key=lambda b: (b.address, b.queue, b.origin))
+            ],
+            "messages_forwarded": self.messages_forwarded,
+            "messages_received": self.messages_received,
+            "messages_redistributed": self.messages_redistributed,
+            "redistributing": self.redistribution.status(),
+            "duplicates_dropped": self.duplicates_dropped,
+        }
+
+
+__all__ = ["ClusterManager", "SF_PREFIX", "ROUTE_NATIVE", "sf_queue_name"]
