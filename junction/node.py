@@ -318,16 +318,47 @@ class Node:
                 cache_directory=self.routers_dir,
             )
             service.start()
+            self._feed_pool(router_config, service.pool)
             self.routers[router_config.name] = service
             log.info(
                 "connection router %s: key %s, policy %s, %s",
                 router_config.name,
                 router_config.key_type,
                 router_config.policy.name if router_config.policy else "none",
-                "targets " + ", ".join(router_config.pool.static_connectors)
-                if router_config.pool is not None
-                else "no pool",
+                _pool_description(router_config.pool),
             )
+
+    def _feed_pool(self, router_config, pool) -> None:
+        """Keep a discovery or cluster pool's targets equal to what its source knows."""
+        pool_config = router_config.pool
+        if pool is None or pool_config is None:
+            return
+        if pool_config.discovery_group is not None:
+            group = self.discovery_groups.get(pool_config.discovery_group)
+            if group is None:
+                log.error("connection router %s: discovery group %s is not running", router_config.name, pool_config.discovery_group)
+                return
+
+            def sync(*_args):
+                pool.sync_entries(
+                    {
+                        node_id: _announced_connector(entry.connectors[0])
+                        for node_id, entry in group.entries.items()
+                        if entry.connectors
+                    }
+                )
+
+            group.add_listener(sync)
+            sync()
+        elif pool_config.cluster_connection is not None:
+            connection = self.cluster.connection_named(pool_config.cluster_connection) if self.cluster else None
+            if connection is None:
+                log.error(
+                    "connection router %s: cluster connection %s is not running",
+                    router_config.name, pool_config.cluster_connection,
+                )
+                return
+            connection.add_member_listener(pool.sync_entries)
 
     def _router_probe(self, router_config):
         """The readiness probe of a router's pool: AMQP to each target, in-process for the local one."""
@@ -521,6 +552,12 @@ class Node:
             yield defer.maybeDeferred(self.management_port.stopListening)
             self.management_port = None
         self._stop_routers()
+        scale_down = self.config.scale_down
+        if self.cluster is not None and scale_down is not None and scale_down.enabled:
+            try:
+                yield self.cluster.scale_down(scale_down)
+            except Exception:
+                log.exception("scale-down failed; stopping without it")
         stopping = self._stop_cluster()
         if stopping is not None:
             yield stopping
@@ -690,6 +727,26 @@ class Node:
                 "port": self.management_port.getHost().port,
             }
         return status
+
+
+def _pool_description(pool) -> str:
+    if pool is None:
+        return "no pool"
+    if pool.discovery_group is not None:
+        return f"targets from discovery group {pool.discovery_group}"
+    if pool.cluster_connection is not None:
+        return f"targets from cluster connection {pool.cluster_connection}"
+    return "targets " + ", ".join(pool.static_connectors)
+
+
+def _announced_connector(announced):
+    """A broadcast connector as a :class:`junction.config.model.Connector` (plain TCP)."""
+    from junction.config.model import Connector
+
+    return Connector(
+        name=announced.name, scheme="tcp", host=announced.host, port=int(announced.port),
+        params=dict(announced.params),
+    )
 
 
 def unimplemented_settings(config) -> list[str]:

@@ -68,11 +68,13 @@ def make_cluster(
     discovery: tuple[str, int] | None = None,
     persistence: bool = True,
     credentials: dict | None = None,
+    node_xml: dict | None = None,
 ) -> dict:
     """One node per name, each with a cluster connection to ``links[name]`` (default: every other node).
 
     ``discovery`` = (group address, port): broadcast and discover instead of static connectors.
     ``credentials`` maps a node name to (cluster-user, cluster-password) to override the shared ones.
+    ``node_xml`` maps a node name to more ``<core>`` XML for that node alone.
     """
     #: each node's cluster links arrive on an acceptor of their own, so a test can cut them alone
     ports = {name: free_port() for name in names}
@@ -112,10 +114,11 @@ def make_cluster(
     {cluster_connection_xml(name, peers, mode=mode, max_hops=max_hops, allow_direct=allow_direct,
                             discovery_group="dg" if discovery is not None else None, extra=extra_cc_xml)
      if peers or discovery is not None else ""}
-    {extra_core_xml}"""
+    {extra_core_xml}
+    {(node_xml or {}).get(name, "")}"""
         nodes[name] = broker_factory(
             name,
-            extra_acceptors_xml=f'<acceptor name="cluster">tcp://127.0.0.1:{ports[name]}?protocols=STOMP</acceptor>',
+            extra_acceptors_xml=f'<acceptor name="cluster">tcp://127.0.0.1:{ports[name]}?protocols=STOMP,AMQP;anycastPrefix=/queue/;multicastPrefix=/topic/</acceptor>',
             extra_core_xml=core,
             address_settings_xml=address_settings_xml,
             stomp_acceptor_params=PREFIXES,

@@ -2319,34 +2319,18 @@ class _Loader:
         target["pool"] = model.PoolConfig(source=el.source, **values)
 
     def _pool_cluster_connection(self, el: Element, target: dict) -> None:
+        """The pool's targets are the members of this cluster connection's topology."""
         if not self._leaf(el):
             return
         if not el.value:
             self.error(el, "<cluster-connection> is empty; give the name of a cluster connection")
             return
         target["cluster_connection"] = el.value
-        self.error(
-            el,
-            f"<cluster-connection> in the pool of connection router {self._router!r} is not supported"
-            " by Junction yet (arrives with clustering); use <static-connectors>",
-        )
+        self.cluster_refs.append((f"the pool of connection router {self._router!r}", el.value, el))
 
     def _pool_discovery_group_ref(self, el: Element, target: dict) -> None:
-        self._container(el, ("discovery-group-name",))
-        for ch in el.children:
-            self.error(
-                ch, f"<discovery-group-ref> takes an attribute, not a child element <{ch.tag}>"
-            )
-        group = (el.attrib.get("discovery-group-name") or "").strip()
-        if not group:
-            self.error(el, "<discovery-group-ref> needs a discovery-group-name attribute")
-            return
-        target["discovery_group"] = group
-        self.error(
-            el,
-            f"<discovery-group-ref> in the pool of connection router {self._router!r} is not supported"
-            " by Junction yet (arrives with clustering); use <static-connectors>",
-        )
+        """The pool's targets are the nodes this discovery group hears."""
+        self._discovery_group_ref(el, target, f"the pool of connection router {self._router!r}")
 
     def _pool_static_connectors(self, el: Element, target: dict) -> None:
         self._container(el)

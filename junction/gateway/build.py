@@ -3,8 +3,8 @@
 :func:`build_router` turns one validated
 :class:`junction.config.model.ConnectionRouterConfig` into a
 :class:`RouterService`: the :class:`~junction.gateway.router.ConnectionRouter`
-with its key resolver, policy, pool (static connectors; discovery and cluster
-pools arrive with clustering) and cache, ready to :meth:`RouterService.start`
+with its key resolver, policy, pool (static connectors, or a pool the node feeds
+from a discovery group or a cluster connection) and cache, ready to :meth:`RouterService.start`
 (pool monitors, cache reload and the cache's expiry sweep) and
 :meth:`RouterService.stop` (everything cancelled; no delayed call left).
 
@@ -24,7 +24,7 @@ from twisted.internet import task
 from junction.gateway.cache import FileCacheStore, RouterCache
 from junction.gateway.keys import KeyResolver, KeyType
 from junction.gateway.policies import create_policy
-from junction.gateway.pool import StaticPool
+from junction.gateway.pool import DynamicPool, StaticPool
 from junction.gateway.router import ConnectionRouter
 from junction.gateway.targets import Target
 
@@ -38,7 +38,7 @@ class RouterService:
     """One configured router and the parts that need starting and stopping."""
 
     router: ConnectionRouter
-    pool: StaticPool | None = None
+    pool: StaticPool | DynamicPool | None = None
     cache: RouterCache | None = None
     clock: object = None
     _sweep: task.LoopingCall | None = field(default=None, repr=False)
@@ -91,9 +91,7 @@ def build_router(
     pool = None
     if config.pool is not None:
         pool_config = config.pool
-        members = [connectors[name] for name in pool_config.static_connectors]
-        pool = StaticPool(
-            members,
+        settings = dict(
             probe=probe,
             check_period_ms=pool_config.check_period,
             quorum_size=pool_config.quorum_size,
@@ -101,6 +99,12 @@ def build_router(
             local_target=local_target if pool_config.local_target_enabled else None,
             clock=clock,
         )
+        if pool_config.discovery_group is not None:
+            pool = DynamicPool(source=f"discovery group {pool_config.discovery_group}", **settings)
+        elif pool_config.cluster_connection is not None:
+            pool = DynamicPool(source=f"cluster connection {pool_config.cluster_connection}", **settings)
+        else:
+            pool = StaticPool([connectors[name] for name in pool_config.static_connectors], **settings)
     cache = None
     if config.cache is not None:
         store = None

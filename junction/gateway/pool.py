@@ -51,6 +51,7 @@ __all__ = [
     "TargetMonitor",
     "AbstractPool",
     "StaticPool",
+    "DynamicPool",
 ]
 
 log = logging.getLogger("junction.gateway.pool")
@@ -648,3 +649,18 @@ class StaticPool(AbstractPool):
         )
         for item in targets:
             self.add_target(item if isinstance(item, Target) else Target(connector=item))
+
+
+class DynamicPool(AbstractPool):
+    """The ``<discovery-group-ref>`` and ``<cluster-connection>`` pools: targets come and go.
+
+    The node feeds it (:meth:`sync_entries`, node id -> connector) from what a
+    discovery group hears or from the members a cluster connection is linked
+    to; each new target starts not ready and its monitor probes it as a static
+    pool's would.  ``source`` says where the targets come from (status, logs).
+    """
+
+    def __init__(self, *, source: str, **kwargs):
+        super().__init__(**kwargs)
+        self.source = source
+

@@ -335,3 +335,95 @@ def test_a_copied_data_directory_is_refused(broker_factory):
     bridge = wait_for(lambda: refused(nodes["a"]) or refused(nodes["b"]), 10, what="a bridge refusing a copy")
     assert "own id" in bridge["problem"] and "copy" in bridge["problem"]
     assert not remote_bindings(nodes["a"]) and not remote_bindings(nodes["b"])
+
+
+def test_udp_discovery_forms_the_cluster(broker_factory):
+    import random
+
+    group = f"239.255.{random.randint(1, 254)}.{random.randint(1, 254)}"
+    from tests.harness import free_port
+
+    nodes = start_all(make_cluster(broker_factory, ["a", "b", "c"], discovery=(group, free_port()),
+                                   extra_core_xml=QUEUE_XML))
+    wait_linked(nodes)
+    status = nodes["a"].status()["cluster"]
+    [dg] = status["discovery_groups"]
+    assert {e["name"] for e in dg["entries"]} == {"b", "c"}
+    assert {b["found_by"] for c in status["connections"] for b in c["bridges"]} <= {"discovery", "announced"}
+    consumer = StompClient(nodes["c"])
+    consumer.subscribe("/queue/orders")
+    wait_remote_binding(nodes["a"], "orders", consumers=1)
+    producer = StompClient(nodes["a"])
+    producer.send_all("/queue/orders", ["via discovery"])
+    assert consumer.wait_count(1) == ["via discovery"]
+    producer.close()
+    consumer.close()
+
+
+def test_off_with_redistribution_keeps_new_messages_local_but_redistributes(broker_factory):
+    settings = '<address-setting match="#"><redistribution-delay>0</redistribution-delay></address-setting>'
+    nodes = start_all(make_cluster(broker_factory, ["a", "b"], mode="OFF_WITH_REDISTRIBUTION",
+                                   address_settings_xml=settings, extra_core_xml=QUEUE_XML))
+    wait_linked(nodes)
+    local = StompClient(nodes["a"])
+    local.subscribe("/queue/orders", ack="client-individual")  # holds what it gets: no acks
+    remote = StompClient(nodes["b"])
+    remote.subscribe("/queue/orders")
+    wait_remote_binding(nodes["a"], "orders", consumers=1)
+    producer = StompClient(nodes["a"])
+    producer.send_all("/queue/orders", [f"o{i}" for i in range(10)])
+    # initial distribution is local only: a's consumer gets all ten, b's none
+    local.wait_count(10)
+    assert remote.bodies == []
+    # the local consumer leaves without acking: the ten go back to a's queue, then to b
+    local.close()
+    assert sorted(remote.wait_count(10)) == sorted(f"o{i}" for i in range(10))
+    producer.close()
+    remote.close()
+
+
+def _scale_down_xml(group: str | None = None) -> str:
+    group_xml = f"<group-name>{group}</group-name>" if group else ""
+    return f"<ha-policy><primary-only><scale-down><enabled>true</enabled>{group_xml}</scale-down></primary-only></ha-policy>"
+
+
+def test_scale_down_moves_every_message_in_order_on_a_graceful_stop(broker_factory):
+    nodes = start_all(make_cluster(broker_factory, ["a", "b"], extra_core_xml=QUEUE_XML,
+                                   node_xml={"a": _scale_down_xml()}))
+    wait_linked(nodes)
+    producer = StompClient(nodes["a"])
+    durable = [f"d{i}" for i in range(40)]
+    producer.send_all("/queue/orders", durable)
+    transient = [f"t{i}" for i in range(40)]
+    for body in transient:
+        producer.conn.send("/queue/orders", body, headers={"persistent": "false"})
+    producer.send_all("/queue/orders", ["last"])
+    assert count_on(nodes["a"], "orders") == 81
+    # b already holds two of its own: a's go to the back of the queue
+    local = StompClient(nodes["b"])
+    local.send_all("/queue/orders", ["b0", "b1"])
+    producer.close()
+    nodes["a"].stop()
+    log = nodes["a"].stderr_path.read_text()
+    assert "scale-down: b confirmed all 81 messages" in log, log[-2000:]
+    assert count_on(nodes["b"], "orders") == 83
+    consumer = StompClient(nodes["b"])
+    consumer.subscribe("/queue/orders")
+    got = consumer.wait_count(83)
+    assert got == ["b0", "b1", *durable, *transient, "last"]
+    consumer.close()
+    local.close()
+
+
+def test_scale_down_goes_only_to_its_group_and_creates_missing_queues(broker_factory):
+    nodes = start_all(make_cluster(broker_factory, ["a", "b", "c"], node_xml={
+        "a": _scale_down_xml("east"), "b": _scale_down_xml("west"), "c": _scale_down_xml("east"),
+    }))
+    wait_linked(nodes)
+    producer = StompClient(nodes["a"])
+    producer.send_all("/queue/only-on-a", [f"m{i}" for i in range(10)])
+    producer.close()
+    assert count_on(nodes["a"], "only-on-a") == 10
+    nodes["a"].stop()
+    assert count_on(nodes["c"], "only-on-a") == 10
+    assert queue_status(nodes["b"], "only-on-a") is None

@@ -298,7 +298,7 @@ def test_client_may_give_up_while_awaiting_welcome():
 
 
 def test_preamble_goes_with_the_first_hello_only():
-    assert PREAMBLE == b"JNCL\x01\x00\x00\x00" and VERSION == (1, 0)
+    assert PREAMBLE == b"JNCL\x01\x01\x00\x00" and VERSION == (1, 1)
     data = LinkConnection(CLIENT).send(HELLO)
     assert data.startswith(PREAMBLE) and data[len(PREAMBLE):] == encode_frame(HELLO)
     client, _ = open_pair()
@@ -807,3 +807,38 @@ def test_roles_by_name():
     assert LinkConnection("SERVER").state is LinkState.AWAITING_PREAMBLE
     with pytest.raises(ValueError):
         LinkConnection("PEER")
+
+
+# -- version 1.1 additions: fields an older peer leaves out ---------------------------
+
+
+def test_welcome_scale_down_group_round_trips_and_defaults_when_absent():
+    client, server = LinkConnection(CLIENT), LinkConnection(SERVER)
+    server.receive_data(client.send(HELLO))
+    welcome = link.Welcome(node_id="n-server", name="b", scale_down_group="east")
+    assert client.receive_data(server.send(welcome)) == [welcome]
+    # a 1.0 server's WELCOME has no scale_down_group key
+    client, server = LinkConnection(CLIENT), LinkConnection(SERVER)
+    server.receive_data(client.send(HELLO))
+    old = frame(link.FrameType.WELCOME, json.dumps({"node_id": "n-server", "name": "b"}).encode())
+    assert client.receive_data(old) == [link.Welcome(node_id="n-server", name="b", scale_down_group=None)]
+
+
+def test_message_create_round_trips_and_a_1_0_header_has_none():
+    client, server = open_pair()
+    queue = link.Binding(
+        id="n1/orders", address="orders", queue="orders", routing_type="ANYCAST", filter="a > 1",
+        consumers=0, consumer_filters=None, hops=0, origin="n1", durable=True,
+    )
+    event = link.MessageFrame(seq=7, route=(("n2", "orders"),), duplicate_id=b"d", body=b"xyz", create=queue)
+    assert bytewise(server, client.send(event)) == [event]
+    header = json.dumps({"route": [["n2", "orders"]], "dup": None}).encode()
+    old = frame(link.FrameType.MESSAGE, struct.pack(">QI", 8, len(header)) + header + b"body")
+    [received] = server.receive_data(old)
+    assert received.create is None and received.body == b"body"
+
+
+def test_a_malformed_create_is_a_remote_error():
+    _client, server = open_pair()
+    header = json.dumps({"route": [], "dup": None, "create": {"id": "x"}}).encode()
+    remote_error(server, frame(link.FrameType.MESSAGE, struct.pack(">QI", 1, len(header)) + header), "malformed")

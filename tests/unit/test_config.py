@@ -1414,8 +1414,8 @@ _ONLY = "(it takes none)"
             [
                 (
                     7,
-                    "<cluster-connection> in the pool of connection router 'r' is not supported by"
-                    " Junction yet (arrives with clustering); use <static-connectors>",
+                    "the pool of connection router 'r' names cluster connection 'cc', but no"
+                    " <cluster-connections> defines it",
                 )
             ],
         ),
@@ -1424,8 +1424,8 @@ _ONLY = "(it takes none)"
             [
                 (
                     7,
-                    "<discovery-group-ref> in the pool of connection router 'r' is not supported by"
-                    " Junction yet (arrives with clustering); use <static-connectors>",
+                    "the pool of connection router 'r' names discovery group 'dg1', but no"
+                    " <discovery-groups> defines it",
                 )
             ],
         ),
@@ -1441,8 +1441,8 @@ _ONLY = "(it takes none)"
                 ),
                 (
                     8,
-                    "<cluster-connection> in the pool of connection router 'r' is not supported by"
-                    " Junction yet (arrives with clustering); use <static-connectors>",
+                    "the pool of connection router 'r' names cluster connection 'cc', but no"
+                    " <cluster-connections> defines it",
                 ),
             ],
         ),

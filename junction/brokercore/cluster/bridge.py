@@ -20,6 +20,7 @@ The wire protocol is :mod:`junction.protocols.cluster.link`.
 
 from __future__ import annotations
 
+import json
 import logging
 
 from twisted.internet import error as tx_error
@@ -39,6 +40,8 @@ MAX_UNACKED_MESSAGES = 10_000
 CONNECT_TIMEOUT_S = 10.0
 
 ROUTE_NATIVE = "cluster.route."
+#: (see junction.brokercore.cluster.scaledown) the queue a message must create on the peer
+CREATE_NATIVE = "cluster.create"
 
 
 class _LinkClient(Protocol):
@@ -108,6 +111,8 @@ class Bridge:
         #: the peer's node id once known (from discovery/topology, or its WELCOME)
         self.node_id = node_id
         self.peer_name = None
+        #: the peer's ``<scale-down><group-name>`` (from its WELCOME)
+        self.peer_scale_down_group = None
         self.learned_from = learned_from
         self.state = "new"
         self.problem = None
@@ -284,6 +289,7 @@ class Bridge:
             log.info("cluster connection %s: %s is now node %s", self.connection.name, self.target_name, event.node_id)
         self.node_id = event.node_id
         self.peer_name = event.name
+        self.peer_scale_down_group = event.scale_down_group
         if not self.connection.bridge_opened(self):
             # another bridge already links this node (found twice: connector and topology)
             self.stop("already linked")
@@ -314,11 +320,18 @@ class Bridge:
         raw = message.native.get(ROUTE_NATIVE + self.node_id)
         route = ()
         if raw:
-            import json
-
             route = tuple((o, q) for o, q in json.loads(raw))
+        create = None
+        raw = message.native.get(CREATE_NATIVE)
+        if raw:
+            queue = json.loads(raw)
+            create = wire.Binding(
+                id=f"{self.manager.node_id}/{queue['name']}", address=queue["address"], queue=queue["name"],
+                routing_type=queue["routing_type"], filter=queue["filter"], consumers=0, consumer_filters=None,
+                hops=0, origin=self.manager.node_id, durable=queue["durable"],
+            )
         out = message.copy()
-        out.native = {k: v for k, v in message.native.items() if not k.startswith(ROUTE_NATIVE)}
+        out.native = {k: v for k, v in message.native.items() if not k.startswith("cluster.")}
         self._seq += 1
         seq = self._seq
         self._unacked[seq] = ref
@@ -327,7 +340,7 @@ class Bridge:
             incarnation = "" if self.manager.server.storage.persistent else self.manager.boot_id + ":"
             dup = f"{self.manager.node_id}:{incarnation}{message.message_id}".encode()
         self.messages_sent += 1
-        protocol.send(wire.MessageFrame(seq=seq, route=route, duplicate_id=dup, body=encode_message(out)))
+        protocol.send(wire.MessageFrame(seq=seq, route=route, duplicate_id=dup, body=encode_message(out), create=create))
 
     def _acked(self, seqs) -> None:
         queue = self.sf_queue

@@ -30,6 +30,8 @@ class ClusterConnection:
         self.by_node: dict = {}
         self._discovery = None
         self.started = False
+        #: called with {node id: connector} of the linked peers whenever it changes (gateway pools)
+        self._member_listeners: list = []
 
     # -- lifecycle ----------------------------------------------------------------
     def start(self) -> None:
@@ -122,11 +124,30 @@ class ClusterConnection:
         self.by_node[bridge.node_id] = bridge
         for link in list(self.manager.links):
             link.send_topology()
+        self._members_changed()
         return True
 
     def bridge_closed(self, bridge) -> None:
         if self.by_node.get(bridge.node_id) is bridge:
             del self.by_node[bridge.node_id]
+            self._members_changed()
+
+    def add_member_listener(self, fn) -> None:
+        """``fn({node id: connector})`` now and whenever the linked peers change."""
+        self._member_listeners.append(fn)
+        fn(self.linked_members())
+
+    def linked_members(self) -> dict:
+        # (by_node holds the bridges whose peer welcomed them, until their link is lost)
+        return {node_id: bridge.connector for node_id, bridge in self.by_node.items()}
+
+    def _members_changed(self) -> None:
+        members = self.linked_members()
+        for fn in list(self._member_listeners):
+            try:
+                fn(members)
+            except Exception:
+                log.exception("cluster connection %s: a member listener failed", self.name)
 
     def bridge_gave_up(self, bridge) -> None:
         self.bridge_closed(bridge)

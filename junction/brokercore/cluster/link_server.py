@@ -153,7 +153,11 @@ class LinkServerProtocol(Protocol):
         self.peer_host = hello.host
         self.peer_port = hello.port
         self.max_hops = max(0, hello.max_hops)
-        self.send(wire.Welcome(node_id=manager.node_id, name=manager.name))
+        scale_down = manager.config.scale_down
+        self.send(wire.Welcome(
+            node_id=manager.node_id, name=manager.name,
+            scale_down_group=scale_down.group_name if scale_down is not None else None,
+        ))
         self.open = True
         manager.links.add(self)
         log.info("cluster link from %s (node %s, %s) open", hello.name, hello.node_id, self.remote)

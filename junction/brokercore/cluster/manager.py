@@ -321,6 +321,18 @@ class ClusterManager:
                 return None
         message = decode_message(frame.body)
         message.message_id = 0
+        create = getattr(frame, "create", None)
+        if create is not None and create.queue not in server.queues:
+            # scale-down: the queue comes along with its messages
+            server.create_queue(
+                QueueDefinition(
+                    name=create.queue,
+                    address=create.address,
+                    routing_type=RoutingType[create.routing_type],
+                    filter=create.filter,
+                    durable=create.durable,
+                )
+            )
         for k in [k for k in message.native if k.startswith(ROUTE_NATIVE)]:
             del message.native[k]
         queues: list = []
@@ -355,6 +367,12 @@ class ClusterManager:
         if dup_key is not None:
             server.remember_id(dup_key[0], dup_key[1], tx=tx)
         return tx.commit(True)
+
+    def scale_down(self, config):
+        """Move every message to a peer (graceful stop with scale-down); a Deferred."""
+        from junction.brokercore.cluster.scaledown import ScaleDown
+
+        return ScaleDown(self, config).run()
 
     def forwarded(self, count: int = 1) -> None:
         self.messages_forwarded += count

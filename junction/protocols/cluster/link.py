@@ -134,7 +134,7 @@ _MiB = 1024 * 1024
 #: The first four bytes of every cluster link (``junction.protocols.detect`` knows them).
 MAGIC = b"JNCL"
 #: (major, minor) this module speaks.
-VERSION = (1, 0)
+VERSION = (1, 1)
 #: What a client sends first: magic, major, minor, two reserved zero bytes.
 PREAMBLE = MAGIC + bytes((VERSION[0], VERSION[1], 0, 0))
 PREAMBLE_BYTES = len(PREAMBLE)
@@ -280,6 +280,8 @@ class Welcome:
 
     node_id: str
     name: str
+    #: (1.1) the server's scale-down group (``<scale-down><group-name>``); absent in 1.0
+    scale_down_group: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -345,6 +347,9 @@ class MessageFrame:
     route: tuple[tuple[str, str], ...]
     duplicate_id: bytes | None
     body: bytes
+    #: (1.1) the queue to create on the server if it has none of that name, before
+    #: routing to ``route`` (scale-down moves queues with their messages); absent in 1.0
+    create: "Binding | None" = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -521,6 +526,20 @@ class _Optional:
 
 
 @dataclass(frozen=True, slots=True)
+class _Added:
+    """A field added in a minor version: a peer of an older minor version leaves it out."""
+
+    inner: Any
+    default: Any = None
+
+    def check(self, value: Any, path: str) -> None:
+        self.inner.check(value, path)
+
+    def from_json(self, value: Any, path: str) -> Any:
+        return self.inner.from_json(value, path)
+
+
+@dataclass(frozen=True, slots=True)
 class _Tuple:
     """A tuple in Python, an array in JSON; ``unique``: an item attribute that may not repeat."""
 
@@ -591,6 +610,9 @@ class _Record:
         values = {}
         for name, kind in _FIELDS[self.cls]:
             if name not in value:
+                if type(kind) is _Added:
+                    values[name] = kind.default
+                    continue
                 raise _Invalid(_join(path, name), "is missing")
             values[name] = kind.from_json(value[name], _join(path, name))
         return self.cls(**values)
@@ -625,7 +647,7 @@ _FIELDS: dict[type, tuple[tuple[str, Any], ...]] = {
         ("node_id", _NAME), ("name", _TEXT), ("cluster", _NAME), ("user", _TEXT),
         ("password", _SECRET), ("max_hops", _COUNT), ("host", _TEXT), ("port", _PORT),
     ),
-    Welcome: (("node_id", _NAME), ("name", _TEXT)),
+    Welcome: (("node_id", _NAME), ("name", _TEXT), ("scale_down_group", _Added(_Optional(_TEXT)))),
     Refused: (("code", _NAME), ("reason", _TEXT)),
     Bindings: (("bindings", _Tuple(_Record(Binding), unique="id")),),
     BindingAdded: (("binding", _Record(Binding)),),
@@ -635,6 +657,7 @@ _FIELDS: dict[type, tuple[tuple[str, Any], ...]] = {
     MessageFrame: (
         ("seq", _SEQ_KIND), ("route", _Tuple(_Pair((_NAME, _NAME)))),
         ("duplicate_id", _Optional(_BYTES)), ("body", _BYTES),
+        ("create", _Added(_Optional(_Record(Binding)))),
     ),
     Ack: (("seqs", _Tuple(_SEQ_KIND)),),
     Nack: (("seq", _SEQ_KIND), ("reason", _TEXT)),
@@ -644,6 +667,7 @@ _FIELDS: dict[type, tuple[tuple[str, Any], ...]] = {
 }
 _ROUTE = _FIELDS[MessageFrame][1][1]
 _DUPLICATE_ID = "dup"
+_CREATE = "create"
 
 
 def _local_invalid(what: str, exc: _Invalid) -> LocalProtocolError:
@@ -659,7 +683,8 @@ def _message_ok(event: MessageFrame) -> bool:
     """The hot path's quick check of a MessageFrame (False: let the generic check say why)."""
     seq, route, dup = event.seq, event.route, event.duplicate_id
     return (
-        type(seq) is int and 0 <= seq <= MAX_SEQ and type(event.body) is bytes
+        event.create is None
+        and type(seq) is int and 0 <= seq <= MAX_SEQ and type(event.body) is bytes
         and (dup is None or type(dup) is bytes) and type(route) is tuple
         and all(
             type(pair) is tuple and len(pair) == 2 and _is_name(pair[0]) and _is_name(pair[1])
@@ -765,10 +790,13 @@ def _encode_payload(event: Any) -> bytes | list[bytes]:
     cls = type(event)
     if cls is MessageFrame:
         dup = event.duplicate_id
-        header = _dump({
+        fields = {
             "route": [list(pair) for pair in event.route],
             _DUPLICATE_ID: None if dup is None else base64.b64encode(dup).decode("ascii"),
-        })
+        }
+        if event.create is not None:
+            fields[_CREATE] = _jsonable(event.create)
+        header = _dump(fields)
         if len(header) > MAX_MESSAGE_HEADER_BYTES:
             raise LocalProtocolError(
                 f"MessageFrame event: routing header of {len(header)} bytes exceeds "
@@ -884,9 +912,12 @@ def _decode_message(frame_type: FrameType, buf: bytearray, start: int, end: int)
                 dup = base64.b64decode(dup, validate=True)
             except (binascii.Error, ValueError):
                 raise _Invalid(_DUPLICATE_ID, "must be base64 or null") from None
+        create = header.get(_CREATE)
+        if create is not None:
+            create = _Record(Binding).from_json(create, _CREATE)
     except _Invalid as exc:
         raise _remote_malformed("MESSAGE", exc) from None
-    return MessageFrame(seq, route, dup, _take(buf, body_start, end))
+    return MessageFrame(seq, route, dup, _take(buf, body_start, end), create)
 
 
 def _decode_ack(frame_type: FrameType, buf: bytearray, start: int, end: int) -> Ack:
