@@ -409,12 +409,20 @@ class Node:
     def _listen(self, acceptor) -> None:
         protocols = acceptor.protocols or SERVED_PROTOCOLS
         served = protocols & SERVED_PROTOCOLS
-        unserved = protocols - SERVED_PROTOCOLS
+        unserved = protocols - SERVED_PROTOCOLS - {"CLUSTER"}
         if unserved:
             log.warning(
                 "acceptor %s: protocols %s are not served by this build yet", acceptor.name, ",".join(sorted(unserved))
             )
-        if not served:
+        # Cluster links arrive on every broker acceptor of a clustered node, told apart by their
+        # preamble; protocols=CLUSTER makes an acceptor for links only.
+        links = self.cluster is not None and not acceptor.router
+        if "CLUSTER" in protocols and not links:
+            log.warning(
+                "acceptor %s: protocols=CLUSTER, but this node %s", acceptor.name,
+                "routes connections on it (router=)" if acceptor.router else "has no cluster connection or cluster credentials",
+            )
+        if not served and not (links and "CLUSTER" in protocols):
             return
         known = {"router", "routerMode", "routingTimeout", "routingMaxBytes"} if acceptor.router else {"router"}
         known |= PROXY_ACCEPTOR_PARAMS | ADMISSION_PARAMS | {"backlog"}
@@ -434,7 +442,7 @@ class Node:
             name: PROTOCOL_FACTORIES[name][0](self.server, acceptor=acceptor, limits=self.config.limits, reactor=self.reactor)
             for name in sorted(served)
         }
-        if self.cluster is not None and not acceptor.router:
+        if links:
             # Cluster links arrive on the broker's own acceptors, told apart by their preamble
             # (Artemis's cluster connections use its CORE protocol on them the same way).
             from junction.brokercore.cluster.link_server import LinkServerFactory
@@ -449,7 +457,7 @@ class Node:
                 acceptor_name=acceptor.name,
                 sniff_timeout=self.config.limits.connect_timeout / 1000.0,
             )
-        what = ",".join(sorted(served))
+        what = ",".join(sorted(served | ({"cluster links"} if links else set())))
         if acceptor.router:
             factory, what = self._gateway_factory(acceptor, served, factory)
         # sslEnabled: TLS in front of the protocols; proxyProtocolEnabled: a PROXY

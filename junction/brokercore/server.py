@@ -548,7 +548,9 @@ class BrokerServer:
             rtype = next(iter(address.routing_types))
         if rtype == _ANYCAST and not address.has_anycast_queue():
             settings = self.settings_for(name)
-            if settings.auto_create_queues and auto_create:
+            if settings.auto_create_queues and auto_create and not (
+                self.cluster is not None and not local_only and self.cluster.serves_anycast(name)
+            ):
                 self.create_queue(
                     QueueDefinition(
                         name=name,

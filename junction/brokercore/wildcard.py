@@ -391,6 +391,7 @@ class ResolvedAddressSettings:
     default_purge_on_no_consumers: bool
     default_consumer_window_size: int
     redistribution_delay: int
+    local_delivery_preferred: bool
     send_to_dla_on_no_route: bool
     slow_consumer_threshold: int
     slow_consumer_policy: str

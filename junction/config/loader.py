@@ -816,6 +816,9 @@ ADDRESS_SETTING_ELEMENTS: dict[str, Value | Ignored | DefaultOnly | Unsupported]
         "default_consumer_window_size", integer(0, minus_one=True)
     ),
     "redistribution-delay": Value("redistribution_delay", integer(0, minus_one=True, long=True)),
+    # Junction's (Sun Message Queue's localDeliveryPreferred): in a cluster, a message goes to a
+    # remote consumer only when no local consumer can take it
+    "local-delivery-preferred": Value("local_delivery_preferred", boolean),
     "send-to-dla-on-no-route": Value("send_to_dla_on_no_route", boolean),
     "slow-consumer-threshold": Value(
         "slow_consumer_threshold", integer(1, minus_one=True, long=True)
@@ -1132,7 +1135,8 @@ def registered_policies() -> tuple[str, ...]:
 # -- transport URLs ------------------------------------------------------------------
 
 #: Protocols an acceptor may name in ``protocols=`` and Junction serves.
-PROTOCOLS = ("CORE", "AMQP", "STOMP", "OPENWIRE")
+#: Artemis's protocols, plus Junction's CLUSTER (an acceptor for cluster links only).
+PROTOCOLS = ("CORE", "AMQP", "STOMP", "OPENWIRE", "CLUSTER")
 #: Protocols Artemis knows that Junction refuses.
 UNSUPPORTED_PROTOCOLS = ("MQTT", "HORNETQ")
 

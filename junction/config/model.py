@@ -156,6 +156,8 @@ class AddressSettings:
     default_purge_on_no_consumers: bool | None = None
     default_consumer_window_size: int | None = None
     redistribution_delay: int | None = None
+    #: Junction's: prefer local consumers over remote ones (Sun MQ's localDeliveryPreferred)
+    local_delivery_preferred: bool | None = None
     send_to_dla_on_no_route: bool | None = None
     slow_consumer_threshold: int | None = None
     slow_consumer_policy: str | None = None
@@ -211,6 +213,7 @@ ADDRESS_SETTINGS_DEFAULTS = dict(
     default_purge_on_no_consumers=False,
     default_consumer_window_size=1024 * 1024,
     redistribution_delay=-1,
+    local_delivery_preferred=False,
     send_to_dla_on_no_route=False,
     slow_consumer_threshold=-1,
     slow_consumer_policy="NOTIFY",

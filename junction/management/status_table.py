@@ -2,7 +2,8 @@
 
 Two pieces the CLI wires together: :func:`fetch_status` (stdlib ``urllib``,
 so the command needs no reactor) and :func:`format_status`, which turns the
-status dict into aligned plain text for a terminal or a support ticket.
+status dict into aligned plain text for a terminal or a support ticket
+(the cluster part is :mod:`junction.management.cluster_table`).
 Both tolerate keys missing from the dict, so the command works against
 older or newer nodes whose status has fewer or more fields.
 """
@@ -287,7 +288,9 @@ def format_status(status: dict) -> str:
     """The status dict from ``/api/status`` as readable, aligned plain text.
 
     Header lines (node, uptime, persistence and journal, message totals),
-    then tables of acceptors, addresses and queues.  Names longer than
+    then tables of acceptors, addresses and queues, then, when the status has
+    a ``cluster`` key, the "Cluster" section of
+    :func:`junction.management.cluster_table.format_cluster`.  Names longer than
     :data:`MAX_NAME_WIDTH` end in an ellipsis so a long temporary-queue name
     cannot push every other column off the screen.  Missing keys show as
     ``-`` rather than failing.
@@ -424,4 +427,8 @@ def format_status(status: dict) -> str:
         rows,
         {3, 4, 5, 6, 7},
     )
+    if isinstance(status.get("cluster"), dict):
+        from junction.management.cluster_table import format_cluster
+
+        lines += format_cluster(status["cluster"])
     return "\n".join(lines)

@@ -34,8 +34,9 @@ from tests.integration.test_stomp_clients import Client
 pytestmark = pytest.mark.timeout(180)
 
 APPLIANCE = REPO_ROOT / "etc" / "appliance"
-#: the ports the shipped files use: gateway 61616/5672/61613/8161, cores 61617-61619/8162-8164
-SHIPPED_PORTS = (61616, 5672, 61613, 8161, 61617, 61618, 61619, 8162, 8163, 8164)
+#: the ports the shipped files use: gateway 61616/5672/61613/8161, cores 61617-61619/8162-8164,
+#: the cores' cluster links 61717-61719
+SHIPPED_PORTS = (61616, 5672, 61613, 8161, 61617, 61618, 61619, 8162, 8163, 8164, 61717, 61718, 61719)
 TIMEOUT = 30.0
 
 
@@ -62,9 +63,23 @@ def status(port: int) -> dict | None:
 
 @pytest.fixture
 def appliance(tmp_path):
+    yield from run_appliance(tmp_path)
+
+
+#: users the cluster test adds before the appliance starts (password = name, role amq)
+CLUSTER_TEST_USERS = [f"user{i}" for i in range(30)]
+
+
+@pytest.fixture
+def appliance_with_users(tmp_path):
+    yield from run_appliance(tmp_path, users=CLUSTER_TEST_USERS)
+
+
+def run_appliance(tmp_path, users=()):
     folder = tmp_path / "appliance"
     folder.mkdir()
     ports = copy_appliance(folder)
+    add_users(folder, users)
     out = open(tmp_path / "up.out", "wb")
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
     proc = subprocess.Popen(
@@ -186,6 +201,73 @@ def test_the_appliance_serves_real_clients_restarts_a_killed_core_and_stops_clea
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+def add_users(folder, names) -> None:
+    """Users (password = name, role amq) in the appliance's one users file, as an operator adds them."""
+    for name in names:
+        subprocess.run(
+            [sys.executable, "-m", "junction", "user", "add", "--config", str(folder / "gateway.xml"),
+             "--password", name, "--role", "amq", name],
+            check=True, capture_output=True, env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)),
+        )
+
+
+def home_core(world, user: str) -> str:
+    """The core a user's connections are forwarded to (the gateway routes by user name)."""
+
+    def find():
+        for name, port in world.cores.items():
+            if any(c["user"] == user for c in (status(port) or {}).get("connections", [])):
+                return name
+        return None
+
+    return wait_for(find, TIMEOUT, what=f"{user}'s connection on a core")
+
+
+def test_the_cores_are_a_cluster_messages_reach_consumers_on_every_core_once(appliance_with_users):
+    world = appliance_with_users
+    # 30 users: the gateway hashes user names over three cores whose node ids are new each run,
+    # so all three cores get some of them (a miss has odds of 3 * (2/3)**30, about 1 in 66,000)
+    users = CLUSTER_TEST_USERS
+    wait_all_ready(world)
+    for port in world.cores.values():
+        wait_for(lambda p=port: len([b for c in status(p)["cluster"]["connections"] for b in c["bridges"]
+                                     if b["state"] == "open"]) == 2, TIMEOUT, what="each core linked to the other two")
+    gateway = SimpleNamespace(stomp_address=("127.0.0.1", world.ports[61613]))
+    clients, homes = {}, {}
+    for user in users:  # until the users seen cover the three cores
+        clients[user] = Client(gateway, "1.2").connect(user, user)
+        homes[user] = home_core(world, user)
+        if len(set(homes.values())) == 3:
+            break
+    producer = users[0]
+    consumers = [u for u in clients if homes[u] != homes[producer]]
+    assert len({homes[u] for u in consumers}) == 2, f"the users should spread over the cores: {homes}"
+    for user in consumers:
+        clients[user].subscribe("/queue/jobs", user)
+    for name, port in world.cores.items():
+        want = {homes[u] for u in consumers} - {name}
+        wait_for(lambda p=port, w=want: {world_core_name(world, b["node_id"]) for b in status(p)["cluster"]["remote_bindings"]
+                                         if b["queue"] == "jobs" and b["consumers"] > 0} >= w, TIMEOUT,
+                 what=f"{name} knows the remote consumers")
+    bodies = [f"job-{i}" for i in range(60)]
+    for body in bodies:
+        clients[producer].send("/queue/jobs", body, persistent="true")
+    wait_for(lambda: sum(len(clients[u].rec.messages) for u in consumers) >= 60, TIMEOUT, what="60 deliveries")
+    got = [m.body for u in consumers for m in clients[u].rec.messages]
+    assert sorted(got) == sorted(bodies), "every message exactly once"
+    assert len({homes[u] for u in consumers if clients[u].rec.messages}) == 2, "both other cores got a share"
+    assert status(world.cores[homes[producer]])["cluster"]["messages_forwarded"] == 60
+    for client in clients.values():
+        client.disconnect()
+
+
+def world_core_name(world, node_id: str) -> str | None:
+    for name, port in world.cores.items():
+        if (status(port) or {}).get("node_id") == node_id:
+            return name
+    return None
 
 
 def test_an_invalid_appliance_is_refused_with_every_problem(tmp_path):

@@ -842,3 +842,15 @@ def test_a_malformed_create_is_a_remote_error():
     _client, server = open_pair()
     header = json.dumps({"route": [], "dup": None, "create": {"id": "x"}}).encode()
     remote_error(server, frame(link.FrameType.MESSAGE, struct.pack(">QI", 1, len(header)) + header), "malformed")
+
+
+def test_binding_kind_round_trips_and_is_empty_from_a_1_0_peer():
+    client, server = open_pair()
+    binding = link.Binding(
+        id="n/t", address="t", queue="t", routing_type="ANYCAST", filter=None, consumers=1,
+        consumer_filters=None, hops=0, origin="n", durable=False, kind="temporary",
+    )
+    assert client.receive_data(server.send(link.BindingAdded(binding=binding))) == [link.BindingAdded(binding=binding)]
+    old = {k: v for k, v in link.encode_binding(binding).items() if k != "kind"}
+    [event] = client.receive_data(frame(link.FrameType.BINDING_ADDED, json.dumps({"binding": old}).encode()))
+    assert event.binding.kind == ""

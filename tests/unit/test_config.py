@@ -794,11 +794,11 @@ def test_acceptor_errors():
     )
     msgs = messages(errs)
     assert (
-        "acceptor 'a': protocol MQTT is not supported by Junction (it serves CORE, AMQP, STOMP, OPENWIRE)"
+        "acceptor 'a': protocol MQTT is not supported by Junction (it serves CORE, AMQP, STOMP, OPENWIRE, CLUSTER)"
         in msgs
     )
     assert (
-        "acceptor 'a': protocol HORNETQ is not supported by Junction (it serves CORE, AMQP, STOMP, OPENWIRE)"
+        "acceptor 'a': protocol HORNETQ is not supported by Junction (it serves CORE, AMQP, STOMP, OPENWIRE, CLUSTER)"
         in msgs
     )
     assert "acceptor 'a': unknown protocol 'AMQPP'; did you mean 'AMQP'?" in msgs

@@ -88,6 +88,8 @@ class RemoteBinding:
     connected: bool = True
     #: the cluster connection whose bridge learned it
     cluster: str = ""
+    #: how the queue came to be on its node: admin, auto, temporary, subscription ("" unknown)
+    kind: str = ""
 
     def __post_init__(self):
         self.filter = _parse(self.filter_text)
@@ -164,17 +166,27 @@ def _members(address, remote: list, routing_type) -> dict:
     return groups
 
 
-def select(address, remote: list, message, routing_type, mode: str, positions: dict):
+def select(address, remote: list, message, routing_type, mode: str, positions: dict, *, local_preferred: bool = False):
     """The local queues and remote bindings a message goes to.
 
     ``positions`` keeps each group's round-robin position between calls (the
-    caller owns it, one per address).  Returns ``(queues, bindings)``.
+    caller owns it, one per address).  With ``local_preferred`` (the address
+    setting ``local-delivery-preferred``) a group whose local queue has a
+    consumer for the message keeps it here.  Returns ``(queues, bindings)``.
     """
     queues, bindings = [], []
     strict = mode == "STRICT"
     on_demand = mode == "ON_DEMAND"
     remote_allowed = mode in ("STRICT", "ON_DEMAND")
     for key, members in _members(address, remote, routing_type).items():
+        if local_preferred:
+            local = next(
+                (m for m in members if m.__class__ is _Local and m.accepts(message) and m.has_matching_consumer(message)),
+                None,
+            )
+            if local is not None:
+                queues.append(local.queue)
+                continue
         count = len(members)
         start = positions.get(key, 0)
         if start >= count:

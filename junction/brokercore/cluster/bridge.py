@@ -328,7 +328,7 @@ class Bridge:
             create = wire.Binding(
                 id=f"{self.manager.node_id}/{queue['name']}", address=queue["address"], queue=queue["name"],
                 routing_type=queue["routing_type"], filter=queue["filter"], consumers=0, consumer_filters=None,
-                hops=0, origin=self.manager.node_id, durable=queue["durable"],
+                hops=0, origin=self.manager.node_id, durable=queue["durable"], kind=queue.get("kind", ""),
             )
         out = message.copy()
         out.native = {k: v for k, v in message.native.items() if not k.startswith("cluster.")}

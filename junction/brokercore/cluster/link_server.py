@@ -175,6 +175,9 @@ class LinkServerProtocol(Protocol):
             queue = manager.server.queues.get(name)
             if queue is None or queue.deleted:
                 return None
+            kind = queue_kind(queue)
+            if kind == "auto" and name not in manager.consumed_auto:
+                return None  # an auto-created queue is known to the cluster once a consumer asks for it
             consumers = [c for c in queue.consumers if not getattr(c, "internal", False)]
             filters = []
             for consumer in consumers:
@@ -194,6 +197,7 @@ class LinkServerProtocol(Protocol):
                 hops=0,
                 origin=origin,
                 durable=queue.durable,
+                kind=kind,
             )
         remote = manager.effective.get(key)
         if remote is None or remote.hops >= self.max_hops:
@@ -211,6 +215,7 @@ class LinkServerProtocol(Protocol):
             hops=remote.hops,
             origin=origin,
             durable=remote.durable,
+            kind=remote.kind,
         )
 
     def _send_all(self) -> None:
@@ -304,6 +309,18 @@ class LinkServerProtocol(Protocol):
         acks, self._acks = self._acks, []
         for start in range(0, len(acks), wire.MAX_ACK_SEQS):
             self.send(wire.Ack(seqs=tuple(acks[start:start + wire.MAX_ACK_SEQS])))
+
+
+def queue_kind(queue) -> str:
+    """How a local queue came to be, as cluster peers are told (seed 003's destination kinds)."""
+    defn = queue.definition
+    if defn.temporary:
+        return "temporary"
+    if defn.subscription:
+        return "subscription"
+    if defn.auto_created:
+        return "auto"
+    return "admin"
 
 
 def _with_consumers(binding, count, filters):

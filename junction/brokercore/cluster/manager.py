@@ -79,6 +79,10 @@ class ClusterManager:
         self._ids: dict = {}
         #: incoming links (LinkServerProtocol) that completed their handshake
         self.links: set = set()
+        #: auto-created local queues that have had a consumer: only those are told to peers
+        self.consumed_auto: set = set()
+        #: neighbour node id -> the call that drops its temporary queues' bindings (link down)
+        self._temporary_expiry: dict = {}
         self.started = False
         self.messages_forwarded = 0
         self.messages_received = 0
@@ -107,6 +111,10 @@ class ClusterManager:
     def stop(self, *, goodbye: str = "node stopping") -> None:
         self.started = False
         self.redistribution.stop()
+        for call in self._temporary_expiry.values():
+            if call.active():
+                call.cancel()
+        self._temporary_expiry.clear()
         for connection in self.connections:
             connection.stop()
         for link in list(self.links):
@@ -142,7 +150,8 @@ class ClusterManager:
         connection = self.connection_for(address.name)
         mode = connection.config.message_load_balancing if connection is not None else "OFF"
         positions = self._positions.setdefault(address.name, {})
-        queues, bindings = select(address, remote, message, routing_type, mode, positions)
+        preferred = bool(self.server.settings_for(address.name).local_delivery_preferred)
+        queues, bindings = select(address, remote, message, routing_type, mode, positions, local_preferred=preferred)
         if bindings:
             self._add_forwards(message, bindings, queues)
         return queues
@@ -156,6 +165,21 @@ class ClusterManager:
             message.native[ROUTE_NATIVE + via] = json.dumps(route).encode()
             if sf not in queues:
                 queues.append(sf)
+
+    def serves_anycast(self, address: str) -> bool:
+        """Another node has an ANYCAST queue on ``address`` that routing here may send to.
+
+        Then a send here does not auto-create a local queue: the destination
+        exists in the cluster (seed 003: a destination is created on the
+        producer's home broker only when it does not exist).
+        """
+        remote = self.by_address.get(address)
+        if not remote:
+            return False
+        connection = self.connection_for(address)
+        if connection is None or connection.config.message_load_balancing not in ("STRICT", "ON_DEMAND"):
+            return False
+        return any(b.routing_type == RoutingType.ANYCAST for b in remote)
 
     def sf_queue(self, cluster: str, via: str):
         name = sf_queue_name(cluster, via)
@@ -213,11 +237,35 @@ class ClusterManager:
             consumer_filters=binding.consumer_filters,
             hops=binding.hops + 1,
             durable=binding.durable,
+            kind=getattr(binding, "kind", ""),
         )
         remote.cluster = cluster
         remote.connected = connection.bridge_connected(via)
         self._remote.setdefault(key, {})[via] = remote
         self._recompute(key)
+        if remote.kind == "admin":
+            self._adopt_admin_queue(remote)
+
+    def _adopt_admin_queue(self, remote) -> None:
+        """An administrator's queue on another node exists on every node (seed 003)."""
+        server = self.server
+        if remote.queue in server.queues:
+            return
+        try:
+            server.create_queue(
+                QueueDefinition(
+                    name=remote.queue,
+                    address=remote.address,
+                    routing_type=remote.routing_type,
+                    filter=remote.filter_text,
+                    durable=remote.durable,
+                )
+            )
+        except errors.BrokerError as exc:
+            log.warning("cluster: could not create %s, an administrator's queue on node %s: %s", remote.queue, remote.origin, exc)
+            return
+        log.info("cluster: created queue %s on %s, as on node %s (created there by an administrator)",
+                 remote.queue, remote.address, remote.origin)
 
     def binding_removed(self, via: str, binding_id: str) -> None:
         key = self._ids.pop((via, binding_id), None)
@@ -235,12 +283,36 @@ class ClusterManager:
         self._recompute(key)
 
     def bridge_state(self, via: str, connected: bool) -> None:
-        """The bridge to ``via`` connected or lost its link: its bindings follow."""
+        """The bridge to ``via`` connected or lost its link: its bindings follow.
+
+        The temporary queues of a node whose link is down go after the cluster
+        connection's ``connection-ttl``: their connection is presumed gone with
+        its node (seed 003: a client that does not reconnect within the window).
+        """
         for key, vias in list(self._remote.items()):
             remote = vias.get(via)
             if remote is not None and remote.connected != connected:
                 remote.connected = connected
                 self._recompute(key)
+        pending = self._temporary_expiry.pop(via, None)
+        if pending is not None and pending.active():
+            pending.cancel()
+        if not connected and self.started:
+            window = min((c.config.connection_ttl for c in self.connections), default=60_000)
+            self._temporary_expiry[via] = self.reactor.callLater(
+                max(window, 0) / 1000.0, self._drop_temporary, via
+            )
+
+    def _drop_temporary(self, via: str) -> None:
+        self._temporary_expiry.pop(via, None)
+        for (v, bid), key in list(self._ids.items()):
+            if v != via:
+                continue
+            remote = self._remote.get(key, {}).get(via)
+            if remote is not None and remote.kind == "temporary" and not remote.connected:
+                del self._ids[(v, bid)]
+                self._drop(key, via)
+                log.info("cluster: temporary queue %s of node %s dropped: its link stayed down", remote.queue, remote.origin)
 
     def forget_neighbour(self, via: str) -> None:
         """The bridge to ``via`` gave up: its bindings go."""
@@ -290,6 +362,10 @@ class ClusterManager:
         """A local queue came, went, or its consumers changed: tell the links."""
         if queue.name.startswith(SF_PREFIX):
             return
+        if queue.deleted:
+            self.consumed_auto.discard(queue.name)
+        elif queue.definition.auto_created and any(not getattr(c, "internal", False) for c in queue.consumers):
+            self.consumed_auto.add(queue.name)
         key = (self.node_id, queue.name)
         for link in list(self.links):
             link.refresh(key)
@@ -331,6 +407,9 @@ class ClusterManager:
                     routing_type=RoutingType[create.routing_type],
                     filter=create.filter,
                     durable=create.durable,
+                    # as it was on the node scaling down: an auto-created queue stays one
+                    auto_created=create.kind == "auto",
+                    subscription=create.kind == "subscription",
                 )
             )
         for k in [k for k in message.native if k.startswith(ROUTE_NATIVE)]:

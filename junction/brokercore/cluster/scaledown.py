@@ -24,6 +24,7 @@ import logging
 
 from twisted.internet import defer
 
+from junction.brokercore.cluster.link_server import queue_kind
 from junction.brokercore.storage import quiet_failure
 
 log = logging.getLogger("junction.cluster")
@@ -122,6 +123,7 @@ class ScaleDown:
                 "routing_type": queue.routing_type.name,
                 "filter": queue.definition.filter,
                 "durable": queue.durable,
+                "kind": queue_kind(queue),
             }).encode()
             route = json.dumps([[target, queue.name]]).encode()
             queue.drain()

@@ -156,6 +156,8 @@ MAX_ABORT_REASON_CHARS = 500
 
 #: The routing types a :class:`Binding` may have.
 ROUTING_TYPES = ("ANYCAST", "MULTICAST")
+#: (1.1) how a queue came to be (Binding.kind); "" or anything else means unknown
+BINDING_KINDS = ("", "admin", "auto", "temporary", "subscription")
 #: Codes this node may send in :class:`Refused`; any non-empty code is accepted on receipt.
 REFUSED_CODES = frozenset(
     {"auth", "duplicate-node-id", "version", "cluster", "shutting-down", "protocol"}
@@ -241,6 +243,10 @@ class Binding:
     hops: int
     origin: str
     durable: bool
+    #: (1.1) how the queue came to be: "admin" (configured or created by an
+    #: administrator), "auto" (auto-created), "temporary", "subscription" (a
+    #: durable subscription); "" from a 1.0 peer
+    kind: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -641,6 +647,8 @@ _FIELDS: dict[type, tuple[tuple[str, Any], ...]] = {
         ("id", _NAME), ("address", _NAME), ("queue", _NAME), ("routing_type", _ROUTING),
         ("filter", _Optional(_TEXT)), ("consumers", _COUNT), ("consumer_filters", _FILTERS),
         ("hops", _COUNT), ("origin", _NAME), ("durable", _BOOL),
+        # (a kind this version does not know, from a newer peer, reads as "")
+        ("kind", _Added(_TEXT, "")),
     ),
     Member: (("node_id", _NAME), ("name", _TEXT), ("host", _TEXT), ("port", _PORT)),
     Hello: (

@@ -1,0 +1,134 @@
+"""Seed 003's broker-cluster guarantees about destinations, with real nodes on loopback.
+
+Home brokers route to remote consumers and a topic message crosses to a node
+once (tests/integration/test_cluster.py); here: local consumers preferred by
+a destination setting, an administrator's queues present on every node,
+auto-created destinations known to the cluster only once a consumer asks for
+them, and temporary destinations known to the cluster while their connection
+lives (and dropped when it goes, or when its node stays unreachable past
+connection-ttl).
+"""
+
+from __future__ import annotations
+
+import pytest
+from proton import Message
+from proton.utils import BlockingConnection
+
+from tests.clusterkit import (
+    StompClient,
+    count_on,
+    make_cluster,
+    remote_bindings,
+    wait_linked,
+    wait_remote_binding,
+)
+from tests.harness import queue_status, wait_for
+
+pytestmark = pytest.mark.timeout(120)
+
+QUEUE_XML = """
+    <addresses>
+      <address name="orders"><anycast><queue name="orders"/></anycast></address>
+    </addresses>"""
+
+
+def start_all(nodes: dict) -> dict:
+    for node in nodes.values():
+        node.start()
+    return nodes
+
+
+def test_local_delivery_preferred_keeps_messages_with_local_consumers(broker_factory):
+    settings = '<address-setting match="orders"><local-delivery-preferred>true</local-delivery-preferred></address-setting>'
+    nodes = start_all(make_cluster(broker_factory, ["a", "b"], address_settings_xml=settings, extra_core_xml=QUEUE_XML))
+    wait_linked(nodes)
+    remote = StompClient(nodes["b"])
+    remote.subscribe("/queue/orders")
+    local = StompClient(nodes["a"])
+    local.subscribe("/queue/orders")
+    wait_remote_binding(nodes["a"], "orders", consumers=1)
+    producer = StompClient(nodes["a"])
+    producer.send_all("/queue/orders", [f"p{i}" for i in range(20)])
+    assert len(local.wait_count(20)) == 20
+    assert remote.bodies == []  # without the setting ON_DEMAND would have shared them
+    local.close()
+    wait_for(lambda: queue_status(nodes["a"], "orders")["consumer_count"] == 0, 5)
+    producer.send_all("/queue/orders", ["after"])
+    assert remote.wait_count(1) == ["after"]
+    producer.close()
+    remote.close()
+
+
+def test_an_administrators_queue_exists_on_every_node(broker_factory):
+    admin_xml = """
+    <addresses>
+      <address name="payments"><anycast><queue name="payments"/></anycast></address>
+    </addresses>"""
+    nodes = start_all(make_cluster(broker_factory, ["a", "b", "c"], node_xml={"a": admin_xml}))
+    wait_linked(nodes)
+    for name in ("b", "c"):
+        status = wait_for(lambda n=name: queue_status(nodes[n], "payments"), 10, what=f"payments on {name}")
+        assert status["durable"] and status["routing_type"] == "ANYCAST"
+    # it is b's own now: it survives b's restart without a's help
+    nodes["a"].stop()
+    nodes["b"].stop()
+    nodes["b"].start()
+    assert queue_status(nodes["b"], "payments") is not None
+
+
+def test_auto_created_destinations_are_propagated_only_with_a_consumer(broker_factory):
+    nodes = start_all(make_cluster(broker_factory, ["a", "b", "c"]))
+    wait_linked(nodes)
+    producer = StompClient(nodes["a"])
+    producer.send_all("/queue/made-by-a-producer", ["kept on a"])
+    assert count_on(nodes["a"], "made-by-a-producer") == 1
+    # the other nodes are not told about a's auto-created queue
+    consumer = StompClient(nodes["c"])
+    consumer.subscribe("/queue/asked-by-a-consumer")  # auto-created on c, with a consumer: propagated
+    wait_remote_binding(nodes["a"], "asked-by-a-consumer", consumers=1)
+    assert not remote_bindings(nodes["b"], "made-by-a-producer")
+    assert not remote_bindings(nodes["c"], "made-by-a-producer")
+    # a producer on a reaches it on c, and a creates no queue of its own for it
+    producer.send_all("/queue/asked-by-a-consumer", [f"x{i}" for i in range(5)])
+    assert sorted(consumer.wait_count(5)) == [f"x{i}" for i in range(5)]
+    assert queue_status(nodes["a"], "asked-by-a-consumer") is None
+    producer.close()
+    consumer.close()
+
+
+def _amqp(node) -> BlockingConnection:
+    return BlockingConnection(node.amqp_url, timeout=10)
+
+
+def test_temporary_destinations_live_with_their_connection(broker_factory):
+    nodes = start_all(make_cluster(broker_factory, ["a", "b"], extra_cc_xml="<connection-ttl>1000</connection-ttl>"))
+    wait_linked(nodes)
+    # a temporary reply queue on a (an AMQP dynamic receiver)...
+    owner = _amqp(nodes["a"])
+    receiver = owner.create_receiver(None, dynamic=True)
+    temp = receiver.link.remote_source.address
+    [binding] = wait_remote_binding(nodes["b"], temp, consumers=1)
+    # ...takes a reply sent on b
+    sender = _amqp(nodes["b"])
+    sender.create_sender(temp).send(Message(body="reply"))
+    assert receiver.receive(timeout=10).body == "reply"
+    receiver.accept()
+    assert queue_status(nodes["b"], temp) is None  # b made no queue of its own for it
+    # the connection goes: the temporary queue goes on every node
+    owner.close()
+    wait_for(lambda: not remote_bindings(nodes["b"], temp), 10, what="the temporary queue gone from b")
+    sender.close()
+
+    # a's node crashes: b keeps a's queues but drops its temporary ones after connection-ttl
+    owner = _amqp(nodes["a"])
+    receiver = owner.create_receiver(None, dynamic=True)
+    temp = receiver.link.remote_source.address
+    consumer = StompClient(nodes["a"])
+    consumer.subscribe("/queue/durable-one")
+    wait_remote_binding(nodes["b"], temp, consumers=1)
+    wait_remote_binding(nodes["b"], "durable-one", consumers=1)
+    nodes["a"].kill9()
+    wait_remote_binding(nodes["b"], "durable-one", connected=False)
+    wait_for(lambda: not remote_bindings(nodes["b"], temp), 10, what="a's temporary queue dropped after connection-ttl")
+    assert remote_bindings(nodes["b"], "durable-one")
