@@ -614,3 +614,45 @@ def print_json(settings: dict, results: list[dict], rat: list[dict] | None) -> N
     """The ``--json`` line on stdout: the run's ``settings``, every result row, the ratios."""
     record = {**settings, "results": results, "ratios": rat}
     print(json.dumps(record, separators=(",", ":")))
+
+
+def run_guarded(name: str, args, run_all, report, failed) -> int:
+    """Run ``run_all(args, deadline)`` under the deadline and watchdog, clean up, then report.
+
+    SIGTERM and Ctrl-C end the run through the cleanup (children stopped,
+    temporary folders removed).  ``report(out)`` prints the figures;
+    ``failed(out)`` says whether a trial went wrong (exit status 1).
+    """
+    print(f"command: {command_line()}", file=sys.stderr)
+    deadline = Deadline(args.timeout)
+    watchdog = start_watchdog(args.timeout + 20.0, name)
+
+    def on_term(signum, frame):  # run the finally blocks on SIGTERM too
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_term)
+    # Ctrl-C ends the run cleanly even when started with SIGINT ignored (``&`` in a script)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        out = run_all(args, deadline)
+    except KeyboardInterrupt:
+        print(f"\n{name}: interrupted", file=sys.stderr)
+        return 130
+    except (BenchError, TimeoutError, RuntimeError, OSError) as e:
+        print(f"{name}: {e}", file=sys.stderr)
+        return 1
+    finally:
+        CLEANUP.run()
+        watchdog.cancel()
+    report(out)
+    sys.stdout.flush()
+    return 1 if failed(out) else 0
+
+
+def command_line() -> str:
+    """The command that ran this benchmark, as a shell would take it (for docs/performance.md)."""
+    import shlex
+
+    argv = getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv]
+    return shlex.join(argv)
+

@@ -76,9 +76,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import shutil
-import signal
 import socket
 import statistics
 import struct
@@ -713,9 +711,7 @@ def summarize(out: dict) -> dict:
     return s
 
 
-def command_line() -> str:
-    argv = getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv]
-    return shlex.join(argv)
+command_line = common.command_line
 
 
 def verdict(met) -> str:
@@ -926,35 +922,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if not args.stomp_nagle:
         stomp_producer_nodelay()
-    print(f"command: {command_line()}", file=sys.stderr)
-    deadline = common.Deadline(args.timeout)
-    watchdog = common.start_watchdog(args.timeout + 20.0, NAME)
+    def report(out: dict) -> None:
+        s = summarize(out)
+        print_report(out, s, args)
+        if args.json:
+            print_json(out, s, args)
 
-    def on_term(signum, frame):  # run the finally blocks on SIGTERM too
-        raise SystemExit(128 + signum)
-
-    signal.signal(signal.SIGTERM, on_term)
-    # Ctrl-C ends the run cleanly even when started with SIGINT ignored (``&`` in a script)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        out = run_all(args, deadline)
-    except KeyboardInterrupt:
-        print(f"\n{NAME}: interrupted", file=sys.stderr)
-        return 130
-    except (common.BenchError, TimeoutError, RuntimeError, OSError) as e:
-        print(f"{NAME}: {e}", file=sys.stderr)
-        return 1
-    finally:
-        common.CLEANUP.run()
-        watchdog.cancel()
-    s = summarize(out)
-    print_report(out, s, args)
-    if args.json:
-        print_json(out, s, args)
-    sys.stdout.flush()
-    failed = any("error" in r for k in ("throughput", "latency", "connections") for r in out[k])
-    return 1 if failed else 0
-
+    return common.run_guarded(NAME, args, run_all, report, lambda out: any("error" in r for k in ("throughput", "latency", "connections") for r in out[k]))
 
 if __name__ == "__main__":
     sys.exit(main())

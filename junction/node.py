@@ -269,11 +269,16 @@ class Node:
                 reactor=self.reactor,
                 connectors=connectors,
                 discovery_groups=self.discovery_groups,
+                data_directory=self.data_dirs["journal"],
             )
             self.server.cluster = self.cluster
 
     def _duplicate_node(self, announcement, source) -> None:
-        """Another node broadcasts this node's id: a copied data directory."""
+        """Another node broadcasts this node's id: a copied data directory (said once a minute)."""
+        now = self.reactor.seconds()
+        if now - getattr(self, "_duplicate_logged", -1e9) < 60.0:
+            return
+        self._duplicate_logged = now
         log.error(
             "node %s at %s:%s announces this node's own id %s: one of the two data directories is a copy; "
             "this node will not link to it -- give each node its own journal directory",
@@ -425,7 +430,7 @@ class Node:
         if not served and not (links and "CLUSTER" in protocols):
             return
         known = {"router", "routerMode", "routingTimeout", "routingMaxBytes"} if acceptor.router else {"router"}
-        known |= PROXY_ACCEPTOR_PARAMS | ADMISSION_PARAMS | {"backlog"}
+        known |= PROXY_ACCEPTOR_PARAMS | ADMISSION_PARAMS | {"backlog", "protocols"}
         if acceptor.tls is not None:
             known |= TLS_ACCEPTOR_PARAMS
         for name in served:
@@ -616,6 +621,43 @@ class Node:
         os.replace(tmp, path)
         return value
 
+    # -- an administrator's queues (POST/DELETE /api/queues) ---------------------------------
+    def create_admin_queue(self, name: str, *, address: str, routing_type: str, filter=None, durable=True) -> dict:
+        """Artemis's createQueue: an administrator's queue (in a cluster: on every node, recorded by the master)."""
+        from junction.brokercore import errors
+        from junction.brokercore.message import RoutingType
+        from junction.brokercore.queue import QueueDefinition
+
+        server = self.server
+        if name in server.queues:
+            raise errors.QueueExistsError(f"queue {name} already exists")
+        server.guard_cluster_change(f"create queue {name}")
+        queue = server.create_queue(
+            QueueDefinition(
+                name=name, address=address, routing_type=RoutingType[routing_type], filter=filter or None, durable=durable
+            )
+        )
+        server.cluster_changed("create", queue, "admin")
+        log.info("queue %s created on %s (%s) by the management API", name, address, routing_type)
+        return {"name": name, "address": address, "routing_type": routing_type, "filter": filter, "durable": durable}
+
+    def delete_admin_queue(self, name: str) -> None:
+        """Artemis's destroyQueue (in a cluster: everywhere, recorded by the master)."""
+        from junction.brokercore import errors
+        from junction.brokercore.cluster.link_server import queue_kind
+
+        server = self.server
+        queue = server.queues.get(name)
+        if queue is None or name.startswith("$.junction."):
+            raise errors.NonExistentQueueError(f"queue {name} does not exist")
+        kind = queue_kind(queue)
+        if kind in ("admin", "subscription"):
+            server.guard_cluster_change(f"destroy queue {name}")
+        server.destroy_queue(name)
+        if kind in ("admin", "subscription"):
+            server.cluster_changed("delete", queue, kind)
+        log.info("queue %s destroyed by the management API", name)
+
     # -- management --------------------------------------------------------------------------
     def healthy(self):
         problems = []
@@ -737,6 +779,42 @@ class Node:
         return status
 
 
+#: cluster-connection settings Junction reads but does not act on, with Artemis's defaults
+_CLUSTER_SETTINGS_WITHOUT_EFFECT = {
+    "min_large_message_size": 102_400,
+    "call_timeout": 30_000,
+    "call_failover_timeout": -1,
+    "producer_window_size": -1,
+    "notification_interval": 1000,
+    "notification_attempts": 2,
+}
+
+
+def _cluster_settings_without_effect(config) -> list[str]:
+    problems = []
+    for cc in config.cluster_connections:
+        for name, default in _CLUSTER_SETTINGS_WITHOUT_EFFECT.items():
+            if getattr(cc, name) != default:
+                problems.append(
+                    f"{cc.source[0]}:{cc.source[1]}: cluster connection {cc.name!r}: <{name.replace('_', '-')}> "
+                    "has no effect in Junction (its links have no large-message chunking, blocking calls or "
+                    "notification broadcasts)"
+                )
+    for group in config.discovery_groups:
+        if group.initial_wait_timeout != 10_000:
+            problems.append(
+                f"{group.source[0]}:{group.source[1]}: discovery group {group.name!r}: <initial-wait-timeout> "
+                "has no effect in Junction (cluster connections and pools act on each broadcast as it comes)"
+            )
+    sd = config.scale_down
+    if sd is not None and sd.discovery_group is not None:
+        problems.append(
+            f"{sd.source[0]}:{sd.source[1]}: scale-down <discovery-group-ref> has no effect in Junction yet: "
+            "scale-down uses the peers of a cluster connection (cluster-name, else the first)"
+        )
+    return problems
+
+
 def _pool_description(pool) -> str:
     if pool is None:
         return "no pool"
@@ -779,6 +857,7 @@ def unimplemented_settings(config) -> list[str]:
                         f"{file}:{line}: queue {queue.name!r}: {name.replace('_', '-')} "
                         "is not implemented by Junction yet and has no effect"
                     )
+    problems.extend(_cluster_settings_without_effect(config))
     routed = ",".join(sorted(ROUTED_PROTOCOLS))
     not_routed = ",".join(sorted({"AMQP", "CORE", "OPENWIRE"} - ROUTED_PROTOCOLS))
     for router in config.connection_routers:

@@ -687,8 +687,10 @@ class _Sender(_Context):
             if queue is not None and not queue.consumers:
                 try:
                     self.session.check("deleteDurableQueue", queue.address, queue.name)
+                    server.guard_cluster_change(f"remove durable subscription {queue.name}")
                     server.destroy_queue(queue.name)
-                except SecurityError as exc:
+                    server.cluster_changed("delete", queue, "subscription")
+                except (SecurityError, errors.ClusterConfigurationUnavailableError) as exc:
                     log.warning("%s: subscription %s not removed: %s", self.protocol.peer, queue.name, exc)
         if remote_close:
             self._drop_temporary()

@@ -48,3 +48,10 @@ class StorageFailedError(BrokerError):
 
 class TransactionError(BrokerError):
     kind = "TRANSACTION_ROLLED_BACK"
+
+
+class ClusterConfigurationUnavailableError(BrokerError):
+    """A change to the cluster's configuration (an administrator's destination, a durable
+    subscription) while the master broker that records such changes is unreachable.
+
+    Sending and receiving are unaffected (seed 003's master broker rule)."""

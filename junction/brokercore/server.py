@@ -607,6 +607,16 @@ class BrokerServer:
         if evicted:
             self.storage.delete_duplicate(evicted)
 
+    def guard_cluster_change(self, what: str) -> None:
+        """Raise when the cluster cannot record a configuration change now (its master broker is away)."""
+        if self.cluster is not None:
+            self.cluster.guard_change(what)
+
+    def cluster_changed(self, op: str, queue: Queue, kind: str) -> None:
+        """An administrator's destination or a durable subscription was created or destroyed here."""
+        if self.cluster is not None:
+            self.cluster.changed(op, queue, kind)
+
     def remote_bindings_changed(self) -> None:
         """The cluster's remote bindings changed: cached routes may be wrong now."""
         self._topology_changed()

@@ -490,10 +490,16 @@ class ServerSession:
             if (shared or not durable) and queue.consumers:
                 raise errors.BrokerError(f"subscription {queue_name} is in use with a different selector")
             self.check("deleteDurableQueue" if durable else "deleteNonDurableQueue", address, queue_name)
+            if durable:
+                server.guard_cluster_change(f"change the selector of durable subscription {queue_name}")
             server.destroy_queue(queue_name)
+            if durable:
+                server.cluster_changed("delete", queue, "subscription")
             queue = None
         if queue is None:
             self.check("createDurableQueue" if durable else "createNonDurableQueue", address, queue_name)
+            if durable:
+                server.guard_cluster_change(f"create durable subscription {queue_name}")
             queue = server.create_queue(
                 QueueDefinition(
                     name=queue_name,
@@ -505,6 +511,8 @@ class ServerSession:
                     temporary=not durable,
                 )
             )
+            if durable:
+                server.cluster_changed("create", queue, "subscription")
         return queue
 
     def unsubscribe_durable(self, subscription_name: str) -> None:
@@ -514,7 +522,9 @@ class ServerSession:
         if queue is None:
             raise errors.NonExistentQueueError(f"durable subscription {queue_name} does not exist")
         self.check("deleteDurableQueue", queue.address, queue_name)
+        self.server.guard_cluster_change(f"remove durable subscription {queue_name}")
         self.server.destroy_queue(queue_name)
+        self.server.cluster_changed("delete", queue, "subscription")
 
     # -- settlement ----------------------------------------------------------------------
     def acknowledge(self, ref: MessageRef, tx: Transaction | None = None):

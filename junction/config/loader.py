@@ -352,8 +352,8 @@ _IPV4_MULTICAST_BASE = ipaddress.IPv4Address("224.0.0.0")
 def multicast_address(text: str) -> str:
     """A literal UDP multicast address (broadcast and discovery groups' ``group-address``).
 
-    IPv4 224.0.0.1 to 239.255.255.255 (224.0.0.0 is reserved) or IPv6
-    ff00::/8.  Returned stripped, as written.  Host names are refused: a
+    IPv4 224.0.0.1 to 239.255.255.255 (224.0.0.0 is reserved); IPv6 groups
+    (ff00::/8) are refused until discovery supports them.  Returned stripped, as written.  Host names are refused: a
     group address that resolves differently on two nodes splits the cluster.
     """
     t = text.strip()
@@ -368,6 +368,11 @@ def multicast_address(text: str) -> str:
         raise ValueError(
             f"{t} is not a multicast address; use one in 224.0.0.1 to 239.255.255.255"
             " (IPv4) or ff00::/8 (IPv6), such as 231.7.7.7"
+        )
+    if addr.version == 6:
+        raise ValueError(
+            f"{t} is an IPv6 multicast group, which Junction's broadcast and discovery groups do not"
+            " support yet; use an IPv4 group in 224.0.0.1 to 239.255.255.255, such as 231.7.7.7"
         )
     return t
 
@@ -1047,6 +1052,9 @@ DISCOVERY_GROUP_ELEMENTS: dict[str, Value | Ignored | Refused] = {
 CLUSTER_CONNECTION_ELEMENTS: dict[str, Value | Nested | Ignored] = {
     "address": Value("address", any_text),
     "connector-ref": Nested("_cluster_connector_ref"),
+    # Junction's (Sun Message Queue's imq.cluster.masterbroker): the connector of the node that
+    # keeps the cluster's configuration change record
+    "master-broker": Nested("_cluster_master_broker"),
     "check-period": Value("check_period", integer(1, long=True)),
     "connection-ttl": Value("connection_ttl", integer(1, long=True)),
     "min-large-message-size": Value("min_large_message_size", size(1, _JAVA_INT[1])),
@@ -2563,6 +2571,15 @@ class _Loader:
             return
         target["connector_ref"] = el.value
         self.connector_refs.append((f"cluster connection {self._cluster!r}", el.value, el))
+
+    def _cluster_master_broker(self, el: Element, target: dict) -> None:
+        if not self._leaf(el) or not self._ok(el):
+            return
+        if not el.value:
+            self.error(el, "<master-broker> is empty; give the name of the master broker's <connector>")
+            return
+        target["master_broker"] = el.value
+        self.connector_refs.append((f"the master broker of cluster connection {self._cluster!r}", el.value, el))
 
     def _cluster_forward_when_no_consumers(self, el: Element, target: dict) -> None:
         if not self._leaf(el) or not self._ok(el):

@@ -475,6 +475,9 @@ class ClusterConnectionConfig:
     discovery_group: str | None = None
     static_connectors: tuple[str, ...] = ()
     allow_direct_connections_only: bool = False
+    #: Junction's: the connector of the master broker, which keeps the configuration change
+    #: record of administrators' destinations and durable subscriptions (seed 003)
+    master_broker: str | None = None
     source: Source = ("", 0)
 
 

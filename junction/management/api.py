@@ -66,7 +66,7 @@ JSON_CONTENT_TYPE = b"application/json"
 METRICS_CONTENT_TYPE = b"text/plain; version=0.0.4; charset=utf-8"
 
 #: The endpoints, listed in 404 answers to help someone who mistyped a path.
-ENDPOINTS = ("/api/health", "/api/status", "/api/routers", "/api/tls", "/metrics", "/jolokia/")
+ENDPOINTS = ("/api/health", "/api/status", "/api/routers", "/api/tls", "/api/queues", "/metrics", "/jolokia/")
 
 _READ_METHODS = (b"GET", b"HEAD")
 
@@ -257,6 +257,7 @@ class ManagementRoot(Resource):
     """The root of the management site; ``registry`` is the node's metrics registry."""
 
     def __init__(self, node, registry: CollectorRegistry | None = None, clock=None):
+        from junction.management.queues import QueuesResource
         from junction.management.routers import JolokiaResource, RoutersResource
         from junction.management.tls import TLSResource
 
@@ -268,6 +269,7 @@ class ManagementRoot(Resource):
         api.putChild(b"status", StatusResource(node))
         api.putChild(b"routers", RoutersResource(node, clock))
         api.putChild(b"tls", TLSResource(node))
+        api.putChild(b"queues", QueuesResource(node))
         self.putChild(b"api", api)
         self.putChild(b"metrics", MetricsResource(node, self.registry))
         jolokia = JolokiaResource(node, clock)

@@ -132,3 +132,76 @@ def test_temporary_destinations_live_with_their_connection(broker_factory):
     wait_remote_binding(nodes["b"], "durable-one", connected=False)
     wait_for(lambda: not remote_bindings(nodes["b"], temp), 10, what="a's temporary queue dropped after connection-ttl")
     assert remote_bindings(nodes["b"], "durable-one")
+
+
+def _api(node, method: str, path: str, body=None):
+    import json
+    import urllib.error
+    import urllib.request
+
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(f"{node.mgmt_url}{path}", data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=5) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_an_administrators_queue_created_and_destroyed_through_the_api_follows_on_every_node(broker_factory):
+    nodes = start_all(make_cluster(broker_factory, ["a", "b", "c"]))
+    wait_linked(nodes)
+    assert _api(nodes["b"], "POST", "/api/queues", {"name": "ledger", "routing_type": "ANYCAST"})[0] == 201
+    for name in ("a", "c"):
+        wait_for(lambda n=name: queue_status(nodes[n], "ledger"), 10, what=f"ledger on {name}")
+    assert _api(nodes["b"], "POST", "/api/queues", {"name": "ledger"})[0] == 409
+    assert _api(nodes["c"], "DELETE", "/api/queues/ledger")[0] == 200
+    for name in ("a", "b"):
+        wait_for(lambda n=name: queue_status(nodes[n], "ledger") is None, 10, what=f"ledger gone from {name}")
+    assert _api(nodes["c"], "DELETE", "/api/queues/ledger")[0] == 404
+
+
+def test_the_master_broker_keeps_the_change_record_and_offline_nodes_catch_up(broker_factory):
+    nodes = start_all(make_cluster(broker_factory, ["a", "b", "c"], extra_cc_xml="<master-broker>a</master-broker>"))
+    wait_linked(nodes)
+    assert nodes["a"].status()["cluster"]["master"]["is_master"]
+    assert _api(nodes["b"], "POST", "/api/queues", {"name": "ledger"})[0] == 201
+    wait_for(lambda: queue_status(nodes["c"], "ledger"), 10, what="ledger on c")
+    wait_for(lambda: nodes["a"].status()["cluster"]["master"]["record_entries"] == 1, 10, what="recorded by a")
+
+    # c is offline while ledger is destroyed and audit created
+    nodes["c"].stop()
+    assert _api(nodes["b"], "DELETE", "/api/queues/ledger")[0] == 200
+    assert _api(nodes["a"], "POST", "/api/queues", {"name": "audit", "routing_type": "MULTICAST"})[0] == 201
+    wait_for(lambda: queue_status(nodes["a"], "ledger") is None, 10, what="ledger gone from a")
+    nodes["c"].start()
+    wait_linked(nodes)
+    wait_for(lambda: queue_status(nodes["c"], "audit") and queue_status(nodes["c"], "ledger") is None, 10,
+             what="c caught up from the record")
+    assert queue_status(nodes["c"], "audit")["routing_type"] == "MULTICAST"
+
+    # a durable subscription made on c is recorded by the master too
+    subscriber = StompClient(nodes["c"], client_id="app")
+    subscriber.subscribe("/topic/news", "s1", headers={"durable-subscription-name": "feed"})
+    wait_for(lambda: nodes["a"].status()["cluster"]["master"]["record_entries"] == 3, 10,
+             what="the subscription recorded by a")
+    subscriber.close()
+
+    # the master goes: changes are refused with the reason, messages still flow
+    nodes["a"].kill9()
+    wait_linked({"b": nodes["b"], "c": nodes["c"]}, {"b": ["c"], "c": ["b"]})
+    status, answer = _api(nodes["b"], "POST", "/api/queues", {"name": "refused"})
+    assert status == 503 and "master broker" in answer["error"] and "unreachable" in answer["error"]
+    refused = StompClient(nodes["b"], client_id="other")
+    refused.conn.subscribe("/topic/news", id="s2", headers={"durable-subscription-name": "feed2"})
+    error = refused.wait(lambda: refused.errors, what="an ERROR frame")[0]
+    assert "master broker" in error.headers.get("message", "") + error.body
+    consumer = StompClient(nodes["c"])
+    consumer.subscribe("/queue/work")
+    wait_remote_binding(nodes["b"], "work", consumers=1)
+    producer = StompClient(nodes["b"])
+    producer.send_all("/queue/work", ["still delivered"])
+    assert consumer.wait_count(1) == ["still delivered"]
+    for client in (consumer, producer):
+        client.close()

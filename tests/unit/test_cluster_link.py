@@ -103,7 +103,11 @@ SAMPLES = [
     Nack(0, ""),
     Ping(),
     Pong(),
-    Goodbye("shutting down"),
+    link.Change(seq=1, op="create", entity=BINDING),
+    link.ChangeResult(seq=1, ok=False, reason="the master refused"),
+    link.Record(entries=(link.RecordEntry(seq=4, op="delete", entity=BINDING_2),), full=True),
+    link.Record(entries=(), full=False),
+    Goodbye("shutting down"),  # (last: nothing follows it on a stream)
 ]
 SAMPLE = {}
 for _event in SAMPLES:
@@ -200,7 +204,7 @@ def test_one_event_type_per_frame_type():
 def test_field_table_matches_the_dataclasses():
     for cls, spec in link._FIELDS.items():
         assert tuple(name for name, _ in spec) == tuple(f.name for f in dataclasses.fields(cls))
-    assert set(link._FIELDS) == set(EVENT_TYPES) | {Binding, Member}
+    assert set(link._FIELDS) == set(EVENT_TYPES) | {Binding, Member, link.RecordEntry}
 
 
 @pytest.mark.parametrize("role", [CLIENT, SERVER])
@@ -298,7 +302,7 @@ def test_client_may_give_up_while_awaiting_welcome():
 
 
 def test_preamble_goes_with_the_first_hello_only():
-    assert PREAMBLE == b"JNCL\x01\x01\x00\x00" and VERSION == (1, 1)
+    assert PREAMBLE == b"JNCL\x01\x02\x00\x00" and VERSION == (1, 2)
     data = LinkConnection(CLIENT).send(HELLO)
     assert data.startswith(PREAMBLE) and data[len(PREAMBLE):] == encode_frame(HELLO)
     client, _ = open_pair()
@@ -577,7 +581,7 @@ def test_message_routing_header_limit():
     remote_error(server, data, "frame-too-large")
 
 
-@pytest.mark.parametrize("type_byte", [0, 15, 255])
+@pytest.mark.parametrize("type_byte", [0, 18, 255])
 def test_unknown_frame_type(type_byte):
     client, _ = open_pair()
     error = remote_error(client, struct.pack(">IB", 1, type_byte), "unknown-frame")

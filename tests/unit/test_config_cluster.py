@@ -231,7 +231,7 @@ def test_defaults():
     text = core(
         """
         <connectors><connector name="me">tcp://10.0.0.1:61616</connector><connector name="peer">tcp://10.0.0.2:61616</connector></connectors>
-        <broadcast-groups><broadcast-group name="bg"><group-address>ff15::7</group-address><group-port>9876</group-port><connector-ref>me</connector-ref></broadcast-group></broadcast-groups>
+        <broadcast-groups><broadcast-group name="bg"><group-address>239.1.2.3</group-address><group-port>9876</group-port><connector-ref>me</connector-ref></broadcast-group></broadcast-groups>
         <discovery-groups><discovery-group name="dg"><group-address>231.7.7.7</group-address><group-port>9876</group-port></discovery-group></discovery-groups>
         <cluster-connections><cluster-connection name="c"><connector-ref>me</connector-ref><static-connectors><connector-ref>peer</connector-ref></static-connectors></cluster-connection></cluster-connections>
         <ha-policy><live-only><scale-down/></live-only></ha-policy>
@@ -240,7 +240,7 @@ def test_defaults():
     cfg = parse_config(text, file="b.xml", env={})
     assert cfg.broadcast_groups == (
         model.BroadcastGroupConfig(
-            "bg", "ff15::7", 9876, None, -1, 2000, ("me",), source=("b.xml", 4)
+            "bg", "239.1.2.3", 9876, None, -1, 2000, ("me",), source=("b.xml", 4)
         ),
     )
     assert cfg.discovery_groups == (
@@ -417,6 +417,7 @@ def test_cluster_tables_cover_the_model():
         "discovery_group",
         "static_connectors",
         "allow_direct_connections_only",
+        "master_broker",
     } == set(model.ClusterConnectionConfig.__dataclass_fields__) - {"name", "source"}
     assert reachable(SCALE_DOWN_ELEMENTS) | {
         "cluster_name",
@@ -1053,3 +1054,17 @@ def test_cluster_password_stays_as_given_when_not_masked():
     # only a leading ENC( is refused; the value is otherwise any text, trimmed
     cfg = parse_config(core("<cluster-password>  pass ENC(x)  </cluster-password>"), env={})
     assert cfg.cluster_password == "pass ENC(x)"
+
+
+def test_master_broker_names_a_connector():
+    body = cc("<connector-ref>self</connector-ref>\n<master-broker>node2</master-broker>\n" + _DG_REF)
+    [connection] = parse_config(cluster_doc(body), file="b.xml", env={}).cluster_connections
+    assert connection.master_broker == "node2"
+    errors = cluster_errors(cc("<connector-ref>self</connector-ref>\n<master-broker>nowhere</master-broker>\n" + _DG_REF))
+    assert [(line, "names connector 'nowhere'" in message) for line, message in errors] == [(8, True)]
+
+
+def test_an_ipv6_group_is_refused_until_discovery_supports_it():
+    errors = cluster_errors(bg("<group-address>ff15::7</group-address>\n<group-port>9876</group-port>\n"
+                               "<connector-ref>self</connector-ref>"))
+    assert any("IPv6 multicast group" in message for _line, message in errors), errors

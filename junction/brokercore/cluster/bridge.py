@@ -36,6 +36,8 @@ log = logging.getLogger("junction.cluster")
 
 #: messages a bridge sends before the peer must acknowledge some (besides confirmation-window-size bytes)
 MAX_UNACKED_MESSAGES = 10_000
+#: the largest encoded message a bridge forwards (the link's frame limit, less its routing header)
+MAX_FORWARDED_BYTES = wire.MAX_FRAME_BYTES - wire.MAX_MESSAGE_HEADER_BYTES - 64
 #: seconds to establish the TCP connection
 CONNECT_TIMEOUT_S = 10.0
 
@@ -113,6 +115,8 @@ class Bridge:
         self.peer_name = None
         #: the peer's ``<scale-down><group-name>`` (from its WELCOME)
         self.peer_scale_down_group = None
+        #: the peer's link protocol version (from its WELCOME)
+        self.peer_version = (1, 0)
         self.learned_from = learned_from
         self.state = "new"
         self.problem = None
@@ -269,6 +273,14 @@ class Bridge:
             self.connection.members_learned(event.nodes, self)
         elif kind is wire.Ping:
             protocol.send(wire.Pong())
+        elif kind is wire.Record:
+            sync = self.manager.config_sync
+            if sync is not None:
+                sync.record_received([_entry_dict(e) for e in event.entries], event.full)
+        elif kind is wire.ChangeResult:
+            sync = self.manager.config_sync
+            if sync is not None:
+                sync.change_result(event.seq, event.ok, event.reason)
         elif kind is wire.Goodbye:
             self.problem = f"the peer closed the link: {event.reason}"
 
@@ -290,6 +302,10 @@ class Bridge:
         self.node_id = event.node_id
         self.peer_name = event.name
         self.peer_scale_down_group = event.scale_down_group
+        try:
+            self.peer_version = tuple(int(part) for part in event.version.split(".", 1))
+        except ValueError:
+            self.peer_version = (1, 0)
         if not self.connection.bridge_opened(self):
             # another bridge already links this node (found twice: connector and topology)
             self.stop("already linked")
@@ -302,6 +318,14 @@ class Bridge:
         log.info("cluster connection %s: linked to %s (node %s)", self.connection.name, self.target_name, event.node_id)
         self.manager.bridge_state(self.node_id, True)
         self._attach_consumer()
+        if self.manager.config_sync is not None:
+            self.manager.config_sync.link_opened(self)
+
+    def send_change(self, seq: int, op: str, entity: dict) -> None:
+        """Ask the peer (the master broker) to record a configuration change."""
+        if self.protocol is None or self.state != "open" or self.peer_version < (1, 2):
+            return
+        self.protocol.send(wire.Change(seq=seq, op=op, entity=entity_binding(entity, self.manager.node_id)))
 
     def _attach_consumer(self) -> None:
         self.sf_queue = self.manager.sf_queue(self.connection.name, self.node_id)
@@ -332,6 +356,16 @@ class Bridge:
             )
         out = message.copy()
         out.native = {k: v for k, v in message.native.items() if not k.startswith("cluster.")}
+        body = encode_message(out)
+        if len(body) > MAX_FORWARDED_BYTES:
+            # It can never cross: dead-letter it rather than jam the link (it would head every retry).
+            self.consumer.credit_messages += 1
+            self.sf_queue.reject(ref)
+            log.warning(
+                "cluster connection %s: a message of %d bytes cannot be forwarded to %s (the link's limit is %d); "
+                "dead-lettered", self.connection.name, len(body), self.target_name, MAX_FORWARDED_BYTES,
+            )
+            return
         self._seq += 1
         seq = self._seq
         self._unacked[seq] = ref
@@ -340,7 +374,7 @@ class Bridge:
             incarnation = "" if self.manager.server.storage.persistent else self.manager.boot_id + ":"
             dup = f"{self.manager.node_id}:{incarnation}{message.message_id}".encode()
         self.messages_sent += 1
-        protocol.send(wire.MessageFrame(seq=seq, route=route, duplicate_id=dup, body=encode_message(out), create=create))
+        protocol.send(wire.MessageFrame(seq=seq, route=route, duplicate_id=dup, body=body, create=create))
 
     def _acked(self, seqs) -> None:
         queue = self.sf_queue
@@ -447,4 +481,24 @@ class Bridge:
         }
 
 
-__all__ = ["Bridge", "MAX_UNACKED_MESSAGES"]
+def entity_binding(entity: dict, origin: str):
+    """A configuration change record entity as the link protocol's Binding."""
+    return wire.Binding(
+        id=f"{entity.get('kind', '')}/{entity['queue']}", address=entity["address"], queue=entity["queue"],
+        routing_type=entity["routing_type"], filter=entity.get("filter"), consumers=0, consumer_filters=None,
+        hops=0, origin=origin, durable=bool(entity.get("durable", True)), kind=entity.get("kind", ""),
+    )
+
+
+def binding_entity(binding) -> dict:
+    return {
+        "queue": binding.queue, "address": binding.address, "routing_type": binding.routing_type,
+        "filter": binding.filter, "durable": binding.durable, "kind": binding.kind,
+    }
+
+
+def _entry_dict(entry) -> dict:
+    return {"seq": entry.seq, "op": entry.op, "entity": binding_entity(entry.entity)}
+
+
+__all__ = ["Bridge", "MAX_UNACKED_MESSAGES", "entity_binding", "binding_entity"]

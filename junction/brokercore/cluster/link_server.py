@@ -23,6 +23,9 @@ log = logging.getLogger("junction.cluster")
 
 #: forwarded messages being stored at once per link before the link stops reading
 MAX_PENDING_STORES = 10_000
+#: bindings in the BINDINGS frame that opens a link (the rest follow as BINDING_ADDED frames):
+#: at the protocol's largest filter length this stays within its control-frame limit
+BINDINGS_PER_SNAPSHOT = 500
 #: a refused peer retries every few hundred milliseconds: say why once per this many seconds
 REFUSAL_LOG_INTERVAL_S = 60.0
 #: (peer, refusal code) -> when it was last logged
@@ -106,6 +109,8 @@ class LinkServerProtocol(Protocol):
             self._message(event)
         elif kind is wire.Ping:
             self.send(wire.Pong())
+        elif kind is wire.Change:
+            self._change(event)
         elif kind is wire.Goodbye:
             pass
 
@@ -123,7 +128,7 @@ class LinkServerProtocol(Protocol):
 
     def _hello(self, hello) -> None:
         manager = self.manager
-        if not manager.started:
+        if not manager.started or manager.scaling_down:
             self._refuse("shutting-down", f"node {manager.name} is not clustering (stopping or starting)")
             return
         if not manager.check_credentials(hello.user, hello.password):
@@ -157,12 +162,16 @@ class LinkServerProtocol(Protocol):
         self.send(wire.Welcome(
             node_id=manager.node_id, name=manager.name,
             scale_down_group=scale_down.group_name if scale_down is not None else None,
+            version="%d.%d" % wire.VERSION,
         ))
         self.open = True
         manager.links.add(self)
         log.info("cluster link from %s (node %s, %s) open", hello.name, hello.node_id, self.remote)
         self._send_all()
         self.send_topology()
+        sync = manager.config_sync
+        if sync is not None and sync.is_master:
+            self.send_record(sync.full_record(), full=True)
         if connection is not None:
             connection.member_announced(hello.node_id, hello.host, hello.port)
 
@@ -226,7 +235,12 @@ class LinkServerProtocol(Protocol):
             if binding is not None and binding.id not in self.advertised:
                 self.advertised[binding.id] = binding
                 bindings.append(binding)
-        self.send(wire.Bindings(bindings=tuple(bindings)))
+        # One BINDINGS frame replaces what the peer knew; the rest follow one by one, so a
+        # node with many queues never needs a frame over MAX_CONTROL_BYTES.
+        head, rest = bindings[:BINDINGS_PER_SNAPSHOT], bindings[BINDINGS_PER_SNAPSHOT:]
+        self.send(wire.Bindings(bindings=tuple(head)))
+        for binding in rest:
+            self.send(wire.BindingAdded(binding=binding))
 
     def refresh(self, key) -> None:
         """Tell the peer what changed about ``key`` (added, removed or consumers)."""
@@ -254,6 +268,30 @@ class LinkServerProtocol(Protocol):
         else:
             self.send(wire.BindingAdded(binding=binding))
 
+    def send_record(self, entries, *, full: bool) -> None:
+        """Configuration change record entries (this node is the master broker), to a 1.2 peer."""
+        if not self.open or self.lost or (self.conn.peer_version or (1, 0)) < (1, 2):
+            return
+        from junction.brokercore.cluster.bridge import entity_binding
+
+        self.send(wire.Record(
+            entries=tuple(
+                wire.RecordEntry(seq=e["seq"], op=e["op"], entity=entity_binding(e["entity"], self.manager.node_id))
+                for e in entries
+            ),
+            full=full,
+        ))
+
+    def _change(self, change) -> None:
+        from junction.brokercore.cluster.bridge import binding_entity
+
+        sync = self.manager.config_sync
+        if sync is None:
+            ok, reason = False, f"node {self.manager.name} has no master broker configured"
+        else:
+            ok, reason = sync.change_requested(self.peer_node_id, change.op, binding_entity(change.entity))
+        self.send(wire.ChangeResult(seq=change.seq, ok=ok, reason=reason))
+
     def send_topology(self) -> None:
         if not self.open or self.lost:
             return
@@ -266,7 +304,7 @@ class LinkServerProtocol(Protocol):
     # -- messages ---------------------------------------------------------------------
     def _message(self, frame) -> None:
         try:
-            stored = self.manager.message_received(self.peer_node_id, frame)
+            stored = self.manager.message_received(self.peer_node_id, frame, behind_stores=self._pending > 0)
         except errors.BrokerError as exc:
             self.send(wire.Nack(seq=frame.seq, reason=str(exc)))
             return

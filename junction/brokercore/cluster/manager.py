@@ -54,7 +54,10 @@ def sf_queue_name(cluster: str, node_id: str) -> str:
 class ClusterManager:
     """Every cluster connection of one node and the state they share."""
 
-    def __init__(self, server, config, *, node_id: str, reactor, connectors: dict | None = None, discovery_groups=None):
+    def __init__(
+        self, server, config, *, node_id: str, reactor, connectors: dict | None = None, discovery_groups=None,
+        data_directory: str | None = None,
+    ):
         self.server = server
         self.config = config
         self.node_id = node_id
@@ -67,6 +70,15 @@ class ClusterManager:
         self.boot_id = uuid.uuid4().hex[:12]
         self.connections = [ClusterConnection(self, cc) for cc in config.cluster_connections]
         self.redistribution = Redistribution(self)
+        #: the master broker's configuration change record, when a cluster connection names one
+        self.config_sync = None
+        for connection in self.connections:
+            master = connection.config.master_broker
+            if master is not None and master in self.connectors:
+                from junction.brokercore.cluster.master import ConfigurationSync
+
+                self.config_sync = ConfigurationSync(self, connection, self.connectors[master], data_directory or ".")
+                break
         self._matchers = [(AddressMatcher(c.config.address), c) for c in self.connections]
         #: (origin, queue) -> {via: RemoteBinding}
         self._remote: dict = {}
@@ -84,6 +96,8 @@ class ClusterManager:
         #: neighbour node id -> the call that drops its temporary queues' bindings (link down)
         self._temporary_expiry: dict = {}
         self.started = False
+        #: a graceful stop is moving every message to a peer: links are not taken
+        self.scaling_down = False
         self.messages_forwarded = 0
         self.messages_received = 0
         self.messages_redistributed = 0
@@ -94,7 +108,7 @@ class ClusterManager:
     def start(self) -> None:
         self.server.cluster = self
         self.started = True
-        if self.connections and self._default_credentials():
+        if (self.connections or self.config.cluster_credentials_source is not None) and self._default_credentials():
             source = self.config.cluster_credentials_source
             where = f"{self.config.config_path}:{source[1]}: " if source else ""
             log.warning(
@@ -105,6 +119,8 @@ class ClusterManager:
                 DEFAULT_CLUSTER_USER,
                 DEFAULT_CLUSTER_PASSWORD,
             )
+        if self.config_sync is not None:
+            self.config_sync.start()
         for connection in self.connections:
             connection.start()
 
@@ -269,8 +285,25 @@ class ClusterManager:
 
     def binding_removed(self, via: str, binding_id: str) -> None:
         key = self._ids.pop((via, binding_id), None)
-        if key is not None:
-            self._drop(key, via)
+        if key is None:
+            return
+        remote = self._remote.get(key, {}).get(via)
+        self._drop(key, via)
+        if remote is not None and remote.kind == "admin" and remote.origin == via:
+            self._forget_admin_queue(remote)
+
+    def _forget_admin_queue(self, remote) -> None:
+        """An administrator destroyed a queue on its node: it goes on every node (seed 003)."""
+        from junction.brokercore.cluster.link_server import queue_kind
+
+        queue = self.server.queues.get(remote.queue)
+        if queue is None or queue_kind(queue) != "admin" or queue.address != remote.address:
+            return
+        if any(not getattr(c, "internal", False) for c in queue.consumers):
+            log.warning("cluster: queue %s was destroyed on node %s, but has consumers here: kept", remote.queue, remote.origin)
+            return
+        self.server.destroy_queue(remote.queue)
+        log.info("cluster: destroyed queue %s, as on node %s (destroyed there by an administrator)", remote.queue, remote.origin)
 
     def consumers_changed_remote(self, via: str, binding_id: str, count: int, filters) -> None:
         key = self._ids.get((via, binding_id))
@@ -382,11 +415,13 @@ class ClusterManager:
         return keys
 
     # -- incoming messages (from link servers) ----------------------------------------
-    def message_received(self, sender: str, frame):
+    def message_received(self, sender: str, frame, *, behind_stores: bool = False):
         """Store one forwarded message; the Deferred of its journal transaction, or None when already safe.
 
         Raises :class:`junction.brokercore.errors.BrokerError` when it cannot be
-        taken now (the sender keeps it and tries again later).
+        taken now (the sender keeps it and tries again later).  ``behind_stores``:
+        earlier messages of the same link are still being journaled, so this one
+        goes through the journal too, to reach its queues after them (in order).
         """
         server = self.server
         dup_key = None
@@ -441,6 +476,12 @@ class ClusterManager:
             if dup_key is not None:
                 server.remember_id(dup_key[0], dup_key[1])
             return None
+        if not message.durable and not behind_stores:
+            # Nothing to wait for: the message is not journaled here (nor was it on the sender);
+            # its duplicate id is written without waiting for a sync, like a producer's.
+            if dup_key is not None:
+                server.remember_id(dup_key[0], dup_key[1])
+            return server.deliver_to_queues(message, queues)
         tx = server.storage.transaction()
         server.deliver_to_queues(message, queues, tx=tx)
         if dup_key is not None:
@@ -452,6 +493,17 @@ class ClusterManager:
         from junction.brokercore.cluster.scaledown import ScaleDown
 
         return ScaleDown(self, config).run()
+
+    # -- configuration changes (seed 003's master broker) ----------------------------------
+    def guard_change(self, what: str) -> None:
+        if self.config_sync is not None:
+            self.config_sync.guard(what)
+
+    def changed(self, op: str, queue, kind: str) -> None:
+        if self.config_sync is not None:
+            from junction.brokercore.cluster.master import entity_of
+
+            self.config_sync.changed(op, entity_of(queue, kind))
 
     def forwarded(self, count: int = 1) -> None:
         self.messages_forwarded += count
@@ -484,6 +536,7 @@ class ClusterManager:
             "messages_received": self.messages_received,
             "messages_redistributed": self.messages_redistributed,
             "redistributing": self.redistribution.status(),
+            "master": self.config_sync.status() if self.config_sync is not None else None,
             "duplicates_dropped": self.duplicates_dropped,
         }
 

@@ -85,6 +85,10 @@ class ScaleDown:
         manager = self.manager
         server = manager.server
         manager.redistribution.stop()
+        # no more messages from peers (they keep them for another node), nor from clients
+        manager.scaling_down = True
+        for link in list(manager.links):
+            link.close("scaling down")
         for session in list(server.sessions):
             session.close()
         if not any(_movable(q) and q.waiting_count for q in server.queues.values()):

@@ -116,6 +116,11 @@ __all__ = [
     "Ping",
     "Pong",
     "Goodbye",
+    "Change",
+    "ChangeResult",
+    "RecordEntry",
+    "Record",
+    "CHANGE_OPS",
     "Event",
     "EVENT_TYPES",
     "SEND_TRANSITIONS",
@@ -134,7 +139,7 @@ _MiB = 1024 * 1024
 #: The first four bytes of every cluster link (``junction.protocols.detect`` knows them).
 MAGIC = b"JNCL"
 #: (major, minor) this module speaks.
-VERSION = (1, 1)
+VERSION = (1, 2)
 #: What a client sends first: magic, major, minor, two reserved zero bytes.
 PREAMBLE = MAGIC + bytes((VERSION[0], VERSION[1], 0, 0))
 PREAMBLE_BYTES = len(PREAMBLE)
@@ -198,6 +203,9 @@ class FrameType(enum.IntEnum):
     PING = 12
     PONG = 13
     GOODBYE = 14
+    CHANGE = 15
+    CHANGE_RESULT = 16
+    RECORD = 17
 
 
 class Role(enum.Enum):
@@ -288,6 +296,9 @@ class Welcome:
     name: str
     #: (1.1) the server's scale-down group (``<scale-down><group-name>``); absent in 1.0
     scale_down_group: str | None = None
+    #: (1.2) the server's link protocol version, "major.minor"; absent before 1.2 (read "1.0").
+    #: A client sends CHANGE only to a server of 1.2 or later.
+    version: str = "1.0"
 
 
 @dataclass(frozen=True, slots=True)
@@ -390,9 +401,53 @@ class Goodbye:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class Change:
+    """CHANGE (1.2, client -> the master broker): record a change to the cluster's configuration.
+
+    ``op`` is "create" or "delete"; ``entity`` the administrator's queue or
+    durable subscription (a :class:`Binding` whose ``kind`` says which).  The
+    server answers with a CHANGE_RESULT of the same ``seq``.
+    """
+
+    seq: int
+    op: str
+    entity: Binding
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeResult:
+    """CHANGE_RESULT (1.2, server -> client): the change ``seq`` was recorded (``ok``), or why not."""
+
+    seq: int
+    ok: bool
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class RecordEntry:
+    """One entry of the configuration change record: the last change to one entity."""
+
+    seq: int
+    op: str
+    entity: Binding
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """RECORD (1.2, the master broker -> client): configuration change record entries.
+
+    ``full``: these are every entry (sent when the link opens; the client
+    applies what it missed while offline); else they are new changes.
+    """
+
+    entries: tuple[RecordEntry, ...]
+    full: bool
+
+
 Event = (
     Hello | Welcome | Refused | Bindings | BindingAdded | BindingRemoved | Consumers
-    | Topology | MessageFrame | Ack | Nack | Ping | Pong | Goodbye
+    | Topology | MessageFrame | Ack | Nack | Ping | Pong | Goodbye | Change | ChangeResult | Record
 )
 
 _FRAME_OF: dict[type, FrameType] = {
@@ -410,6 +465,9 @@ _FRAME_OF: dict[type, FrameType] = {
     Ping: FrameType.PING,
     Pong: FrameType.PONG,
     Goodbye: FrameType.GOODBYE,
+    Change: FrameType.CHANGE,
+    ChangeResult: FrameType.CHANGE_RESULT,
+    Record: FrameType.RECORD,
 }
 _EVENT_OF: dict[int, type] = {int(t): cls for cls, t in _FRAME_OF.items()}
 #: Every event class, in frame type order.
@@ -427,9 +485,9 @@ def _stay(*classes: type) -> dict[type, LinkState]:
     return {cls: _OPEN for cls in classes}
 
 
-_CLIENT_OPEN_SENDS = _stay(MessageFrame, Ping, Pong) | {Goodbye: _CLOSED_STATE}
+_CLIENT_OPEN_SENDS = _stay(MessageFrame, Ping, Pong, Change) | {Goodbye: _CLOSED_STATE}
 _SERVER_OPEN_SENDS = _stay(
-    Bindings, BindingAdded, BindingRemoved, Consumers, Topology, Ack, Nack, Ping, Pong
+    Bindings, BindingAdded, BindingRemoved, Consumers, Topology, Ack, Nack, Ping, Pong, ChangeResult, Record
 ) | {Goodbye: _CLOSED_STATE}
 
 
@@ -640,6 +698,9 @@ _ROUTING = _Scalar(
     " or ".join(map(repr, ROUTING_TYPES)), lambda v: type(v) is str and v in ROUTING_TYPES
 )
 _FILTERS = _Optional(_Tuple(_TEXT))
+#: what a CHANGE or RECORD entry does to its entity
+CHANGE_OPS = ("create", "delete")
+_CHANGE_OP = _Scalar(" or ".join(map(repr, CHANGE_OPS)), lambda v: type(v) is str and v in CHANGE_OPS)
 
 # Every record and event: its fields, in dataclass order, and what each may hold.
 _FIELDS: dict[type, tuple[tuple[str, Any], ...]] = {
@@ -655,7 +716,10 @@ _FIELDS: dict[type, tuple[tuple[str, Any], ...]] = {
         ("node_id", _NAME), ("name", _TEXT), ("cluster", _NAME), ("user", _TEXT),
         ("password", _SECRET), ("max_hops", _COUNT), ("host", _TEXT), ("port", _PORT),
     ),
-    Welcome: (("node_id", _NAME), ("name", _TEXT), ("scale_down_group", _Added(_Optional(_TEXT)))),
+    Welcome: (
+        ("node_id", _NAME), ("name", _TEXT), ("scale_down_group", _Added(_Optional(_TEXT))),
+        ("version", _Added(_TEXT, "1.0")),
+    ),
     Refused: (("code", _NAME), ("reason", _TEXT)),
     Bindings: (("bindings", _Tuple(_Record(Binding), unique="id")),),
     BindingAdded: (("binding", _Record(Binding)),),
@@ -672,6 +736,10 @@ _FIELDS: dict[type, tuple[tuple[str, Any], ...]] = {
     Ping: (),
     Pong: (),
     Goodbye: (("reason", _TEXT),),
+    Change: (("seq", _SEQ_KIND), ("op", _CHANGE_OP), ("entity", _Record(Binding))),
+    ChangeResult: (("seq", _SEQ_KIND), ("ok", _BOOL), ("reason", _TEXT)),
+    RecordEntry: (("seq", _SEQ_KIND), ("op", _CHANGE_OP), ("entity", _Record(Binding))),
+    Record: (("entries", _Tuple(_Record(RecordEntry))), ("full", _BOOL)),
 }
 _ROUTE = _FIELDS[MessageFrame][1][1]
 _DUPLICATE_ID = "dup"
