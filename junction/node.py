@@ -782,11 +782,7 @@ class Node:
 #: cluster-connection settings Junction reads but does not act on, with Artemis's defaults
 _CLUSTER_SETTINGS_WITHOUT_EFFECT = {
     "min_large_message_size": 102_400,
-    "call_timeout": 30_000,
     "call_failover_timeout": -1,
-    "producer_window_size": -1,
-    "notification_interval": 1000,
-    "notification_attempts": 2,
 }
 
 
@@ -797,8 +793,8 @@ def _cluster_settings_without_effect(config) -> list[str]:
             if getattr(cc, name) != default:
                 problems.append(
                     f"{cc.source[0]}:{cc.source[1]}: cluster connection {cc.name!r}: <{name.replace('_', '-')}> "
-                    "has no effect in Junction (its links have no large-message chunking, blocking calls or "
-                    "notification broadcasts)"
+                    "has no effect in Junction (its links carry a message of up to 64 MiB whole, and nodes "
+                    "have no failover yet)"
                 )
     for group in config.discovery_groups:
         if group.initial_wait_timeout != 10_000:

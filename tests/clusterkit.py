@@ -69,17 +69,29 @@ def make_cluster(
     persistence: bool = True,
     credentials: dict | None = None,
     node_xml: dict | None = None,
+    tls=None,
 ) -> dict:
     """One node per name, each with a cluster connection to ``links[name]`` (default: every other node).
 
     ``discovery`` = (group address, port): broadcast and discover instead of static connectors.
     ``credentials`` maps a node name to (cluster-user, cluster-password) to override the shared ones.
     ``node_xml`` maps a node name to more ``<core>`` XML for that node alone.
+    ``tls`` (files from :func:`tests.tlscerts.make_certs`): the links run over TLS, each node's
+    cluster acceptor asking for a client certificate from the test CA, each connector
+    verifying the peer's certificate and host name and presenting the client certificate.
     """
     #: each node's cluster links arrive on an acceptor of their own, so a test can cut them alone
     ports = {name: free_port() for name in names}
+    connector_tls = acceptor_tls = ""
+    if tls is not None:
+        connector_tls = escape(
+            f"?sslEnabled=true;trustStorePath={tls.ca};verifyHost=true;keyStorePath={tls.client}"
+        )
+        acceptor_tls = (
+            f";sslEnabled=true;keyStorePath={tls.server};trustStorePath={tls.ca};needClientAuth=true"
+        )
     connectors = "".join(
-        f'<connector name="{n}">tcp://127.0.0.1:{p}</connector>' for n, p in ports.items()
+        f'<connector name="{n}">tcp://127.0.0.1:{p}{connector_tls}</connector>' for n, p in ports.items()
     )
     nodes = {}
     for name in names:
@@ -118,7 +130,10 @@ def make_cluster(
     {(node_xml or {}).get(name, "")}"""
         nodes[name] = broker_factory(
             name,
-            extra_acceptors_xml=f'<acceptor name="cluster">tcp://127.0.0.1:{ports[name]}?protocols=STOMP,AMQP;anycastPrefix=/queue/;multicastPrefix=/topic/</acceptor>',
+            extra_acceptors_xml=(
+                f'<acceptor name="cluster">tcp://127.0.0.1:{ports[name]}?protocols=STOMP,AMQP;'
+                f"anycastPrefix=/queue/;multicastPrefix=/topic/{escape(acceptor_tls)}</acceptor>"
+            ),
             extra_core_xml=core,
             address_settings_xml=address_settings_xml,
             stomp_acceptor_params=PREFIXES,
@@ -248,3 +263,21 @@ class StompClient(stomp.ConnectionListener):
             self.conn.disconnect()
         except Exception:
             pass
+
+
+def send_across(sender, receiver, queue: str, body: str) -> list:
+    """A consumer of ``queue`` on ``receiver``, once ``sender`` knows of it, gets what a producer on
+    ``sender`` sends; returns what it got (the clients are closed)."""
+    consumer = StompClient(receiver)
+    producer = None
+    try:
+        consumer.subscribe(f"/queue/{queue}")
+        wait_remote_binding(sender, queue, consumers=1)
+        producer = StompClient(sender)
+        producer.send_all(f"/queue/{queue}", [body])
+        return consumer.wait_count(1)
+    finally:
+        for client in (consumer, producer):
+            if client is not None:
+                client.close()
+

@@ -15,6 +15,7 @@ from tests.clusterkit import (
     count_on,
     make_cluster,
     remote_bindings,
+    send_across,
     wait_linked,
     wait_remote_binding,
 )
@@ -350,14 +351,7 @@ def test_udp_discovery_forms_the_cluster(broker_factory):
     [dg] = status["discovery_groups"]
     assert {e["name"] for e in dg["entries"]} == {"b", "c"}
     assert {b["found_by"] for c in status["connections"] for b in c["bridges"]} <= {"discovery", "announced"}
-    consumer = StompClient(nodes["c"])
-    consumer.subscribe("/queue/orders")
-    wait_remote_binding(nodes["a"], "orders", consumers=1)
-    producer = StompClient(nodes["a"])
-    producer.send_all("/queue/orders", ["via discovery"])
-    assert consumer.wait_count(1) == ["via discovery"]
-    producer.close()
-    consumer.close()
+    assert send_across(nodes["a"], nodes["c"], "orders", "via discovery") == ["via discovery"]
 
 
 def test_off_with_redistribution_keeps_new_messages_local_but_redistributes(broker_factory):
@@ -427,3 +421,26 @@ def test_scale_down_goes_only_to_its_group_and_creates_missing_queues(broker_fac
     nodes["a"].stop()
     assert count_on(nodes["c"], "only-on-a") == 10
     assert queue_status(nodes["b"], "only-on-a") is None
+
+
+def test_links_over_tls_with_client_certificates(broker_factory, tmp_path):
+    from tests.tlscerts import make_certs
+
+    certs = make_certs(tmp_path / "certs")
+    nodes = start_all(make_cluster(broker_factory, ["a", "b"], extra_core_xml=QUEUE_XML, tls=certs))
+    wait_linked(nodes)
+    tls = nodes["b"].status()["acceptors"]
+    assert any(a["name"] == "cluster" and a.get("tls") for a in tls)
+    assert send_across(nodes["a"], nodes["b"], "orders", "over TLS") == ["over TLS"]
+
+
+def test_default_cluster_credentials_are_warned_about_at_every_start(broker_factory):
+    from junction.config.model import DEFAULT_CLUSTER_PASSWORD, DEFAULT_CLUSTER_USER
+
+    defaults = (DEFAULT_CLUSTER_USER, DEFAULT_CLUSTER_PASSWORD)
+    nodes = start_all(make_cluster(broker_factory, ["a", "b"], credentials={"a": defaults, "b": defaults}))
+    wait_linked(nodes)  # they work (both use them) ...
+    nodes["a"].restart()
+    log = nodes["a"].stderr_path.read_text()
+    # ... and each start says so
+    assert log.count("the cluster user and password are Artemis's defaults") == 2, log[-3000:]

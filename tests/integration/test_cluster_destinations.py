@@ -20,6 +20,7 @@ from tests.clusterkit import (
     count_on,
     make_cluster,
     remote_bindings,
+    send_across,
     wait_linked,
     wait_remote_binding,
 )
@@ -197,11 +198,4 @@ def test_the_master_broker_keeps_the_change_record_and_offline_nodes_catch_up(br
     refused.conn.subscribe("/topic/news", id="s2", headers={"durable-subscription-name": "feed2"})
     error = refused.wait(lambda: refused.errors, what="an ERROR frame")[0]
     assert "master broker" in error.headers.get("message", "") + error.body
-    consumer = StompClient(nodes["c"])
-    consumer.subscribe("/queue/work")
-    wait_remote_binding(nodes["b"], "work", consumers=1)
-    producer = StompClient(nodes["b"])
-    producer.send_all("/queue/work", ["still delivered"])
-    assert consumer.wait_count(1) == ["still delivered"]
-    for client in (consumer, producer):
-        client.close()
+    assert send_across(nodes["b"], nodes["c"], "work", "still delivered") == ["still delivered"]

@@ -144,3 +144,30 @@ def test_change_record_compacts_superseded_lines(tmp_path):
     again = ChangeRecord(str(tmp_path))
     again.load()
     assert [e["seq"] for e in again.all()] == [200]
+
+
+def test_same_endpoint_knows_localhost_is_127_0_0_1():
+    from junction.brokercore.cluster.master import same_endpoint
+
+    def c(host, port=61616):
+        return SimpleNamespace(host=host, port=port)
+
+    assert same_endpoint(c("localhost"), c("127.0.0.1"))
+    assert not same_endpoint(c("localhost"), c("127.0.0.1", 61617))
+    assert not same_endpoint(c("127.0.0.2"), c("127.0.0.1"))
+
+
+def test_link_snapshots_are_cut_to_fit_a_control_frame():
+    from junction.brokercore.cluster.link_server import CHUNK_BYTES, _chunks
+    from junction.protocols.cluster import link
+
+    big = [
+        link.Binding(id=f"n/q{i}", address="a", queue=f"q{i}", routing_type="ANYCAST", filter="x = '" + "y" * 9000 + "'",
+                     consumers=0, consumer_filters=None, hops=0, origin="n", durable=True)
+        for i in range(300)
+    ]
+    chunks = _chunks(big, link.encode_binding)
+    assert len(chunks) > 1 and sum(len(c) for c in chunks) == 300
+    for chunk in chunks:
+        assert len(link.encode_frame(link.Bindings(bindings=tuple(chunk)))) <= link.MAX_CONTROL_BYTES
+        assert len(chunk) * 9000 <= CHUNK_BYTES + 9100

@@ -131,6 +131,8 @@ class Bridge:
         self.consumer: Consumer | None = None
         self._seq = 0
         self._unacked: dict = {}
+        #: seq -> when it was sent (call-timeout: how long an acknowledgement may take)
+        self._sent_at: dict = {}
         self._nacked_calls: set = set()
         self.messages_sent = 0
         self.messages_acknowledged = 0
@@ -329,12 +331,14 @@ class Bridge:
 
     def _attach_consumer(self) -> None:
         self.sf_queue = self.manager.sf_queue(self.connection.name, self.node_id)
-        window = self.config.confirmation_window_size
+        # bytes sent and not yet confirmed: confirmation-window-size, and producer-window-size
+        # when set (Artemis's flow control over the bridge); -1 leaves a window out
+        windows = [w for w in (self.config.confirmation_window_size, self.config.producer_window_size) if w > 0]
         self.consumer = Consumer(
             self.sf_queue,
             self._deliver,
             credit_messages=MAX_UNACKED_MESSAGES,
-            credit_bytes=window if window > 0 else None,
+            credit_bytes=min(windows) if windows else None,
         )
         self.sf_queue.add_consumer(self.consumer)
 
@@ -369,6 +373,7 @@ class Bridge:
         self._seq += 1
         seq = self._seq
         self._unacked[seq] = ref
+        self._sent_at[seq] = self.reactor.seconds()
         dup = None
         if self.config.use_duplicate_detection:
             incarnation = "" if self.manager.server.storage.persistent else self.manager.boot_id + ":"
@@ -380,6 +385,7 @@ class Bridge:
         queue = self.sf_queue
         for seq in seqs:
             ref = self._unacked.pop(seq, None)
+            self._sent_at.pop(seq, None)
             if ref is None:
                 continue
             self.messages_acknowledged += 1
@@ -391,6 +397,7 @@ class Bridge:
                 self.consumer.add_credit(1, ref.size)
 
     def _nacked(self, seq: int, reason: str) -> None:
+        self._sent_at.pop(seq, None)
         ref = self._unacked.pop(seq, None)
         if ref is None:
             return
@@ -427,6 +434,17 @@ class Bridge:
             )
             protocol.transport.abortConnection()
             return
+        timeout = self.config.call_timeout
+        if timeout > 0 and self._sent_at:
+            oldest = next(iter(self._sent_at.values()))
+            if self.reactor.seconds() - oldest > timeout / 1000.0:
+                log.warning(
+                    "cluster connection %s: %s has not confirmed a message for %d ms (call-timeout): "
+                    "dropping the link; unconfirmed messages are sent again on the next one",
+                    self.connection.name, self.target_name, timeout,
+                )
+                protocol.transport.abortConnection()
+                return
         protocol.send(wire.Ping())
         self._schedule_ping()
 
@@ -464,6 +482,7 @@ class Bridge:
             if ref.consumer is not None:
                 queue.cancel(ref, redelivered=False, delay=False)
         self._unacked.clear()
+        self._sent_at.clear()
         queue.remove_consumer(consumer)
 
     def status(self) -> dict:

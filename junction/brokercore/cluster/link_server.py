@@ -23,9 +23,9 @@ log = logging.getLogger("junction.cluster")
 
 #: forwarded messages being stored at once per link before the link stops reading
 MAX_PENDING_STORES = 10_000
-#: bindings in the BINDINGS frame that opens a link (the rest follow as BINDING_ADDED frames):
-#: at the protocol's largest filter length this stays within its control-frame limit
-BINDINGS_PER_SNAPSHOT = 500
+#: JSON bytes of bindings or record entries put in one BINDINGS or RECORD frame (half the
+#: protocol's control-frame limit, so a frame's own keys always fit); the rest follow in more frames
+CHUNK_BYTES = 512 * 1024
 #: a refused peer retries every few hundred milliseconds: say why once per this many seconds
 REFUSAL_LOG_INTERVAL_S = 60.0
 #: (peer, refusal code) -> when it was last logged
@@ -48,6 +48,8 @@ class LinkServerProtocol(Protocol):
         self.advertised: dict = {}
         self._acks: list = []
         self._ack_call = None
+        #: the repeats of TOPOLOGY after the link opens (notification-interval/-attempts)
+        self._notify_call = None
         self._pending = 0
         self._paused = False
         self.lost = False
@@ -88,9 +90,10 @@ class LinkServerProtocol(Protocol):
 
     def connectionLost(self, reason=None):
         self.lost = True
-        if self._ack_call is not None and self._ack_call.active():
-            self._ack_call.cancel()
-        self._ack_call = None
+        for call in (self._ack_call, self._notify_call):
+            if call is not None and call.active():
+                call.cancel()
+        self._ack_call = self._notify_call = None
         if self.open:
             self.manager.links.discard(self)
             log.info("cluster link from %s (%s) closed", self.peer_name, self.remote)
@@ -174,6 +177,21 @@ class LinkServerProtocol(Protocol):
             self.send_record(sync.full_record(), full=True)
         if connection is not None:
             connection.member_announced(hello.node_id, hello.host, hello.port)
+            self._announce_again(connection.config.notification_interval, connection.config.notification_attempts - 1)
+
+    def _announce_again(self, interval_ms: int, remaining: int) -> None:
+        """Artemis's notification-interval/-attempts: the topology is told again a few times."""
+        if remaining <= 0 or interval_ms <= 0:
+            return
+
+        def again():
+            self._notify_call = None
+            if self.lost or not self.open:
+                return
+            self.send_topology()
+            self._announce_again(interval_ms, remaining - 1)
+
+        self._notify_call = self.reactor.callLater(interval_ms / 1000.0, again)
 
     # -- bindings -------------------------------------------------------------------
     def _binding_for(self, key):
@@ -236,11 +254,12 @@ class LinkServerProtocol(Protocol):
                 self.advertised[binding.id] = binding
                 bindings.append(binding)
         # One BINDINGS frame replaces what the peer knew; the rest follow one by one, so a
-        # node with many queues never needs a frame over MAX_CONTROL_BYTES.
-        head, rest = bindings[:BINDINGS_PER_SNAPSHOT], bindings[BINDINGS_PER_SNAPSHOT:]
-        self.send(wire.Bindings(bindings=tuple(head)))
-        for binding in rest:
-            self.send(wire.BindingAdded(binding=binding))
+        # node with many queues (or long filters) never needs a frame over MAX_CONTROL_BYTES.
+        chunks = _chunks(bindings, lambda b: wire.encode_binding(b))
+        self.send(wire.Bindings(bindings=tuple(chunks[0] if chunks else ())))
+        for chunk in chunks[1:]:
+            for binding in chunk:
+                self.send(wire.BindingAdded(binding=binding))
 
     def refresh(self, key) -> None:
         """Tell the peer what changed about ``key`` (added, removed or consumers)."""
@@ -274,13 +293,14 @@ class LinkServerProtocol(Protocol):
             return
         from junction.brokercore.cluster.bridge import entity_binding
 
-        self.send(wire.Record(
-            entries=tuple(
-                wire.RecordEntry(seq=e["seq"], op=e["op"], entity=entity_binding(e["entity"], self.manager.node_id))
-                for e in entries
-            ),
-            full=full,
-        ))
+        records = [
+            wire.RecordEntry(seq=e["seq"], op=e["op"], entity=entity_binding(e["entity"], self.manager.node_id))
+            for e in entries
+        ]
+        chunks = _chunks(records, lambda r: wire.encode_binding(r.entity)) or [[]]
+        # a full record in several frames: only the last says full (the peer then looks back at all)
+        for i, chunk in enumerate(chunks):
+            self.send(wire.Record(entries=tuple(chunk), full=full and i == len(chunks) - 1))
 
     def _change(self, change) -> None:
         from junction.brokercore.cluster.bridge import binding_entity
@@ -347,6 +367,23 @@ class LinkServerProtocol(Protocol):
         acks, self._acks = self._acks, []
         for start in range(0, len(acks), wire.MAX_ACK_SEQS):
             self.send(wire.Ack(seqs=tuple(acks[start:start + wire.MAX_ACK_SEQS])))
+
+
+def _chunks(items: list, as_json) -> list:
+    """``items`` cut into runs whose JSON stays under :data:`CHUNK_BYTES` each."""
+    import json
+
+    chunks, current, size = [], [], 0
+    for item in items:
+        cost = len(json.dumps(as_json(item))) + 64
+        if current and size + cost > CHUNK_BYTES:
+            chunks.append(current)
+            current, size = [], 0
+        current.append(item)
+        size += cost
+    if current:
+        chunks.append(current)
+    return chunks
 
 
 def queue_kind(queue) -> str:

@@ -19,7 +19,9 @@ Message delivery never waits for the master.
 
 from __future__ import annotations
 
+import functools
 import logging
+import socket
 
 from junction.brokercore import errors
 from junction.brokercore.cluster.changes import ChangeRecord, ChangeRecordFull
@@ -32,6 +34,22 @@ log = logging.getLogger("junction.cluster")
 RECORDED_KINDS = ("admin", "subscription")
 #: changes a node keeps sending to the master until it answers
 MAX_PENDING_CHANGES = 10_000
+
+
+def same_endpoint(a, b) -> bool:
+    """Two connectors reach the same host and port (``localhost`` and ``127.0.0.1`` alike)."""
+    if int(a.port) != int(b.port):
+        return False
+    return a.host == b.host or bool(_addresses(a.host) & _addresses(b.host))
+
+
+@functools.lru_cache(maxsize=256)
+def _addresses(host: str) -> frozenset:
+    """The addresses a connector's host names (looked up once per host)."""
+    try:
+        return frozenset(info[4][0] for info in socket.getaddrinfo(host, None))
+    except OSError:
+        return frozenset({host})
 
 
 def entity_of(queue, kind: str) -> dict:
@@ -52,7 +70,7 @@ class ConfigurationSync:
         self.connection = connection
         self.master = master_connector
         own = connection.own_connector
-        self.is_master = own is not None and (own.host, int(own.port)) == (master_connector.host, int(master_connector.port))
+        self.is_master = own is not None and same_endpoint(own, master_connector)
         self.record = None
         if self.is_master:
             self.record = ChangeRecord(directory)
@@ -60,6 +78,8 @@ class ConfigurationSync:
         self._seq = 0
         #: seq -> (op, entity) sent to the master and not yet answered
         self.pending: dict = {}
+        #: entities named by the RECORD frames since the link to the master opened
+        self._seen: set = set()
         self.changes_applied = 0
 
     def start(self) -> None:
@@ -69,7 +89,7 @@ class ConfigurationSync:
         entries = self.record.all()
         for entry in entries:
             self.apply(entry, source="the change record")
-        self._send_unrecorded(entries)
+        self._send_unrecorded({(e["entity"].get("kind", ""), e["entity"]["queue"]) for e in entries})
 
     @property
     def master_address(self) -> str:
@@ -77,9 +97,7 @@ class ConfigurationSync:
 
     def master_bridge(self):
         for bridge in self.connection.by_node.values():
-            if bridge.connected and (bridge.connector.host, int(bridge.connector.port)) == (
-                self.master.host, int(self.master.port)
-            ):
+            if bridge.connected and same_endpoint(bridge.connector, self.master):
                 return bridge
         return None
 
@@ -145,6 +163,7 @@ class ConfigurationSync:
         """The bridge to the master opened: (re)send what it has not answered."""
         if self.is_master or bridge is not self.master_bridge():
             return
+        self._seen = set()
         for seq, (op, entity) in sorted(self.pending.items()):
             bridge.send_change(seq, op, entity)
 
@@ -155,15 +174,15 @@ class ConfigurationSync:
 
     def record_received(self, entries, full: bool) -> None:
         for entry in entries:
+            self._seen.add((entry["entity"].get("kind", ""), entry["entity"]["queue"]))
             self.apply(entry, source="the master broker's record")
         if full:
-            self._send_unrecorded(entries)
+            self._send_unrecorded(self._seen)
 
-    def _send_unrecorded(self, entries) -> None:
+    def _send_unrecorded(self, known: set) -> None:
         """Entities this node has that the full record does not know: tell the master."""
         from junction.brokercore.cluster.link_server import queue_kind
 
-        known = {(e["entity"].get("kind", ""), e["entity"]["queue"]) for e in entries}
         for queue in list(self.manager.server.queues.values()):
             kind = queue_kind(queue)
             if kind in RECORDED_KINDS and not queue.name.startswith("$.") and (kind, queue.name) not in known:
@@ -188,6 +207,10 @@ class ConfigurationSync:
             log.info("cluster: destroyed %s %s per %s", kind, name, source)
             return
         if queue is not None:
+            return
+        if kind == "subscription":
+            # A durable subscription lives on its subscriber's node; copies elsewhere would share
+            # its messages as one group.  The record keeps it so its removal reaches every node.
             return
         try:
             server.create_queue(
