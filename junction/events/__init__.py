@@ -1,0 +1,7 @@
+"""Structured event logs: what gateways and broker cores did, as JSON Lines.
+
+:mod:`.schema` is the one definition of every event kind, shared by the
+writers and by the PySpark pipeline (``junction.pipeline``), which reads
+nothing else of Junction.  :mod:`.writer` batches events to rotated files off
+the reactor's hot path.
+"""
