@@ -166,6 +166,17 @@ def _summary(cluster: dict) -> list[str]:
             )
         )
     )
+    master = cluster.get("master")
+    if isinstance(master, dict):
+        if master.get("is_master"):
+            what = f"this node is the master broker ({_cell(master.get('record_entries'))} recorded entities)"
+        else:
+            state = "reachable" if master.get("available") else "UNREACHABLE, changes refused"
+            what = f"master broker {master.get('master_broker')}: {state}"
+        pending = master.get("pending_changes")
+        if pending:
+            what += f", {_cell(pending)} waiting to be recorded"
+        lines.append(_line(what))
     moving = _list(cluster.get("redistributing"))
     if moving:
         lines += _wrapped(

@@ -636,3 +636,22 @@ def test_junction_status_without_cluster_prints_what_it_did(monkeypatch, capsys)
     )
     assert cli.main(["status"]) == 0
     assert capsys.readouterr().out == BASE_TEXT + "\n"
+
+
+@pytest.mark.parametrize(
+    "master, expected",
+    [
+        ({"master_broker": "10.0.0.1:61616", "is_master": True, "available": True, "record_entries": 4,
+          "pending_changes": 0}, "  this node is the master broker (4 recorded entities)"),
+        ({"master_broker": "10.0.0.1:61616", "is_master": False, "available": True, "record_entries": None,
+          "pending_changes": 0}, "  master broker 10.0.0.1:61616: reachable"),
+        ({"master_broker": "10.0.0.1:61616", "is_master": False, "available": False, "record_entries": None,
+          "pending_changes": 2},
+         "  master broker 10.0.0.1:61616: UNREACHABLE, changes refused, 2 waiting to be recorded"),
+    ],
+)
+def test_the_master_broker_line(master, expected):
+    cluster = copy.deepcopy(CLUSTER)
+    cluster["master"] = master
+    summary = section(format_status(status_with(cluster)).splitlines(), "Cluster")
+    assert summary[2] == expected
