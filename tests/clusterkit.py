@@ -22,6 +22,11 @@ from tests.harness import free_port, queue_status, wait_for
 CLUSTER_USER = "cluster-admin"
 CLUSTER_PASSWORD = "cluster-secret"
 PREFIXES = {"anycastPrefix": "/queue/", "multicastPrefix": "/topic/"}
+#: the ANYCAST queue "orders", for a node's <core>
+QUEUE_XML = """
+    <addresses>
+      <address name="orders"><anycast><queue name="orders"/></anycast></address>
+    </addresses>"""
 
 
 def cluster_connection_xml(
@@ -140,6 +145,12 @@ def make_cluster(
             persistence=persistence,
         )
         nodes[name].cluster_port = ports[name]
+    return nodes
+
+
+def start_all(nodes: dict) -> dict:
+    for node in nodes.values():
+        node.start()
     return nodes
 
 

@@ -11,29 +11,19 @@ from __future__ import annotations
 import pytest
 
 from tests.clusterkit import (
+    QUEUE_XML,
     StompClient,
     count_on,
     make_cluster,
     remote_bindings,
     send_across,
+    start_all,
     wait_linked,
     wait_remote_binding,
 )
 from tests.harness import queue_status, wait_for
 
 pytestmark = pytest.mark.timeout(120)
-
-QUEUE_XML = """
-    <addresses>
-      <address name="orders"><anycast><queue name="orders"/></anycast></address>
-    </addresses>"""
-
-
-def start_all(nodes: dict) -> dict:
-    for node in nodes.values():
-        node.start()
-    return nodes
-
 
 def test_on_demand_forwards_only_to_nodes_with_consumers(broker_factory):
     nodes = start_all(make_cluster(broker_factory, ["a", "b", "c"], mode="ON_DEMAND", extra_core_xml=QUEUE_XML))

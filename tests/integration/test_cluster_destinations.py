@@ -16,29 +16,19 @@ from proton import Message
 from proton.utils import BlockingConnection
 
 from tests.clusterkit import (
+    QUEUE_XML,
     StompClient,
     count_on,
     make_cluster,
     remote_bindings,
     send_across,
+    start_all,
     wait_linked,
     wait_remote_binding,
 )
 from tests.harness import queue_status, wait_for
 
 pytestmark = pytest.mark.timeout(120)
-
-QUEUE_XML = """
-    <addresses>
-      <address name="orders"><anycast><queue name="orders"/></anycast></address>
-    </addresses>"""
-
-
-def start_all(nodes: dict) -> dict:
-    for node in nodes.values():
-        node.start()
-    return nodes
-
 
 def test_local_delivery_preferred_keeps_messages_with_local_consumers(broker_factory):
     settings = '<address-setting match="orders"><local-delivery-preferred>true</local-delivery-preferred></address-setting>'

@@ -13,16 +13,17 @@ import random
 
 import pytest
 
-from tests.clusterkit import CLUSTER_PASSWORD, CLUSTER_USER, StompClient, make_cluster, wait_linked
+from tests.clusterkit import (
+    CLUSTER_PASSWORD,
+    CLUSTER_USER,
+    QUEUE_XML,
+    StompClient,
+    make_cluster,
+    wait_linked,
+)
 from tests.harness import free_port, wait_for
 
 pytestmark = pytest.mark.timeout(120)
-
-QUEUE_XML = """
-    <addresses>
-      <address name="orders"><anycast><queue name="orders"/></anycast></address>
-    </addresses>"""
-
 
 def _gateway(broker_factory, pool_xml: str, core_xml: str):
     edge = free_port()
