@@ -23,11 +23,14 @@ from junction.brokercore.acceptor import (
 )
 from junction.brokercore.admission import ADMISSION_PARAMS, wrap_admission
 from junction.brokercore.amqp_server import AMQP_ACCEPTOR_PARAMS, AmqpFactory
+from junction.brokercore.events import MessageEvents
 from junction.brokercore.security import SecurityManager
 from junction.brokercore.server import BrokerServer
 from junction.brokercore.stomp_server import STOMP_ACCEPTOR_PARAMS, StompFactory
 from junction.brokercore.wildcard import WildcardSyntax
 from junction.config.loader import load_certificate_users
+from junction.events.node import NodeEvents
+from junction.events.writer import EventLog
 from junction.gateway.build import build_router
 from junction.gateway.listener import ROUTED_PROTOCOLS, GatewayFactory
 from junction.gateway.probe import ProbeResult
@@ -129,6 +132,10 @@ class Node:
         #: broadcast and discovery groups by name
         self.broadcast_groups: dict = {}
         self.discovery_groups: dict = {}
+        #: ``<junction><events>``: the writer (:class:`junction.events.writer.EventLog`)
+        #: and the parts' view of it (:class:`junction.events.node.NodeEvents`); None when off
+        self.event_log = None
+        self.events = None
 
     @property
     def name(self) -> str:
@@ -204,6 +211,7 @@ class Node:
         self.server = BrokerServer(
             config, reactor=self.reactor, security=security, journal=self.journal, node_id=self.node_id
         )
+        self._start_events()
         self.server.start()
         for _name, line, what in config.ignored:
             log.info("%s:%d: ignored: %s", config.config_path, line, what)
@@ -229,6 +237,32 @@ class Node:
             config.config_path,
             journal_dir,
             "on" if config.persistence_enabled else "off",
+        )
+
+    # -- events -----------------------------------------------------------------------------
+    def _start_events(self) -> None:
+        """The event log of ``<junction><events>``, shared by the gateway and the broker core."""
+        cfg = self.config.events
+        if cfg is None:
+            return
+        self.event_log = EventLog(
+            self._path(cfg.directory),
+            self.name,
+            self.node_id,
+            categories=cfg.categories,
+            sample_rate=cfg.message_sample_rate,
+            max_file_bytes=cfg.max_file_size,
+            max_file_age_s=cfg.max_file_age / 1000.0,
+            max_files=cfg.max_files,
+        )
+        self.event_log.start()
+        self.events = NodeEvents(self.event_log, self.node_id)
+        self.server.events = self.events
+        if self.event_log.enabled("message.sent"):
+            self.server.message_events = MessageEvents(self.event_log, self.node_id)
+        log.info(
+            "event log: %s (%s; message sample rate %g)",
+            self.event_log.directory, ", ".join(cfg.categories) or "no categories", cfg.message_sample_rate,
         )
 
     # -- cluster --------------------------------------------------------------------------
@@ -523,6 +557,7 @@ class Node:
             container_id=self.config.name,
             relay=self._relay_engine(),
         )
+        factory.events = self.events
         return factory, f"{','.join(sorted(routed)) or 'nothing'} routed by router {acceptor.router}"
 
     def _start_management(self) -> None:
@@ -576,6 +611,11 @@ class Node:
             yield stopping
         if self.server is not None:
             yield self.server.stop()
+        if self.event_log is not None:
+            # the writer thread writes what is queued and closes the file (a blocking join,
+            # bounded by one batch's write, once everything else has stopped)
+            self.event_log.stop()
+            self.event_log = None
         self._unlock()
         log.info("node %s stopped", self.config.name)
 
@@ -702,6 +742,8 @@ class Node:
 
     def status(self) -> dict:
         status = self.server.status() if self.server is not None else {}
+        if self.event_log is not None:
+            status["events"] = self.event_log.status()
         acceptors = []
         connections = []
         for acceptor in self.config.acceptors:

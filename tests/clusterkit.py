@@ -75,6 +75,7 @@ def make_cluster(
     credentials: dict | None = None,
     node_xml: dict | None = None,
     tls=None,
+    extra_junction_xml: str = "",
 ) -> dict:
     """One node per name, each with a cluster connection to ``links[name]`` (default: every other node).
 
@@ -84,6 +85,7 @@ def make_cluster(
     ``tls`` (files from :func:`tests.tlscerts.make_certs`): the links run over TLS, each node's
     cluster acceptor asking for a client certificate from the test CA, each connector
     verifying the peer's certificate and host name and presenting the client certificate.
+    ``extra_junction_xml`` goes into every node's ``<junction>``.
     """
     #: each node's cluster links arrive on an acceptor of their own, so a test can cut them alone
     ports = {name: free_port() for name in names}
@@ -143,6 +145,7 @@ def make_cluster(
             address_settings_xml=address_settings_xml,
             stomp_acceptor_params=PREFIXES,
             persistence=persistence,
+            extra_junction_xml=extra_junction_xml,
         )
         nodes[name].cluster_port = ports[name]
     return nodes

@@ -63,6 +63,7 @@ from junction.brokercore.message import RoutingType
 from junction.brokercore.queue import QueueDefinition
 from junction.brokercore.security import SecurityError
 from junction.brokercore.session import ConnectionInfo, ServerSession
+from junction.events.node import close_reason
 from junction.protocols.amqp import message as sections_codec
 from junction.protocols.amqp.engine import drain_output
 from junction.protocols.amqp.sasl import (
@@ -850,6 +851,8 @@ class AmqpProtocol(Protocol):
         self._tick_timer = None
         self._flush_scheduled = None
         self.peer = "?"
+        #: when the event log was told of this connection (None: it was not)
+        self._accepted_at = None
 
     # -- Twisted --------------------------------------------------------------------
     def connectionMade(self):
@@ -1069,6 +1072,10 @@ class AmqpProtocol(Protocol):
             proxy_address=proxy_address,
             proxy_version=proxy_version,
         )
+        events = self.server.events
+        if events is not None:
+            self._accepted_at = events.clock()
+            events.connection_accepted(self.info.id, remote=self.peer, acceptor=self.info.acceptor, protocol="AMQP")
         conn.container = self.server.node_id if getattr(self.server, "node_id", None) else "junction"
         conn.offered_capabilities = [ANONYMOUS_RELAY, SHARED_SUBS]
         # What a gateway pool's readiness probe reads (junction/gateway/amqp_probe.py;
@@ -1277,6 +1284,10 @@ class AmqpProtocol(Protocol):
             if timer is not None and timer.active():
                 timer.cancel()
         self._connect_timer = self._tick_timer = self._flush_scheduled = None
+        events = self.server.events
+        if events is not None and self._accepted_at is not None:
+            events.connection_closed(self.info.id, started=self._accepted_at, reason=close_reason(reason))
+            self._accepted_at = None
         self._close_sessions()
         if self.pn_transport is not None:
             self.pn_transport.unbind()

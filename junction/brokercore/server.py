@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from twisted.internet import defer
 
 from junction.brokercore import errors
+from junction.brokercore.events import carry_trace
 from junction.brokercore.filter import FilterError, parse_filter
 from junction.brokercore.message import (
     ACTUAL_EXPIRY,
@@ -182,6 +183,10 @@ class BrokerServer:
         self.duplicates = DuplicateIDCache(config.id_cache_size)
         #: the node's :class:`junction.brokercore.cluster.manager.ClusterManager`, when it has cluster connections
         self.cluster = None
+        #: the node's :class:`junction.brokercore.events.BrokerEvents` (None: no event log);
+        #: ``message_events`` is its ``messages`` (None unless message events are on)
+        self.events = None
+        self.message_events = None
         self.sessions: set = set()
         self.started = False
         self._expiry_call = None
@@ -781,6 +786,7 @@ class BrokerServer:
         message.expiration = _effective_expiration(message.expiration, now, self.settings_for(address.name))
         message.message_id = self.storage.next_id()
         self.messages_routed += 1
+        carry_trace(message, self.node_id)  # depaging gives it another number
         store = address.page_store
         if store is None:
             store = self._open_page_store(address)
@@ -904,8 +910,11 @@ class BrokerServer:
         """Move a reference to its dead-letter address (or drop it if none)."""
         settings = self.queue_settings(ref.queue)
         self.messages_dead_lettered += 1
+        if self.message_events is not None:
+            self.message_events.dead_lettered(ref, reason)
         dla = settings.dead_letter_address
         if dla:
+            carry_trace(ref.message, self.node_id)
             copy = ref.message.copy(address=dla, message_id=0)
             copy.properties[ORIGINAL_ADDRESS] = ref.message.address
             copy.properties[ORIGINAL_QUEUE] = ref.queue.name
@@ -925,8 +934,11 @@ class BrokerServer:
     def expire(self, ref: MessageRef) -> None:
         settings = self.queue_settings(ref.queue)
         self.messages_expired += 1
+        if self.message_events is not None:
+            self.message_events.expired(ref)
         target = settings.expiry_address
         if target:
+            carry_trace(ref.message, self.node_id)
             copy = ref.message.copy(address=target, message_id=0, expiration=0)
             copy.properties[ORIGINAL_ADDRESS] = ref.message.address
             copy.properties[ORIGINAL_QUEUE] = ref.queue.name

@@ -91,8 +91,12 @@ class ServerConsumer:
         return self.consumer.id
 
     def _deliver(self, ref: MessageRef) -> None:
+        session = self.session
+        events = session.server.message_events
+        if events is not None:
+            events.delivered(ref, self.consumer.id, session)
         if not self.auto_ack:
-            self.session._consumer_of[id(ref)] = self
+            session._consumer_of[id(ref)] = self
             self.on_delivery(self, ref)
             return
         self.on_delivery(self, ref)
@@ -100,6 +104,8 @@ class ServerConsumer:
             stored = self.queue.acknowledge(ref)
             if stored is not None:
                 quiet_failure(stored)
+            if events is not None:
+                events.acknowledged(ref, self.consumer.id, session)
             if self.ack_returns_credit:
                 self.consumer.add_credit(1, ref.size)
 
@@ -153,11 +159,13 @@ class Transaction:
                     continue
                 self.session._route(message, routing_type, storage_tx, address=address, queues=queues)
             credits = []
+            acked = []
             for ref in self.acks:
                 owner = self.session._consumer_of.pop(id(ref), None)
                 if ref.queue.deleted or ref.consumer is None:
                     continue  # given back meanwhile (consumer closed): nothing to ack
                 ref.queue.acknowledge(ref, storage_tx)
+                acked.append((owner, ref))
                 if owner is not None:
                     credits.append((owner, ref))
         except errors.BrokerError as exc:
@@ -169,6 +177,15 @@ class Transaction:
             return defer.fail(exc)
         for owner, ref in credits:
             owner.settled(ref)
+        events = server.message_events
+        if events is not None and acked:
+            session = self.session
+
+            def tell_acked():
+                for owner, ref in acked:
+                    events.acknowledged(ref, None if owner is None else owner.id, session)
+
+            storage_tx.after_commit.append(tell_acked)
         return storage_tx.commit(server.config.journal_sync_transactional)
 
     def rollback(self) -> None:
@@ -297,7 +314,11 @@ class ServerSession:
             server.remember_duplicate(address.name, message)
             if not queues:
                 return self._route(message, routing_type, None, address=address, queues=queues)
-            return server.page_message(address, message, queues)
+            paged = server.page_message(address, message, queues)
+            events = server.message_events
+            if events is not None:
+                paged.addCallback(self._tell_sent, events, message, queues)
+            return paged
         if policy is not None:
             if policy == "FAIL":
                 settings = server.settings_for(address.name)
@@ -347,7 +368,21 @@ class ServerSession:
             else:
                 server.messages_dropped += 1
             return None
-        return server.deliver_to_queues(message, queues, tx=storage_tx)
+        confirmed = server.deliver_to_queues(message, queues, tx=storage_tx)
+        events = server.message_events
+        if events is not None:
+            # told once the producer may be: after the commit, or the journal sync
+            if storage_tx is not None:
+                storage_tx.after_commit.append(lambda: events.sent(message, queues, self.connection, self.user))
+            elif confirmed is None:
+                events.sent(message, queues, self.connection, self.user)
+            else:
+                confirmed.addCallback(self._tell_sent, events, message, queues)
+        return confirmed
+
+    def _tell_sent(self, result, events, message, queues):
+        events.sent(message, queues, self.connection, self.user)
+        return result
 
     # -- consuming ---------------------------------------------------------------------
     def create_consumer(
@@ -544,6 +579,9 @@ class ServerSession:
         stored = queue.acknowledge(ref)
         if owner is not None:
             owner.settled(ref)
+        events = self.server.message_events
+        if events is not None:
+            events.acknowledged(ref, None if owner is None else owner.id, self)
         return stored
 
     def reject(self, ref: MessageRef) -> None:

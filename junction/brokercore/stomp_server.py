@@ -37,6 +37,7 @@ from junction.brokercore.acceptor import (
 )
 from junction.brokercore.message import BodyType, Message, RoutingType, Typed, plain
 from junction.brokercore.session import ConnectionInfo, ServerSession
+from junction.events.node import close_reason
 from junction.protocols.errors import RemoteProtocolError
 from junction.protocols.stomp import Frame, HeartBeat, StompCodec, StompLimits
 from junction.tls.listener import peer_subject
@@ -169,6 +170,8 @@ class StompProtocol(Protocol):
         self._last_write = 0.0
         self._last_read = 0.0
         self.session_id = None
+        #: when the event log was told of this connection (None: it was not)
+        self._accepted_at = None
 
     # -- Twisted -----------------------------------------------------------------------
     def connectionMade(self):
@@ -229,6 +232,9 @@ class StompProtocol(Protocol):
                 timer.cancel()
         self._connect_timer = self._send_timer = self._recv_timer = None
         if self.session is not None:
+            events = self.server.events
+            if events is not None and self._accepted_at is not None:
+                events.connection_closed(self.session.connection.id, started=self._accepted_at, reason=close_reason(reason))
             self.session.close()
             self.session = None
         self.subscriptions.clear()
@@ -446,6 +452,10 @@ class StompProtocol(Protocol):
         )
         self.session = ServerSession(self.server, principal, info)
         self.session_id = f"{self.server.node_id[:8]}-{info.id}"
+        events = self.server.events
+        if events is not None:
+            self._accepted_at = events.clock()
+            events.connection_accepted(info.id, remote=peer, acceptor=info.acceptor, protocol="STOMP")
         headers = [("version", version), ("session", self.session_id), ("server", f"Junction/{__version__}")]
         if version != "1.0":
             cx, cy = _heart_beat(frame.get("heart-beat"))

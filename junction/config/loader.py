@@ -109,6 +109,10 @@ not know it, so a file that uses it is Junction-only)::
        <limits max-frame-size="10MiB" max-header-count="1000"
                max-header-length="64KiB" max-pending-frames="1000"
                connect-timeout="10000"/>
+       <!-- the event log (off unless given): JSON Lines for `junction analyze` -->
+       <events directory="data/events" connection="true" message="true"
+               topology="true" message-sample-rate="1.0" max-file-size="64MiB"
+               max-file-age="3600000" max-files="100"/>
     </junction>
 """
 
@@ -942,6 +946,16 @@ JUNCTION_ELEMENTS: dict[str, dict[str, tuple[str, Parser]]] = {
         "max-pending-frames": ("max_pending_frames", integer(1)),
         "connect-timeout": ("connect_timeout", integer(1)),
     },
+    "events": {
+        "directory": ("directory", string()),
+        "connection": ("connection", boolean),
+        "message": ("message", boolean),
+        "topology": ("topology", boolean),
+        "message-sample-rate": ("message_sample_rate", real(0.0, 1.0)),
+        "max-file-size": ("max_file_size", size(4096, _JAVA_LONG[1])),
+        "max-file-age": ("max_file_age", integer(1000)),
+        "max-files": ("max_files", integer(1)),
+    },
 }
 
 # -- connection routers ----------------------------------------------------------------
@@ -1539,6 +1553,8 @@ class _Loader:
         self.tainted: set[int] = set()  # id() of elements with an unresolved ${VAR}
         self.values: dict[str, Any] = {}
         self.limits: dict[str, Any] = {}
+        #: ``<junction><events>`` attributes; None while the element is absent
+        self.events: dict[str, Any] | None = None
         self.acceptors: list[model.Acceptor] = []
         self.connectors: list[model.Connector] = []
         self.addresses: list[model.AddressConfig] = []
@@ -2140,6 +2156,8 @@ class _Loader:
                 continue
             seen[child.tag] = child
             self.junction_lines[child.tag] = child.line
+            if child.tag == "events":
+                self.events = {}
             if child.text.strip() or child.children:
                 self.error(
                     child,
@@ -2147,7 +2165,7 @@ class _Loader:
                 )
             if not self._ok(child):
                 continue
-            target = self.limits if child.tag == "limits" else self.values
+            target = {"limits": self.limits, "events": self.events}.get(child.tag, self.values)
             for attr, text in child.attrib.items():
                 spec = attrs.get(attr)
                 if spec is None:
@@ -2853,6 +2871,7 @@ class _Loader:
             security_settings=tuple(self.security_settings),
             wildcard_addresses=model.WildcardAddresses(**wild),
             limits=model.Limits(**self.limits),
+            events=None if self.events is None else model.EventsConfig(**self.events),
             config_path=os.path.abspath(self.file) if not self.file.startswith("<") else self.file,
             base_dir=self.base_dir,
             ignored=tuple(self.ignored),

@@ -272,6 +272,31 @@ class Limits:
     connect_timeout: int = 10_000  # ms allowed before CONNECT
 
 
+@dataclass(frozen=True)
+class EventsConfig:
+    """The node's event log (Junction's ``<junction><events>``; see docs/analytics.md).
+
+    Present in ``broker.xml`` means on.  ``connection``, ``message`` and
+    ``topology`` switch those categories of events; ``message_sample_rate``
+    (0..1) keeps that share of messages, chosen by message id so that a kept
+    message has all its events.  Files rotate at ``max_file_size`` bytes or
+    ``max_file_age`` milliseconds; the oldest beyond ``max_files`` are deleted.
+    """
+
+    directory: str = "data/events"
+    connection: bool = True
+    message: bool = True
+    topology: bool = True
+    message_sample_rate: float = 1.0
+    max_file_size: int = 64 * 1024 * 1024
+    max_file_age: int = 3_600_000
+    max_files: int = 100
+
+    @property
+    def categories(self) -> tuple[str, ...]:
+        return tuple(c for c in ("connection", "message", "topology") if getattr(self, c))
+
+
 #: Artemis's connection-router key types (``KeyType``), in the xsd's order.
 KEY_TYPES = ("CLIENT_ID", "SNI_HOST", "SOURCE_IP", "USER_NAME", "ROLE_NAME")
 
@@ -533,6 +558,8 @@ class BrokerConfig:
     security_settings: tuple[SecuritySetting, ...] = ()
     wildcard_addresses: WildcardAddresses = WildcardAddresses()
     limits: Limits = Limits()
+    #: ``<junction><events>``: the event log, off (None) unless configured
+    events: EventsConfig | None = None
     #: management HTTP API (Junction's ``<junction><management>``); Artemis's
     #: console listens on 8161, so the API does too by default.
     management_host: str = "127.0.0.1"

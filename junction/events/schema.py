@@ -20,6 +20,8 @@ __all__ = [
     "SCHEMA_VERSION",
     "COMMON_FIELDS",
     "KINDS",
+    "FIELD_TYPES",
+    "ALL_FIELDS",
     "CATEGORIES",
     "Event",
     "SchemaError",
@@ -51,8 +53,10 @@ KINDS: dict[str, tuple[str, ...]] = {
     ),
     "message.forwarded": ("message_id", "duplicate_id", "address", "to_node", "size"),
     "message.redistributed": ("message_id", "duplicate_id", "address", "queue", "to_node", "size"),
-    "message.delivered": ("message_id", "duplicate_id", "address", "queue", "consumer", "conn", "delivery_count"),
-    "message.acknowledged": ("message_id", "duplicate_id", "address", "queue", "consumer", "conn"),
+    "message.delivered": (
+        "message_id", "duplicate_id", "address", "queue", "consumer", "conn", "delivery_count", "user", "client_id",
+    ),
+    "message.acknowledged": ("message_id", "duplicate_id", "address", "queue", "consumer", "conn", "user", "client_id"),
     "message.expired": ("message_id", "duplicate_id", "address", "queue"),
     "message.dead_lettered": ("message_id", "duplicate_id", "address", "queue", "reason"),
     # the cluster and its links
@@ -60,11 +64,31 @@ KINDS: dict[str, tuple[str, ...]] = {
     "topology.link_down": ("cluster", "peer_node_id", "peer", "direction", "reason"),
 }
 
+#: every field's type, for readers that need a schema (Spark): "string", "long",
+#: "double", "boolean" or "array<string>".  A field has one type whatever its kind.
+FIELD_TYPES: dict[str, str] = {
+    "v": "long", "kind": "string", "ts": "double", "node": "string", "node_id": "string",
+    "conn": "string", "remote": "string", "acceptor": "string", "protocol": "string", "sni_host": "string",
+    "router": "string", "key_type": "string", "key": "string", "transformed_key": "string",
+    "target": "string", "target_node_id": "string", "decision": "string", "reason": "string",
+    "cache_hit": "boolean", "decision_us": "double", "user": "string", "client_id": "string",
+    "bytes_in": "long", "bytes_out": "long", "duration_ms": "double",
+    "message_id": "string", "duplicate_id": "string", "address": "string", "queues": "array<string>",
+    "size": "long", "durable": "boolean", "group_id": "string", "group_seq": "long",
+    "routing_type": "string", "to_node": "string", "queue": "string", "consumer": "string",
+    "delivery_count": "long",
+    "cluster": "string", "peer_node_id": "string", "peer": "string", "direction": "string",
+}
+
 #: the per-kind enable flags of ``<junction><events>`` group kinds by their prefix
 CATEGORIES = ("connection", "message", "topology")
 
 #: the decisions of ``connection.routed``
 DECISIONS = ("local", "forward", "redirect", "refused")
+
+
+#: every field of every kind, common ones first, each once (the pipeline's columns)
+ALL_FIELDS: tuple[str, ...] = tuple(dict.fromkeys(COMMON_FIELDS + tuple(f for spec in KINDS.values() for f in spec)))
 
 
 class SchemaError(ValueError):

@@ -83,12 +83,14 @@ connection is closed with a log line saying so.
 
 from __future__ import annotations
 
+import itertools
 import logging
 
 from twisted.internet import defer
 from twisted.internet.protocol import Factory, Protocol
 
 from junction.brokercore.admission import OffenderLog
+from junction.events.node import close_reason
 from junction.gateway.forward import (
     FORWARD_BUFFER_SIZE,
     ForwardConnectError,
@@ -140,6 +142,9 @@ REDIRECTING_PROTOCOLS = frozenset({"AMQP"})
 ROUTER_MODES = ("redirect", "forward", "auto")
 
 _UNAUTHORIZED = "amqp:unauthorized-access"
+
+#: the gateway's connection numbers in the event log
+_CONN_IDS = itertools.count(1)
 
 _SNIFFING = "sniffing"
 _OPENING = "opening"
@@ -259,6 +264,8 @@ class GatewayFactory(Factory):
         self.decisions: dict[str, int] = {}
         #: routing timeouts and oversize openings, logged once per source and minute
         self.offenders = OffenderLog(self.reactor)
+        #: the node's :class:`junction.events.node.NodeEvents` (None: no event log)
+        self.events = None
 
     def redirects(self, protocol_name: str | None) -> bool:
         """Whether a connection of this protocol routed to a remote target is redirected."""
@@ -319,6 +326,10 @@ class GatewayProtocol(Protocol):
         self.peer = "?"
         self.splice = None
         self.decision = None
+        #: this connection's id in the event log ("g<n>": the gateway's own numbers)
+        self.conn_id = None
+        #: when the event log was told of it (None: not told)
+        self.accepted_at = None
 
     # -- Twisted ------------------------------------------------------------------------
     def connectionMade(self) -> None:
@@ -359,6 +370,13 @@ class GatewayProtocol(Protocol):
     def connectionLost(self, reason=None) -> None:
         if self.state in (_FORWARDED, _LOCAL):  # pragma: no cover - the new protocol gets it
             return
+        events = self.gateway.events
+        if events is not None and self.accepted_at is not None:
+            events.connection_closed(
+                self.conn_id, started=self.accepted_at, bytes_in=self.received, bytes_out=None,
+                reason=close_reason(reason) or f"not served ({self.state})",
+            )
+            self.accepted_at = None
         self.state = _CLOSED
         self._stop_timer()
         self.gateway.connections.discard(self)
@@ -408,6 +426,14 @@ class GatewayProtocol(Protocol):
             self._close()
             return
         self.state = _OPENING
+        events = gateway.events
+        if events is not None:
+            self.conn_id = f"g{next(_CONN_IDS)}"
+            self.accepted_at = events.clock()
+            events.connection_accepted(
+                self.conn_id, remote=self.peer, acceptor=gateway.acceptor_name, protocol=name,
+                sni_host=tls_sni_host(self.transport),
+            )
         if name == "AMQP":
             self.opening = AmqpOpening(
                 self._amqp_authenticate,
@@ -585,6 +611,8 @@ class GatewayProtocol(Protocol):
             outcome = "refused: not ready (REFUSED_UNAVAILABLE)"
         else:
             outcome = "refused: rejected (REFUSED_USE_ANOTHER)"
+        if gateway.events is not None and self.accepted_at is not None:
+            self._tell_routed(decision, redirect, client_id, user)
         log.info(
             "router %s: %s connection from %s (%s %r, user %r) on acceptor %s: key %r -> %s [%s%s]",
             router,
@@ -620,6 +648,38 @@ class GatewayProtocol(Protocol):
         else:
             gateway.count("refused")
             self._answer(rejected_message(router), status=RouterStatus.REFUSED_USE_ANOTHER, frame=frame)
+
+    def _tell_routed(self, decision, redirect: bool, client_id, user) -> None:
+        """The event log's ``connection.routed`` for this decision."""
+        result = decision.result
+        target = result.target
+        if result.ok and target is not None and target.local:
+            what, name = "local", "local"
+        elif result.ok and target is not None and target.connector is not None:
+            what = "redirect" if redirect else "forward"
+            name = getattr(target.connector, "name", None) or target_address(target.connector)
+        else:
+            what, name = "refused", None
+        reason = decision.reason.value
+        if what == "refused":
+            reason = f"{result.status.name}: {reason}" if result.status is not None else reason
+        router = self.gateway.router
+        resolver = getattr(router, "key_resolver", None)
+        self.gateway.events.connection_routed(
+            self.conn_id,
+            router=router.name,
+            key_type=resolver.key_type.value if resolver is not None else None,
+            key=decision.key_raw,
+            transformed_key=decision.key,
+            target=name,
+            target_node_id=None if target is None else target.node_id,
+            decision=what,
+            reason=reason,
+            cache_hit=decision.cache_hit,
+            decision_us=round(decision.elapsed * 1e6, 1),
+            user=user,
+            client_id=client_id,
+        )
 
     def _redirect(self, target) -> None:
         """Artemis's AMQP redirect to the target's connector, then close."""
@@ -668,6 +728,14 @@ class GatewayProtocol(Protocol):
             self._close()
             return
         gateway.count("local")
+        events = gateway.events
+        if events is not None and self.accepted_at is not None:
+            # the broker core tells of the connection from here on, under its own id
+            events.connection_closed(
+                self.conn_id, started=self.accepted_at, bytes_in=self.received, bytes_out=0,
+                reason="handed to the local broker core",
+            )
+            self.accepted_at = None
         self.state = _LOCAL
         gateway.connections.discard(self)
         buffered, self.buffer = bytes(self.buffer), bytearray()
@@ -718,9 +786,19 @@ class GatewayProtocol(Protocol):
         gateway.connections.discard(self)
         gateway.splices.add(splice)
         peer = self.peer
+        conn_id, accepted_at, self.accepted_at = self.conn_id, self.accepted_at, None
+        opening = self.received
 
         def closed(result):
             gateway.splices.discard(splice)
+            events = gateway.events
+            if events is not None and accepted_at is not None:
+                # the opening the gateway read was replayed to the target: counted in the splice
+                events.connection_closed(
+                    conn_id, started=accepted_at,
+                    bytes_in=max(splice.bytes_from_client, opening), bytes_out=splice.bytes_from_target,
+                    reason=getattr(splice, "relay_reason", None),
+                )
             log.debug(
                 "router %s: forwarded connection from %s to %s closed (%d bytes in, %d out)",
                 gateway.router.name,

@@ -1687,3 +1687,32 @@ def test_security_cache_settings_are_read_as_artemis_names_them():
     assert (defaults.security_invalidation_interval, defaults.authentication_cache_size) == (10_000, 1000)
     with pytest.raises(ConfigErrors, match="authentication-cache-size"):
         parse_config(core("<authentication-cache-size>-5</authentication-cache-size>"), env={})
+
+
+def test_junction_events_section():
+    assert parse_config(core("<name>n</name>"), env={}).events is None
+    cfg = parse_config(core("<junction><events/></junction>"), env={})
+    assert cfg.events == model.EventsConfig()
+    assert cfg.events.categories == ("connection", "message", "topology")
+    cfg = parse_config(
+        core(
+            '<junction><events directory="/var/log/j" message="false" message-sample-rate="0.25"'
+            ' max-file-size="1MiB" max-file-age="60000" max-files="7"/></junction>'
+        ),
+        env={},
+    )
+    assert cfg.events == model.EventsConfig("/var/log/j", True, False, True, 0.25, 1024 * 1024, 60_000, 7)
+    assert cfg.events.categories == ("connection", "topology")
+
+
+def test_junction_events_errors_all_at_once():
+    errs = errors_of(
+        core(
+            '<junction><events message-sample-rate="2" max-files="0" max-file-size="1" topology="yes"'
+            ' colour="red"/></junction>'
+        )
+    )
+    text = "\n".join(e.message for e in errs)
+    assert len(errs) == 5, text
+    for expected in ("message-sample-rate", "max-files", "max-file-size", "<events topology>: expected true or false", "no attribute 'colour'"):
+        assert expected in text

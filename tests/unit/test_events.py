@@ -108,3 +108,38 @@ def test_disabled_categories_and_sampling(tmp_path):
     assert EventLog(str(tmp_path), "c", "n", sample_rate=1.0).sampled(12345)
     with pytest.raises(ValueError):
         EventLog(str(tmp_path), "c", "n", sample_rate=1.5)
+
+
+def test_every_field_has_one_type():
+    assert set(schema.ALL_FIELDS) == set(schema.FIELD_TYPES)
+    assert set(schema.FIELD_TYPES.values()) <= {"string", "long", "double", "boolean", "array<string>"}
+
+
+def test_the_writers_line_encoders_write_what_encode_writes():
+    from junction.events.writer import line_encoder
+
+    class Text(str):
+        pass
+
+    values = [None, True, False, 0, -7, 2**70, 1.5, -0.0, 12.0, "", 'q"\\\n\u2028é', Text("sub"), b"raw", ["a", 'b"'], [], ["x", 1], {"k": 1}]
+    for kind, spec in schema.KINDS.items():
+        encoder = line_encoder(kind, 'n"ode', "id/1")
+        for i in range(len(values)):
+            fields = tuple(values[(i + j) % len(values)] for j in range(len(spec)))
+            expected = encode(Event(kind, 1795368700552.973, 'n"ode', "id/1", dict(zip(spec, fields, strict=True))))
+            assert encoder((kind, 1795368700552.973, *fields)) == expected
+    with pytest.raises(ValueError):
+        line_encoder("connection.closed", "n", "i")(("connection.closed", float("nan"), *(None,) * 5))
+
+
+def test_tuples_put_in_field_order_are_written_like_keyword_events(tmp_path):
+    log = EventLog(str(tmp_path), "core1", "node-1", clock=lambda: 1.5)
+    spec = schema.KINDS["message.acknowledged"]
+    log.put("message.acknowledged", tuple(f"{name}-1" for name in spec))
+    log.emit("message.acknowledged", **{name: f"{name}-1" for name in spec})
+    log.put("message.acknowledged", ("too", "short"))  # a bug in the emitter: logged, not written
+    log.start()
+    log.stop()
+    first, second = _read_all(tmp_path)
+    assert first == second == Event("message.acknowledged", 1500.0, "core1", "node-1", {n: f"{n}-1" for n in spec})
+    assert (log.written, log.dropped) == (2, 0)

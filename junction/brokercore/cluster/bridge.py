@@ -26,6 +26,7 @@ import logging
 from twisted.internet import error as tx_error
 from twisted.internet.protocol import ClientFactory, Protocol
 
+from junction.brokercore.events import carry_trace
 from junction.brokercore.message import encode_message
 from junction.brokercore.queue import Consumer
 from junction.brokercore.storage import quiet_failure
@@ -319,6 +320,9 @@ class Bridge:
         self._attempts = 0
         log.info("cluster connection %s: linked to %s (node %s)", self.connection.name, self.target_name, event.node_id)
         self.manager.bridge_state(self.node_id, True)
+        events = self.manager.server.events
+        if events is not None:
+            events.link_up(self.connection.name, self.node_id, self.target_name, "out")
         self._attach_consumer()
         if self.manager.config_sync is not None:
             self.manager.config_sync.link_opened(self)
@@ -358,6 +362,7 @@ class Bridge:
                 routing_type=queue["routing_type"], filter=queue["filter"], consumers=0, consumer_filters=None,
                 hops=0, origin=self.manager.node_id, durable=queue["durable"], kind=queue.get("kind", ""),
             )
+        carry_trace(message, self.manager.node_id)
         out = message.copy()
         out.native = {k: v for k, v in message.native.items() if not k.startswith("cluster.")}
         body = encode_message(out)
@@ -390,6 +395,9 @@ class Bridge:
                 continue
             self.messages_acknowledged += 1
             self.manager.forwarded()
+            events = self.manager.server.message_events
+            if events is not None:
+                events.forwarded(ref.message, self.node_id)
             stored = queue.acknowledge(ref)
             if stored is not None:
                 quiet_failure(stored)
@@ -461,6 +469,10 @@ class Bridge:
             self.connection.bridge_closed(self)
             self.manager.bridge_state(self.node_id, False)
             log.info("cluster connection %s: link to %s lost", self.connection.name, self.target_name)
+            events = self.manager.server.events
+            if events is not None:
+                why = self.problem or (reason.getErrorMessage() if reason is not None else "connection lost")
+                events.link_down(self.connection.name, self.node_id, self.target_name, "out", why)
         if self.state in ("refused", "duplicate") or self.stopped:
             if self.state not in ("refused", "duplicate"):
                 self.state = "stopped"

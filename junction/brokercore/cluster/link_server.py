@@ -97,6 +97,10 @@ class LinkServerProtocol(Protocol):
         if self.open:
             self.manager.links.discard(self)
             log.info("cluster link from %s (%s) closed", self.peer_name, self.remote)
+            events = self.manager.server.events
+            if events is not None:
+                why = reason.getErrorMessage() if reason is not None and hasattr(reason, "getErrorMessage") else None
+                events.link_down(self.cluster, self.peer_node_id, self.peer_name, "in", why)
 
     def close(self, reason: str) -> None:
         if not self.lost:
@@ -169,6 +173,8 @@ class LinkServerProtocol(Protocol):
         ))
         self.open = True
         manager.links.add(self)
+        if manager.server.events is not None:
+            manager.server.events.link_up(self.cluster, self.peer_node_id, self.peer_name, "in")
         log.info("cluster link from %s (node %s, %s) open", hello.name, hello.node_id, self.remote)
         self._send_all()
         self.send_topology()

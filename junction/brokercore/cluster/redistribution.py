@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 
 from junction.brokercore.cluster.bindings import redistribution_target
+from junction.brokercore.events import carry_trace
 from junction.brokercore.queue import Consumer
 from junction.brokercore.storage import quiet_failure
 
@@ -72,6 +73,7 @@ class Redistributor(Consumer):
         if target is None:  # (the bindings changed since the scan)
             self.queue.cancel(ref, redelivered=False, delay=False)
             return
+        carry_trace(ref.message, server.node_id)
         copy = ref.message.copy(message_id=0)
         for key in [k for k in copy.native if k.startswith("cluster.route.")]:
             del copy.native[key]
@@ -83,6 +85,8 @@ class Redistributor(Consumer):
         quiet_failure(tx.commit(True))
         self.moved += 1
         manager.messages_redistributed += 1
+        if server.message_events is not None:
+            server.message_events.redistributed(ref.message, self.queue.name, target.origin)
 
 
 class Redistribution:

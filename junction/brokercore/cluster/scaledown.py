@@ -25,6 +25,7 @@ import logging
 from twisted.internet import defer
 
 from junction.brokercore.cluster.link_server import queue_kind
+from junction.brokercore.events import carry_trace
 from junction.brokercore.storage import quiet_failure
 
 log = logging.getLogger("junction.cluster")
@@ -134,6 +135,7 @@ class ScaleDown:
             for start in range(0, len(refs), interval):
                 tx = server.storage.transaction()
                 for ref in refs[start:start + interval]:
+                    carry_trace(ref.message, server.node_id)
                     copy = ref.message.copy(message_id=0)
                     copy.native = {k: v for k, v in copy.native.items() if not k.startswith("cluster.")}
                     copy.native["cluster.route." + target] = route
