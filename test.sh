@@ -5,7 +5,9 @@
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/scripts/venv.sh"
-"$VENV/bin/python" -m pip install -q -e "$here[test]"
+# the pipeline's tests run Spark in local mode: PySpark (the spark extra) and a Java runtime
+command -v java >/dev/null || apt_install default-jre-headless
+"$VENV/bin/python" -m pip install -q -e "$here[test,spark]"
 cd "$here"
 set +e
 "$VENV/bin/python" -m pytest -q -p no:cacheprovider "${@:-tests}"

@@ -226,7 +226,8 @@ def world(args, deadline: common.Deadline):
     nodes, dirs = {}, {}
     for scenario in args.scenarios:
         rate = rates[scenario]
-        directory = None if rate is None else os.path.join(tmp, scenario, "events")
+        root = args.events_root or os.path.join(tmp, scenario)
+        directory = None if rate is None else os.path.join(root, f"events-{scenario}")
         dirs[scenario] = directory
         junction_xml = "" if rate is None else EVENTS_XML.format(dir=directory, rate=f"{rate:g}")
         nodes[scenario] = h.BrokerProcess(
@@ -269,6 +270,9 @@ def world(args, deadline: common.Deadline):
             common.CLEANUP.run(name)
         if ok and not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
+            for directory in dirs.values():
+                if directory is not None:
+                    shutil.rmtree(directory, ignore_errors=True)
         else:
             print(f"{NAME}: directory kept at {tmp}", file=sys.stderr)
 
@@ -696,6 +700,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=900.0, help="cap on the whole run, seconds")
     p.add_argument("--json", action="store_true", help="also print one JSON line")
     p.add_argument("--keep", action="store_true", help="keep the nodes' directory")
+    p.add_argument(
+        "--events-root",
+        help="put the event logs here (say, another disk or /dev/shm) instead of beside the journals",
+    )
     return p
 
 

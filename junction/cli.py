@@ -334,6 +334,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     version = sub.add_parser("version", help="print the version")
     version.set_defaults(func=cmd_version)
+
+    from junction.pipeline.cli import add_parser as add_analyze_parser  # no pyspark imported here
+    add_analyze_parser(sub)
     return parser
 
 
