@@ -26,7 +26,7 @@ __all__ = ["add_parser", "main", "JOBS"]
 JOBS = {
     "routing": "how the gateway routed connections: decisions, refusals, balance, decision times",
     "audit": "follow every message across nodes: lost, duplicated, unexpected, out of order, latency",
-    "gravity": "which users and addresses go together: tenants recovered from traffic",
+    "gravity": "data gravity: a partition of keys over the brokers that keeps their traffic local, and its router config",
 }
 #: exit status of a user error (missing path, empty input, newer events, no pyspark)
 EXIT_USAGE = 2
