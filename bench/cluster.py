@@ -323,6 +323,27 @@ def added(w: World) -> dict:
     return {name: queues_of(node)[QUEUE]["messages_added"] for name, node in w.nodes.items()}
 
 
+def send_messages(prod, prod_l, body, n: int, durable: bool, deadline: common.Deadline) -> None:
+    """Send ``n`` messages, each stamped with its sequence number and send time; durable ones
+    ``persistent:true`` with a receipt each, at most RECEIPT_WINDOW outstanding."""
+    headers0 = {"persistent": "true" if durable else "false"}
+    for i in range(n):
+        if durable:
+            while not prod_l.window.acquire(timeout=0.05):
+                prod_l.raise_if_failed()
+                if deadline.remaining() <= 0:
+                    raise common.BenchError(
+                        f"run deadline reached with {RECEIPT_WINDOW} receipts outstanding after {i} sends"
+                    )
+        headers = dict(headers0)
+        headers["bench-seq"] = str(i)
+        if durable:
+            headers["receipt"] = f"s-{i}"
+        headers["bench-ts"] = str(time.monotonic_ns())
+        prod.send(DESTINATION, body, headers=headers)
+        prod_l.raise_if_failed()
+
+
 def trial(
     w: World, scenario: str, durable: bool, n: int, args, deadline: common.Deadline, tag: str
 ) -> dict:
@@ -356,26 +377,11 @@ def trial(
 
             wait_until(consumer_known, f"node a to see the consumer on b's {QUEUE}", deadline)
         prod = open_producer(target(prod_node), prod_l, deadline)
-        headers0 = {"persistent": "true" if durable else "false"}
         cpu0 = {k: common.proc_cpu_ticks(node.pid) for k, node in w.nodes.items()}
         host0 = common.host_busy_ticks()
         client0 = time.process_time()
         t0 = time.monotonic_ns()
-        for i in range(n):
-            if durable:
-                while not prod_l.window.acquire(timeout=0.05):
-                    prod_l.raise_if_failed()
-                    if deadline.remaining() <= 0:
-                        raise common.BenchError(
-                            f"run deadline reached with {RECEIPT_WINDOW} receipts outstanding after {i} sends"
-                        )
-            headers = dict(headers0)
-            headers["bench-seq"] = str(i)
-            if durable:
-                headers["receipt"] = f"s-{i}"
-            headers["bench-ts"] = str(time.monotonic_ns())
-            prod.send(DESTINATION, body, headers=headers)
-            prod_l.raise_if_failed()
+        send_messages(prod, prod_l, body, n, durable, deadline)
         _, t_last, lat_bytes, duplicates, consumer_cpu = consumer.recv(
             deadline, "the last message", check=prod_l.raise_if_failed
         )
@@ -662,28 +668,15 @@ def build_parser() -> argparse.ArgumentParser:
         description="STOMP from node A to a consumer on node B of a two-node cluster, against one node.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("--count", "-n", type=int, default=20_000, help="messages per trial")
-    p.add_argument("--size", type=int, default=256, help="body bytes")
-    p.add_argument("--runs", type=int, default=3, help="measured trials per scenario (rotated)")
-    p.add_argument(
-        "--warmup", type=int, default=2000, help="messages per scenario before measuring"
-    )
-    common.add_clients_option(p)
-    p.add_argument("--quick", action="store_true", help="smoke run: 2,000 messages, one run")
-    p.add_argument("--timeout", type=float, default=600.0, help="cap on the whole run, seconds")
-    p.add_argument("--json", action="store_true", help="also print one JSON line")
-    p.add_argument("--keep", action="store_true", help="keep the nodes' directory")
+    common.add_trial_options(p, timeout=600.0)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.quick:
-        args.count, args.runs, args.warmup = 2000, 1, 200
-    if min(args.count, args.size, args.runs) <= 0 or args.warmup < 0:
-        print(
-            "--count, --size and --runs must be positive and --warmup not negative", file=sys.stderr
-        )
+    problem = common.trial_options_problem(args)
+    if problem:
+        print(problem, file=sys.stderr)
         return 2
     def report(out: dict) -> None:
         s = summarize(out)

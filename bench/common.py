@@ -437,6 +437,31 @@ def add_run_options(p) -> None:
     p.add_argument("--keep", action="store_true", help="keep the junction broker directory")
 
 
+def add_trial_options(p, *, timeout: float) -> None:
+    """The options of the benches that run rotated trials against nodes (bench/cluster.py,
+    bench/events.py): --count, --size, --runs, --warmup, --clients, --quick, --timeout, --json, --keep."""
+    p.add_argument("--count", "-n", type=int, default=20_000, help="messages per trial")
+    p.add_argument("--size", type=int, default=256, help="body bytes")
+    p.add_argument("--runs", type=int, default=3, help="measured trials per scenario (rotated)")
+    p.add_argument(
+        "--warmup", type=int, default=2000, help="messages per scenario before measuring"
+    )
+    add_clients_option(p)
+    p.add_argument("--quick", action="store_true", help="smoke run: 2,000 messages, one run")
+    p.add_argument("--timeout", type=float, default=timeout, help="cap on the whole run, seconds")
+    p.add_argument("--json", action="store_true", help="also print one JSON line")
+    p.add_argument("--keep", action="store_true", help="keep the nodes' directory")
+
+
+def trial_options_problem(args) -> str | None:
+    """Apply --quick; what is wrong with the trial options, or None."""
+    if args.quick:
+        args.count, args.runs, args.warmup = 2000, 1, 200
+    if min(args.count, args.size, args.runs) <= 0 or args.warmup < 0:
+        return "--count, --size and --runs must be positive and --warmup not negative"
+    return None
+
+
 def parse_modes(text: str, all_modes: list, parse_one) -> list:
     """``--modes``: ``all`` or a comma list of modes, each parsed by ``parse_one(part)``.
 

@@ -351,26 +351,11 @@ def trial(
     try:
         consumer.recv(deadline, "the consumer to subscribe")
         prod = cluster.open_producer(t, prod_l, deadline)
-        headers0 = {"persistent": "true" if durable else "false"}
         cpu0 = common.proc_cpu_ticks(node.pid)
         host0 = common.host_busy_ticks()
         client0 = time.process_time()
         t0 = time.monotonic_ns()
-        for i in range(n):
-            if durable:
-                while not prod_l.window.acquire(timeout=0.05):
-                    prod_l.raise_if_failed()
-                    if deadline.remaining() <= 0:
-                        raise common.BenchError(
-                            f"run deadline reached with {RECEIPT_WINDOW} receipts outstanding after {i} sends"
-                        )
-            headers = dict(headers0)
-            headers["bench-seq"] = str(i)
-            if durable:
-                headers["receipt"] = f"s-{i}"
-            headers["bench-ts"] = str(time.monotonic_ns())
-            prod.send(DESTINATION, body, headers=headers)
-            prod_l.raise_if_failed()
+        cluster.send_messages(prod, prod_l, body, n, durable, deadline)
         _, t_last, lat_bytes, duplicates, consumer_cpu = consumer.recv(
             deadline, "the last message", check=prod_l.raise_if_failed
         )
@@ -680,12 +665,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="STOMP throughput and node CPU with the event log off, on, and sampled.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("--count", "-n", type=int, default=20_000, help="messages per trial")
-    p.add_argument("--size", type=int, default=256, help="body bytes")
-    p.add_argument("--runs", type=int, default=3, help="measured trials per scenario (rotated)")
-    p.add_argument(
-        "--warmup", type=int, default=2000, help="messages per scenario before measuring"
-    )
+    common.add_trial_options(p, timeout=900.0)
     p.add_argument(
         "--sample-rate", type=float, default=0.1, help="message-sample-rate of the sampled node"
     )
@@ -695,11 +675,6 @@ def build_parser() -> argparse.ArgumentParser:
         default=True,
         help="also measure a node with sampled message events",
     )
-    common.add_clients_option(p)
-    p.add_argument("--quick", action="store_true", help="smoke run: 2,000 messages, one run")
-    p.add_argument("--timeout", type=float, default=900.0, help="cap on the whole run, seconds")
-    p.add_argument("--json", action="store_true", help="also print one JSON line")
-    p.add_argument("--keep", action="store_true", help="keep the nodes' directory")
     p.add_argument(
         "--events-root",
         help="put the event logs here (say, another disk or /dev/shm) instead of beside the journals",
@@ -709,12 +684,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.quick:
-        args.count, args.runs, args.warmup = 2000, 1, 200
-    if min(args.count, args.size, args.runs) <= 0 or args.warmup < 0:
-        print(
-            "--count, --size and --runs must be positive and --warmup not negative", file=sys.stderr
-        )
+    problem = common.trial_options_problem(args)
+    if problem:
+        print(problem, file=sys.stderr)
         return 2
     if not 0.0 < args.sample_rate < 1.0:
         print("--sample-rate must be between 0 and 1 (exclusive)", file=sys.stderr)
