@@ -471,7 +471,7 @@ def echo(row: dict, what: str = "") -> None:
 def run_all(args, deadline: common.Deadline) -> dict:
     out: dict = {"trials": [], "loadavg_start": os.getloadavg()[0]}
     with world(args, deadline) as w:
-        for durable in (False, True):
+        for durable in args.durabilities:
             if args.warmup:
                 for scenario in args.scenarios:
                     key = {"scenario": scenario, "durable": durable}
@@ -485,7 +485,7 @@ def run_all(args, deadline: common.Deadline) -> dict:
                         out["trials"].append(row)  # a failed check fails the run
                         echo(row, "warm-up ")
         for run in range(args.runs):
-            for durable in (False, True):
+            for durable in args.durabilities:
                 for scenario in order(args.scenarios, run):
                     key = {"scenario": scenario, "durable": durable}
                     row = guarded(
@@ -530,7 +530,7 @@ def measured(out: dict, scenario: str, durable: bool) -> list[dict]:
 def summarize(out: dict, args) -> dict:
     """Per durability and scenario: the medians of the runs, and the ratios to ``off``."""
     s: dict = {}
-    for durable in (False, True):
+    for durable in args.durabilities:
         d: dict = {}
         for scenario in args.scenarios:
             rows = [r for r in measured(out, scenario, durable) if "error" not in r]
@@ -551,8 +551,23 @@ def summarize(out: dict, args) -> dict:
             m["drain_cpu_ratio_off"] = common.ratio(
                 m["drain_cpu_us_per_msg"], off and off["drain_cpu_us_per_msg"]
             )
+            m["paired_ratio_off"] = paired_ratio(out, scenario, durable)
         s["durable" if durable else "non-durable"] = d
     return s
+
+
+def paired_ratio(out: dict, scenario: str, durable: bool) -> float | None:
+    """The median over runs of ``scenario``'s msg/s over ``off``'s in the same run (the
+    two trials ran back to back, so a slow spell of the machine touches both alike)."""
+    by_run = {
+        r["run"]: r["msgs_per_s"] for r in measured(out, "off", durable) if "error" not in r and r.get("msgs_per_s")
+    }
+    ratios = [
+        r["msgs_per_s"] / by_run[r["run"]]
+        for r in measured(out, scenario, durable)
+        if "error" not in r and r.get("msgs_per_s") and r["run"] in by_run
+    ]
+    return statistics.median(ratios) if ratios else None
 
 
 def verdicts(s: dict) -> dict:
@@ -615,7 +630,11 @@ def print_report(out: dict, s: dict, args) -> None:
         sampled = (
             f"; sampled/off {f(d['sampled']['ratio_off'], '.3f')}" if "sampled" in d else ""
         )
-        print(f"  {dname:11}  on/off {f(r, '.3f')}  {verdict}{sampled}")
+        paired = d.get("on", {}).get("paired_ratio_off")
+        print(
+            f"  {dname:11}  on/off {f(r, '.3f')}  {verdict}{sampled}"
+            f"  (median of the runs' own on/off: {f(paired, '.3f')})"
+        )
     for name, lines in out["node_log_problems"].items():
         if lines:
             print(f"node {name} log: {len(lines)} WARNING/ERROR line(s); first: {lines[0][:200]}")
@@ -676,6 +695,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="also measure a node with sampled message events",
     )
     p.add_argument(
+        "--durability",
+        choices=("both", "durable", "non-durable"),
+        default="both",
+        help="which messages to measure",
+    )
+    p.add_argument(
         "--events-root",
         help="put the event logs here (say, another disk or /dev/shm) instead of beside the journals",
     )
@@ -692,6 +717,7 @@ def main(argv: list[str] | None = None) -> int:
         print("--sample-rate must be between 0 and 1 (exclusive)", file=sys.stderr)
         return 2
     args.scenarios = SCENARIOS if args.sampled else SCENARIOS[:2]
+    args.durabilities = {"both": (False, True), "durable": (True,), "non-durable": (False,)}[args.durability]
 
     def report(out: dict) -> None:
         s = summarize(out, args)

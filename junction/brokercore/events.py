@@ -124,6 +124,11 @@ class MessageEvents:
             return
         dup = message.duplicate_id
         routing_type = message.routing_type
+        if len(queues) == 1:  # the common case, without a list
+            name = queues[0].name
+            names = () if name.startswith(_SF_PREFIX) else (name,)
+        else:
+            names = tuple([q.name for q in queues if not q.name.startswith(_SF_PREFIX)])
         self._put(
             (
                 "message.sent",
@@ -131,7 +136,7 @@ class MessageEvents:
                 trace,
                 None if dup is None else _text(dup),
                 message.address,
-                tuple([q.name for q in queues if not q.name.startswith(_SF_PREFIX)]),
+                names,
                 message.encoded_size(),
                 message.durable,
                 message.group_id,
@@ -165,6 +170,25 @@ class MessageEvents:
                 connection.client_id,
             )
         )
+
+    def delivered_and_acknowledged(self, ref, consumer_id, session) -> None:
+        """An auto-acknowledged delivery: ``delivered`` then ``acknowledged``, stamped alike,
+        their common values found once."""
+        message = ref.message
+        trace = self._trace(message)
+        if trace is None:
+            return
+        dup = message.duplicate_id
+        if dup is not None:
+            dup = _text(dup)
+        connection = session.connection
+        address, queue, consumer, conn, user, client_id = (
+            message.address, ref.queue.name, str(consumer_id), str(connection.id), session.user, connection.client_id,
+        )
+        ts = self._clock() * 1000.0
+        put = self._put
+        put(("message.delivered", ts, trace, dup, address, queue, consumer, conn, ref.delivery_count, user, client_id))
+        put(("message.acknowledged", ts, trace, dup, address, queue, consumer, conn, user, client_id))
 
     def acknowledged(self, ref, consumer_id, session) -> None:
         message = ref.message

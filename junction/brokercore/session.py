@@ -93,9 +93,9 @@ class ServerConsumer:
     def _deliver(self, ref: MessageRef) -> None:
         session = self.session
         events = session.server.message_events
-        if events is not None:
-            events.delivered(ref, self.consumer.id, session)
         if not self.auto_ack:
+            if events is not None:
+                events.delivered(ref, self.consumer.id, session)
             session._consumer_of[id(ref)] = self
             self.on_delivery(self, ref)
             return
@@ -105,9 +105,11 @@ class ServerConsumer:
             if stored is not None:
                 quiet_failure(stored)
             if events is not None:
-                events.acknowledged(ref, self.consumer.id, session)
+                events.delivered_and_acknowledged(ref, self.consumer.id, session)
             if self.ack_returns_credit:
                 self.consumer.add_credit(1, ref.size)
+        elif events is not None:  # closed while delivering: delivered, never acknowledged
+            events.delivered(ref, self.consumer.id, session)
 
     def in_flight(self):
         return list(self.consumer.in_flight.values())

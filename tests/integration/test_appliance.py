@@ -41,10 +41,15 @@ TIMEOUT = 30.0
 
 
 def copy_appliance(folder) -> dict[int, int]:
-    """The shipped appliance in *folder* with every port moved; shipped port -> new port."""
+    """The shipped appliance in *folder* with every port moved; shipped port -> new port.
+
+    Only the shipped files are copied: a ``data`` directory that running the
+    appliance from the checkout left behind (journals, event logs) is not.
+    """
     ports = {p: free_port() for p in SHIPPED_PORTS}
     for name in os.listdir(APPLIANCE):
-        shutil.copy(APPLIANCE / name, folder / name)
+        if (APPLIANCE / name).is_file():
+            shutil.copy(APPLIANCE / name, folder / name)
     for xml in folder.glob("*.xml"):
         text = xml.read_text()
         for old, new in ports.items():

@@ -65,12 +65,15 @@ def test_the_writer_writes_every_event_in_order_and_rotates_by_size(tmp_path):
     log.start()
     for i in range(300):
         log.emit("message.sent", message_id=i, address="orders", size=10, durable=True)
+        if i == 150:  # a line longer than max-file-size: alone in its file
+            log.emit("message.sent", message_id="long", address="x" * 5000)
     log.stop()
     events = _read_all(tmp_path)
-    assert [e.get("message_id") for e in events] == list(range(300))
-    assert len(os.listdir(tmp_path)) > 1
-    assert all(os.path.getsize(tmp_path / name) <= 4096 for name in os.listdir(tmp_path))
-    assert (log.written, log.dropped) == (300, 0)
+    assert [e.get("message_id") for e in events] == list(range(151)) + ["long"] + list(range(151, 300))
+    sizes = {name: os.path.getsize(tmp_path / name) for name in os.listdir(tmp_path)}
+    assert len(sizes) > 2 and sum(sizes.values()) == sum(len(encode(e)) + 1 for e in events)
+    assert [size for size in sizes.values() if size > 4096] == [len(encode(events[151])) + 1]
+    assert (log.written, log.dropped) == (301, 0)
 
 
 def test_the_writer_rotates_by_age_and_keeps_max_files(tmp_path):
@@ -115,21 +118,29 @@ def test_every_field_has_one_type():
     assert set(schema.FIELD_TYPES.values()) <= {"string", "long", "double", "boolean", "array<string>"}
 
 
-def test_the_writers_line_encoders_write_what_encode_writes():
-    from junction.events.writer import line_encoder
+def test_the_writers_lines_say_what_encode_writes():
+    """The writer encodes with orjson: its lines parse to what encode writes, key order
+    included; a value orjson refuses (an integer beyond 64 bits) goes to encode's encoder."""
+    from junction.events.writer import _line, entry_builder
 
     class Text(str):
         pass
 
-    values = [None, True, False, 0, -7, 2**70, 1.5, -0.0, 12.0, "", 'q"\\\n\u2028é', Text("sub"), b"raw", ["a", 'b"'], [], ["x", 1], {"k": 1}]
+    values = [None, True, False, 0, -7, 2**70, 1.5, -0.0, 12.0, 1e16, "", 'q"\\\n\u2028é', Text("sub"), b"raw", ["a", 'b"'], [], ["x", 1], {"k": 1}, ("t",)]
     for kind, spec in schema.KINDS.items():
-        encoder = line_encoder(kind, 'n"ode', "id/1")
+        build = entry_builder(kind, 'n"ode', "id/1")
         for i in range(len(values)):
             fields = tuple(values[(i + j) % len(values)] for j in range(len(spec)))
             expected = encode(Event(kind, 1795368700552.973, 'n"ode', "id/1", dict(zip(spec, fields, strict=True))))
-            assert encoder((kind, 1795368700552.973, *fields)) == expected
+            line = _line(build((kind, 1795368700552.973, *fields)))
+            assert isinstance(line, bytes) and b"\n" not in line
+            assert list(json.loads(line).items()) == list(json.loads(expected).items())
     with pytest.raises(ValueError):
-        line_encoder("connection.closed", "n", "i")(("connection.closed", float("nan"), *(None,) * 5))
+        entry_builder("connection.closed", "n", "i")(("connection.closed", 1.0, None))  # too few values
+    nan = _line(entry_builder("connection.closed", "n", "i")(("connection.closed", float("nan"), *(None,) * 5)))
+    assert json.loads(nan)["ts"] is None  # NaN is written as null (encode refuses it)
+    with pytest.raises(UnicodeEncodeError):  # not valid Unicode: neither writes it
+        _line(entry_builder("connection.closed", "n", "i")(("connection.closed", 1.0, "\ud800", *(None,) * 4)))
 
 
 def test_tuples_put_in_field_order_are_written_like_keyword_events(tmp_path):
