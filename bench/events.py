@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What the event log costs: STOMP through a node without ``<events>``, with it, and sampled.
 
-One invocation starts (up to) three ``junction run`` processes in a
+Each run starts (up to) three fresh ``junction run`` processes in a
 temporary directory, on free ports on 127.0.0.1 (``tests/harness.py``;
 security off, persistence on, each with the queue ``bench`` declared in
 ``<addresses>`` and a STOMP acceptor with ``anycastPrefix=/queue/``):
@@ -54,11 +54,15 @@ bytes appended since the trial began) and counted per kind; they must be:
 * **off**: the node's status has no event log.
 
 Scenarios alternate (off, on, sampled; then sampled, on, off; ...) over
-``--runs`` (3) rounds after a ``--warmup`` (2,000 messages, checked the same
-way) of each; the table gives medians and the ratios on/off and
-sampled/off measured in the same run, and the verdict against the target
-"events on cost no more than 10% of broker throughput" (on/off msg/s >=
-0.90).  ``others`` is the cores busy with anything else over a trial
+``--runs`` (3) rounds, each round in nodes of its own after a ``--warmup``
+(2,000 messages, checked the same way) of each: a node process keeps
+whatever speed it started with for its life (two identical nodes, started
+together, differed by up to 8% in msg/s over a whole invocation), so fresh
+nodes per round let the medians average that out rather than carry one
+draw into every run.  The table gives medians and the ratios on/off and
+sampled/off of the medians, the verdict against the target "events on
+cost no more than 10% of broker throughput" (on/off msg/s >= 0.90), and
+beside it the median of each round's own on/off.  ``others`` is the cores busy with anything else over a trial
 (``/proc/stat`` busy ticks minus the node and the clients, as in
 ``bench/amqp_throughput.py``): well above 0 means another program competed
 for the CPUs.
@@ -469,11 +473,12 @@ def echo(row: dict, what: str = "") -> None:
 
 
 def run_all(args, deadline: common.Deadline) -> dict:
-    out: dict = {"trials": [], "loadavg_start": os.getloadavg()[0]}
-    with world(args, deadline) as w:
-        for durable in args.durabilities:
-            if args.warmup:
-                for scenario in args.scenarios:
+    """Every run in nodes of its own (see the module's docstring), warm-ups first."""
+    out: dict = {"trials": [], "loadavg_start": os.getloadavg()[0], "node_log_problems": {}, "events_status": {}}
+    for run in range(args.runs):
+        with world(args, deadline) as w:
+            for durable in args.durabilities:
+                for scenario in args.scenarios if args.warmup else ():
                     key = {"scenario": scenario, "durable": durable}
                     row = guarded(
                         partial(trial, w, scenario, durable, args.warmup, args, deadline, ".warm"),
@@ -484,8 +489,6 @@ def run_all(args, deadline: common.Deadline) -> dict:
                         row["run"] = "warm-up"
                         out["trials"].append(row)  # a failed check fails the run
                         echo(row, "warm-up ")
-        for run in range(args.runs):
-            for durable in args.durabilities:
                 for scenario in order(args.scenarios, run):
                     key = {"scenario": scenario, "durable": durable}
                     row = guarded(
@@ -496,8 +499,17 @@ def run_all(args, deadline: common.Deadline) -> dict:
                     row["run"] = run
                     out["trials"].append(row)
                     echo(row)
-        out["node_log_problems"] = {n: cluster.log_problems(node) for n, node in w.nodes.items()}
-        out["events_status"] = {n: events_status(node) for n, node in w.nodes.items()}
+            for name, node in w.nodes.items():
+                out["node_log_problems"].setdefault(name, []).extend(cluster.log_problems(node))
+                status = events_status(node)
+                if status is not None:
+                    total = out["events_status"].setdefault(name, {"written": 0, "dropped": 0, "queued": 0, "failed": None})
+                    total["written"] += status["written"]
+                    total["dropped"] += status["dropped"]
+                    total["queued"] += status["queued"]
+                    total["failed"] = total["failed"] or status["failed"]
+                else:
+                    out["events_status"].setdefault(name, None)
     out["loadavg_end"] = os.getloadavg()[0]
     return out
 
