@@ -471,18 +471,6 @@ def order(run: int) -> tuple[str, ...]:
     return names if run % 2 == 0 else names[::-1]
 
 
-def guarded(fn, key: dict, deadline: common.Deadline) -> dict:
-    """``fn()``'s row, or ``key`` plus the error (the run goes on)."""
-    try:
-        if deadline.remaining() <= 0:
-            raise common.BenchError("run deadline reached before this trial")
-        return fn()
-    except (KeyboardInterrupt, SystemExit):
-        raise
-    except Exception as e:
-        return {**key, "error": str(e) or repr(e)}
-
-
 def echo(row: dict, what: str = "") -> None:
     head = (
         f"  {what}{LABELS[row['scenario']]:17} {'durable' if row['durable'] else 'non-durable':11}"
@@ -505,7 +493,7 @@ def run_all(args, deadline: common.Deadline) -> dict:
             if args.warmup:
                 for scenario in SCENARIOS:
                     key = {"scenario": scenario, "durable": durable}
-                    row = guarded(
+                    row = common.guarded(
                         partial(trial, w, scenario, durable, args.warmup, args, deadline, ".warm"),
                         key,
                         deadline,
@@ -516,7 +504,7 @@ def run_all(args, deadline: common.Deadline) -> dict:
             for durable in (False, True):
                 for scenario in order(run):
                     key = {"scenario": scenario, "durable": durable}
-                    row = guarded(
+                    row = common.guarded(
                         partial(trial, w, scenario, durable, args.count, args, deadline, ""),
                         key,
                         deadline,

@@ -475,6 +475,18 @@ def parse_modes(text: str, all_modes: list, parse_one) -> list:
 # --------------------------------------------------------------------------- running
 
 
+def guarded(fn, key: dict, deadline: Deadline) -> dict:
+    """``fn()``'s row, or ``key`` plus the error (the run goes on)."""
+    try:
+        if deadline.remaining() <= 0:
+            raise BenchError("run deadline reached before this trial")
+        return fn()
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except Exception as e:
+        return {**key, "error": str(e) or repr(e)}
+
+
 def run_modes(modes: Iterable, row_key, trial, args, deadline: Deadline, format_row) -> list[dict]:
     """Run ``trial(mode, n, tag)`` for every mode, after ``args.warmup`` untimed messages.
 

@@ -445,18 +445,6 @@ def order(scenarios: tuple[str, ...], run: int) -> tuple[str, ...]:
     return scenarios if run % 2 == 0 else scenarios[::-1]
 
 
-def guarded(fn, key: dict, deadline: common.Deadline) -> dict:
-    """``fn()``'s row, or ``key`` plus the error (the run goes on)."""
-    try:
-        if deadline.remaining() <= 0:
-            raise common.BenchError("run deadline reached before this trial")
-        return fn()
-    except (KeyboardInterrupt, SystemExit):
-        raise
-    except Exception as e:
-        return {**key, "error": str(e) or repr(e)}
-
-
 def echo(row: dict, what: str = "") -> None:
     head = f"  {what}{LABELS[row['scenario']]:10} {'durable' if row['durable'] else 'non-durable':11}"
     if "error" in row:
@@ -480,7 +468,7 @@ def run_all(args, deadline: common.Deadline) -> dict:
             for durable in args.durabilities:
                 for scenario in args.scenarios if args.warmup else ():
                     key = {"scenario": scenario, "durable": durable}
-                    row = guarded(
+                    row = common.guarded(
                         partial(trial, w, scenario, durable, args.warmup, args, deadline, ".warm"),
                         key,
                         deadline,
@@ -491,7 +479,7 @@ def run_all(args, deadline: common.Deadline) -> dict:
                         echo(row, "warm-up ")
                 for scenario in order(args.scenarios, run):
                     key = {"scenario": scenario, "durable": durable}
-                    row = guarded(
+                    row = common.guarded(
                         partial(trial, w, scenario, durable, args.count, args, deadline, ""),
                         key,
                         deadline,

@@ -564,18 +564,6 @@ def order(run: int) -> tuple[str, ...]:
     return PATHS if run % 2 == 0 else PATHS[::-1]
 
 
-def guarded(fn, key: dict, deadline: common.Deadline) -> dict:
-    """``fn()``'s row, or ``key`` plus the error (the run goes on)."""
-    try:
-        if deadline.remaining() <= 0:
-            raise common.BenchError("run deadline reached before this trial")
-        return fn()
-    except (KeyboardInterrupt, SystemExit):
-        raise
-    except Exception as e:
-        return {**key, "error": str(e) or repr(e)}
-
-
 def echo(kind: str, row: dict) -> None:
     head = f"  {kind:11} {row['protocol']:5} {row['path']:7}"
     if "error" in row:
@@ -608,7 +596,7 @@ def run_all(args, deadline: common.Deadline) -> dict:
             for run in range(args.runs):
                 for path in order(run):
                     key = {"protocol": proto, "path": path, "run": run}
-                    row = guarded(partial(fn, w, proto, path, *fn_args), key, deadline)
+                    row = common.guarded(partial(fn, w, proto, path, *fn_args), key, deadline)
                     row["run"] = run
                     out[kind].append(row)
                     echo(kind, row)
@@ -616,7 +604,7 @@ def run_all(args, deadline: common.Deadline) -> dict:
         def warm_up(proto: str, fn, *fn_args) -> None:
             for path in PATHS:
                 key = {"protocol": proto, "path": path}
-                row = guarded(partial(fn, w, proto, path, *fn_args), key, deadline)
+                row = common.guarded(partial(fn, w, proto, path, *fn_args), key, deadline)
                 if "error" in row:
                     echo("warm-up", row)
 

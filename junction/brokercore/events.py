@@ -148,69 +148,52 @@ class MessageEvents:
             )
         )
 
-    def delivered(self, ref, consumer_id, session) -> None:
+    def _delivery(self, ref, consumer_id, session):
+        """What a delivery's events share: trace, duplicate id, address, queue, consumer,
+        conn, user and client id; None when sampling leaves the message out."""
         message = ref.message
         trace = self._trace(message)
         if trace is None:
-            return
+            return None
         dup = message.duplicate_id
         connection = session.connection
-        self._put(
-            (
-                "message.delivered",
-                self._clock() * 1000.0,
-                trace,
-                None if dup is None else _text(dup),
-                message.address,
-                ref.queue.name,
-                str(consumer_id),
-                str(connection.id),
-                ref.delivery_count,
-                session.user,
-                connection.client_id,
-            )
+        return (
+            trace,
+            None if dup is None else _text(dup),
+            message.address,
+            ref.queue.name,
+            None if consumer_id is None else str(consumer_id),
+            str(connection.id),
+            session.user,
+            connection.client_id,
         )
+
+    def delivered(self, ref, consumer_id, session) -> None:
+        shared = self._delivery(ref, consumer_id, session)
+        if shared is not None:
+            trace, dup, address, queue, consumer, conn, user, client_id = shared
+            self._put(
+                ("message.delivered", self._clock() * 1000.0, trace, dup, address, queue, consumer, conn,
+                 ref.delivery_count, user, client_id)
+            )
 
     def delivered_and_acknowledged(self, ref, consumer_id, session) -> None:
         """An auto-acknowledged delivery: ``delivered`` then ``acknowledged``, stamped alike,
         their common values found once."""
-        message = ref.message
-        trace = self._trace(message)
-        if trace is None:
-            return
-        dup = message.duplicate_id
-        if dup is not None:
-            dup = _text(dup)
-        connection = session.connection
-        address, queue, consumer, conn, user, client_id = (
-            message.address, ref.queue.name, str(consumer_id), str(connection.id), session.user, connection.client_id,
-        )
-        ts = self._clock() * 1000.0
-        put = self._put
-        put(("message.delivered", ts, trace, dup, address, queue, consumer, conn, ref.delivery_count, user, client_id))
-        put(("message.acknowledged", ts, trace, dup, address, queue, consumer, conn, user, client_id))
+        shared = self._delivery(ref, consumer_id, session)
+        if shared is not None:
+            trace, dup, address, queue, consumer, conn, user, client_id = shared
+            ts = self._clock() * 1000.0
+            self._put(
+                ("message.delivered", ts, trace, dup, address, queue, consumer, conn, ref.delivery_count, user,
+                 client_id)
+            )
+            self._put(("message.acknowledged", ts, *shared))
 
     def acknowledged(self, ref, consumer_id, session) -> None:
-        message = ref.message
-        trace = self._trace(message)
-        if trace is None:
-            return
-        dup = message.duplicate_id
-        connection = session.connection
-        self._put(
-            (
-                "message.acknowledged",
-                self._clock() * 1000.0,
-                trace,
-                None if dup is None else _text(dup),
-                message.address,
-                ref.queue.name,
-                None if consumer_id is None else str(consumer_id),
-                str(connection.id),
-                session.user,
-                connection.client_id,
-            )
-        )
+        shared = self._delivery(ref, consumer_id, session)
+        if shared is not None:
+            self._put(("message.acknowledged", self._clock() * 1000.0, *shared))
 
     def _entry(self, kind: str, *values) -> None:
         """The rarer kinds: one event, stamped now."""
