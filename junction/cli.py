@@ -131,6 +131,10 @@ def cmd_run(args) -> int:
         return 3
     reactor.addSystemEventTrigger("before", "shutdown", node.stop)
     _reload_on_sighup(reactor, node)
+    from junction.collector import tune, watch
+
+    tune()  # the started node's objects frozen, fewer collections: see junction/collector.py
+    watch()
     reactor.run()
     return 0
 

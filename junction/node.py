@@ -16,6 +16,7 @@ import uuid
 
 from twisted.internet import defer
 
+from junction import collector
 from junction.brokercore.acceptor import (
     PROXY_ACCEPTOR_PARAMS,
     MultiProtocolFactory,
@@ -744,6 +745,7 @@ class Node:
         status = self.server.status() if self.server is not None else {}
         if self.event_log is not None:
             status["events"] = self.event_log.status()
+        status["collector"] = collector.status()
         acceptors = []
         connections = []
         for acceptor in self.config.acceptors:
