@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What the event log costs: STOMP through a node without ``<events>``, with it, and sampled.
 
-Each run starts (up to) three fresh ``junction run`` processes in a
+Each run starts (up to) four fresh ``junction run`` processes in a
 temporary directory, on free ports on 127.0.0.1 (``tests/harness.py``;
 security off, persistence on, each with the queue ``bench`` declared in
 ``<addresses>`` and a STOMP acceptor with ``anycastPrefix=/queue/``):
@@ -14,7 +14,10 @@ security off, persistence on, each with the queue ``bench`` declared in
   emits them, ``junction/events/writer.py`` queues, encodes and writes them
   in its own thread);
 * **sampled** -- the same with ``message-sample-rate`` ``--sample-rate``
-  (0.1); leave it out with ``--no-sampled``.
+  (0.1); leave it out with ``--no-sampled``;
+* **control** (with ``--control``) -- a second node without ``<events>``,
+  exactly like **off**: control/off is the bench's own error (two identical
+  nodes measured alike), the yardstick for on/off.
 
 For non-durable and durable messages it measures each scenario with the
 clients and the flow of ``bench/stomp_throughput.py`` and ``bench/cluster.py``:
@@ -116,7 +119,7 @@ PREFETCH = cluster.PREFETCH
 RECEIPT_WINDOW = cluster.RECEIPT_WINDOW
 ADDRESSES_XML = cluster.ADDRESSES_XML
 SCENARIOS = ("off", "on", "sampled")
-LABELS = {"off": "events off", "on": "events on", "sampled": "sampled"}
+LABELS = {"off": "events off", "on": "events on", "sampled": "sampled", "control": "control"}
 EVENTS_XML = (
     '<events directory="{dir}" connection="true" message="true" topology="true" '
     'message-sample-rate="{rate}"/>'
@@ -226,7 +229,7 @@ def world(args, deadline: common.Deadline):
     """Start the nodes of the scenarios in a temp dir, yield a :class:`World`, stop them."""
     h = common.harness()
     tmp = tempfile.mkdtemp(prefix="junction-bench-events-")
-    rates = {"off": None, "on": 1.0, "sampled": args.sample_rate}
+    rates = {"off": None, "on": 1.0, "sampled": args.sample_rate, "control": None}
     nodes, dirs = {}, {}
     for scenario in args.scenarios:
         rate = rates[scenario]
@@ -462,7 +465,9 @@ def echo(row: dict, what: str = "") -> None:
 
 def run_all(args, deadline: common.Deadline) -> dict:
     """Every run in nodes of its own (see the module's docstring), warm-ups first."""
-    out: dict = {"trials": [], "loadavg_start": os.getloadavg()[0], "node_log_problems": {}, "events_status": {}}
+    out: dict = {
+        "trials": [], "loadavg_start": os.getloadavg()[0], "node_log_problems": {}, "events_status": {}, "collector": {}
+    }
     for run in range(args.runs):
         with world(args, deadline) as w:
             for durable in args.durabilities:
@@ -489,7 +494,9 @@ def run_all(args, deadline: common.Deadline) -> dict:
                     echo(row)
             for name, node in w.nodes.items():
                 out["node_log_problems"].setdefault(name, []).extend(cluster.log_problems(node))
-                status = events_status(node)
+                full = node.status(timeout=2.0)
+                add_collector(out["collector"].setdefault(name, {}), full.get("collector") or {})
+                status = full.get("events")
                 if status is not None:
                     total = out["events_status"].setdefault(name, {"written": 0, "dropped": 0, "queued": 0, "failed": None})
                     total["written"] += status["written"]
@@ -500,6 +507,20 @@ def run_all(args, deadline: common.Deadline) -> dict:
                     out["events_status"].setdefault(name, None)
     out["loadavg_end"] = os.getloadavg()[0]
     return out
+
+
+def add_collector(total: dict, status: dict) -> None:
+    """Add one node's ``/api/status`` ``collector`` (its collections since start, timed) to ``total``."""
+    watched = status.get("watched")
+    total["thresholds"] = status.get("thresholds")
+    total["nodes"] = total.get("nodes", 0) + 1
+    if watched is None:
+        return
+    for k in ("collections", "pause_s"):
+        total[k] = [a + b for a, b in zip(total.get(k, [0, 0, 0]), watched[k], strict=True)]
+    total["longest_pause_ms"] = [
+        max(a, b) for a, b in zip(total.get("longest_pause_ms", [0.0, 0.0, 0.0]), watched["longest_pause_ms"], strict=True)
+    ]
 
 
 # --------------------------------------------------------------------------- summary
@@ -605,7 +626,7 @@ def print_report(out: dict, s: dict, args) -> None:
                 "ERR" if "error" in r else f"{r['msgs_per_s']:,.0f}"
                 for r in measured(out, scenario, dname == "durable")
             ]
-            has_log = scenario != "off"
+            has_log = scenario not in ("off", "control")
             print(
                 f"{dname:11}  {LABELS[scenario]:10}  {f(m['msgs_per_s'], ',.0f'):>9}  "
                 f"{f(m['ratio_off'], '.3f'):>6}  {f(m['p50_ms'], '.2f'):>7}  {f(m['p99_ms'], '.2f'):>7}  "
@@ -630,6 +651,11 @@ def print_report(out: dict, s: dict, args) -> None:
         sampled = (
             f"; sampled/off {f(d['sampled']['ratio_off'], '.3f')}" if "sampled" in d else ""
         )
+        if "control" in d:
+            sampled += (
+                f"; control/off {f(d['control']['ratio_off'], '.3f')} (runs' own "
+                f"{f(d['control']['paired_ratio_off'], '.3f')}: the bench's own error)"
+            )
         paired = d.get("on", {}).get("paired_ratio_off")
         print(
             f"  {dname:11}  on/off {f(r, '.3f')}  {verdict}{sampled}"
@@ -645,6 +671,13 @@ def print_report(out: dict, s: dict, args) -> None:
             print(
                 f"node {name} event log: written {ev['written']:,}, dropped {ev['dropped']:,}, "
                 f"queued {ev['queued']:,}, failed {ev['failed']} (warm-ups included)"
+            )
+    for name, c in out["collector"].items():
+        if "pause_s" in c:
+            print(
+                f"node {name} garbage collector: thresholds {c['thresholds']}, collections per generation "
+                f"{c['collections']}, pauses {[round(x, 3) for x in c['pause_s']]} s, longest "
+                f"{c['longest_pause_ms']} ms ({c['nodes']} node(s), warm-ups included)"
             )
     print(common.calibration_line())
     for r in out["trials"]:
@@ -695,6 +728,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="also measure a node with sampled message events",
     )
     p.add_argument(
+        "--control",
+        action="store_true",
+        help="also measure a second node without events (control/off: the bench's own error)",
+    )
+    p.add_argument(
         "--durability",
         choices=("both", "durable", "non-durable"),
         default="both",
@@ -716,7 +754,7 @@ def main(argv: list[str] | None = None) -> int:
     if not 0.0 < args.sample_rate < 1.0:
         print("--sample-rate must be between 0 and 1 (exclusive)", file=sys.stderr)
         return 2
-    args.scenarios = SCENARIOS if args.sampled else SCENARIOS[:2]
+    args.scenarios = (SCENARIOS if args.sampled else SCENARIOS[:2]) + (("control",) if args.control else ())
     args.durabilities = {"both": (False, True), "durable": (True,), "non-durable": (False,)}[args.durability]
 
     def report(out: dict) -> None:
