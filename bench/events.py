@@ -648,17 +648,17 @@ def print_report(out: dict, s: dict, args) -> None:
     for dname, d in s.items():
         r = d.get("on", {}).get("ratio_off")
         verdict = {True: "PASS", False: "FAIL", None: "n/a"}[v[dname]]
-        sampled = (
+        others = (
             f"; sampled/off {f(d['sampled']['ratio_off'], '.3f')}" if "sampled" in d else ""
         )
         if "control" in d:
-            sampled += (
+            others += (
                 f"; control/off {f(d['control']['ratio_off'], '.3f')} (runs' own "
                 f"{f(d['control']['paired_ratio_off'], '.3f')}: the bench's own error)"
             )
         paired = d.get("on", {}).get("paired_ratio_off")
         print(
-            f"  {dname:11}  on/off {f(r, '.3f')}  {verdict}{sampled}"
+            f"  {dname:11}  on/off {f(r, '.3f')}  {verdict}{others}"
             f"  (median of the runs' own on/off: {f(paired, '.3f')})"
         )
     for name, lines in out["node_log_problems"].items():

@@ -6,8 +6,9 @@ as soon as they are done with.  CPython's default thresholds (700, 10, 10)
 still start a young collection every 700 net allocations, and every tenth of
 those also walks the middle generation, which on a busy node holds every
 message waiting in a queue or for its journal sync.  Those walks find next to
-nothing to free, and they cost a durable node about a tenth of its throughput
-(docs/performance.md, "Garbage collector").
+nothing to free, yet they took about 7% of a durable node's CPU (12% with the
+event log on) and each full one stopped it for 40-50 ms (docs/performance.md,
+"Garbage collector").
 
 So, once the node has started:
 
