@@ -20,13 +20,15 @@ def restore_gc():
 
 
 def test_tune_freezes_what_exists_and_raises_the_thresholds(restore_gc):
-    survivor = [object() for _ in range(10)]  # tracked by gc, alive through the freeze
+    survivor = [[] for _ in range(10)]  # lists: tracked by gc, alive through the freeze
     assert collector.tune({}) is True
     assert gc.get_threshold() == collector.THRESHOLDS
-    assert gc.get_freeze_count() >= len(survivor)
+    frozen = gc.get_freeze_count()
+    assert frozen >= len(survivor)
     status = collector.status()
     assert status["thresholds"] == list(collector.THRESHOLDS)
-    assert status["frozen"] == gc.get_freeze_count()
+    # frozen objects freed by reference counting leave the count: it only shrinks from here
+    assert len(survivor) <= status["frozen"] <= frozen
     assert len(status["collections"]) == 3
 
 
