@@ -244,12 +244,12 @@ def target_context(kind: str, args, deadline: Deadline, *, make_target, junction
 # --------------------------------------------------------------------------- measurement
 
 
-def proc_cpu_ticks(pid: int | None) -> int | None:
-    """utime + stime of ``pid`` in clock ticks (all threads), or None."""
+def proc_cpu_ticks(pid: int | None, thread: int | None = None) -> int | None:
+    """utime + stime of ``pid`` in clock ticks (all threads, or only ``thread``), or None."""
     if pid is None:
         return None
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
+        with open(f"/proc/{pid}/stat" if thread is None else f"/proc/{pid}/task/{thread}/stat", "rb") as f:
             data = f.read()
     except OSError:
         return None

@@ -144,6 +144,15 @@ class World:
     tmp: str
 
 
+def node_ticks(pid: int, writer_pid: int | None) -> int | None:
+    """CPU ticks of the node and of its event writer process (if any)."""
+    ticks = common.proc_cpu_ticks(pid)
+    if ticks is None or writer_pid is None:
+        return ticks
+    writer = common.proc_cpu_ticks(writer_pid)
+    return None if writer is None else ticks + writer
+
+
 def events_status(node) -> dict | None:
     """The node's ``/api/status`` ``events`` object, or None without an event log."""
     return node.status(timeout=2.0).get("events")
@@ -358,7 +367,9 @@ def trial(
     try:
         consumer.recv(deadline, "the consumer to subscribe")
         prod = cluster.open_producer(t, prod_l, deadline)
-        cpu0 = common.proc_cpu_ticks(node.pid)
+        writer_pid = None if ev0 is None else ev0.get("writer_pid")
+        cpu0 = node_ticks(node.pid, writer_pid)
+        main0 = common.proc_cpu_ticks(node.pid, node.pid)
         host0 = common.host_busy_ticks()
         client0 = time.process_time()
         t0 = time.monotonic_ns()
@@ -366,7 +377,8 @@ def trial(
         _, t_last, lat_bytes, duplicates, consumer_cpu = consumer.recv(
             deadline, "the last message", check=prod_l.raise_if_failed
         )
-        cpu1 = common.proc_cpu_ticks(node.pid)
+        cpu1 = node_ticks(node.pid, writer_pid)
+        main1 = common.proc_cpu_ticks(node.pid, node.pid)
         host1 = common.host_busy_ticks()
         client1 = time.process_time()
         t_end = time.monotonic_ns()
@@ -382,7 +394,7 @@ def trial(
     # the events the trial must at least have produced: all of them at rate 1, else the connections'
     least = 0 if ev0 is None else 2 * CONNECTIONS + (3 * n if rate >= 1.0 else 0)
     ev1 = drain(node, None if ev0 is None else ev0["written"], least, deadline)
-    cpu2 = common.proc_cpu_ticks(node.pid)
+    cpu2 = node_ticks(node.pid, writer_pid)
 
     # the checks: exactly n once each, every receipt, all through the queue, events as written
     if duplicates:
@@ -430,6 +442,12 @@ def trial(
         "node_cpu_us_per_msg": node_s * 1e6 / n if node_s is not None else None,
         "drain_cpu_us_per_msg": drain_s * 1e6 / n if drain_s is not None else None,
         "client_cpu_us_per_msg": client_cpu * 1e6 / n,
+        "main_cpu_us_per_msg": (
+            (main1 - main0) / common.CLK_TCK * 1e6 / n if main0 is not None and main1 is not None else None
+        ),
+        "writer_cpu_us_per_msg": (
+            None if ev0 is None else (sum(ev1.get(k, 0.0) - ev0.get(k, 0.0) for k in ("writer_cpu_s", "shipper_cpu_s"))) * 1e6 / n
+        ),
         "receipts": prod_l.send_receipts if durable else None,
         "events_written": written,
         "events_dropped": dropped,
@@ -533,6 +551,8 @@ FIELDS = (
     "node_cpu_us_per_msg",
     "drain_cpu_us_per_msg",
     "client_cpu_us_per_msg",
+    "main_cpu_us_per_msg",
+    "writer_cpu_us_per_msg",
     "events_written",
     "message_sent_events",
     "events_queued_at_last_message",
@@ -617,7 +637,7 @@ def print_report(out: dict, s: dict, args) -> None:
     print(
         f"\n{'durable':11}  {'scenario':10}  {'msg/s':>9}  {'vs off':>6}  {'p50 ms':>7}  {'p99 ms':>7}  "
         f"{'node us/msg':>11}  {'+drain us/msg':>13}  {'CPU vs off':>10}  {'client us/msg':>13}  "
-        f"{'events':>7}  {'sent ev':>7}  {'queued@end':>10}  {'dropped':>7}  {'others':>6}  runs msg/s"
+        f"{'reactor us/msg':>14}  {'writer us/msg':>13}  {'events':>7}  {'sent ev':>7}  {'queued@end':>10}  {'dropped':>7}  {'others':>6}  runs msg/s"
     )
     for dname, d in s.items():
         for scenario in args.scenarios:
@@ -632,7 +652,7 @@ def print_report(out: dict, s: dict, args) -> None:
                 f"{f(m['ratio_off'], '.3f'):>6}  {f(m['p50_ms'], '.2f'):>7}  {f(m['p99_ms'], '.2f'):>7}  "
                 f"{f(m['node_cpu_us_per_msg'], '.1f'):>11}  {f(m['drain_cpu_us_per_msg'], '.1f'):>13}  "
                 f"{f(m['drain_cpu_ratio_off'], '.2f'):>10}  {f(m['client_cpu_us_per_msg'], '.1f'):>13}  "
-                f"{f(m['events_written'], ',.0f'):>7}  {f(m['message_sent_events'], ',.0f'):>7}  "
+                f"{f(m['main_cpu_us_per_msg'], '.1f'):>14}  {f(m['writer_cpu_us_per_msg'], '.1f'):>13}  {f(m['events_written'], ',.0f'):>7}  {f(m['message_sent_events'], ',.0f'):>7}  "
                 f"{f(m['events_queued_at_last_message'], ',.0f'):>10}  "
                 f"{(str(m['events_dropped']) if has_log else 'n/a'):>7}  "
                 f"{f(m['other_cores'], '.2f'):>6}  {' '.join(runs)}"
@@ -640,7 +660,7 @@ def print_report(out: dict, s: dict, args) -> None:
     print(
         "(node us/msg: the node's CPU from the first SEND to the last message; +drain: until its event "
         "writer had written the trial's events (and as long for the off node); CPU vs off compares "
-        "+drain; events: lines written per trial, sent ev: message.sent among them; queued@end: events "
+        "+drain; reactor us/msg: the node's main thread (the reactor) until the last message; writer us/msg: the event writer process and the node's shipper thread, +drain; events: lines written per trial, sent ev: message.sent among them; queued@end: events "
         "not yet written when the last message arrived; others: cores busy with anything else)"
     )
     v = verdicts(s)

@@ -255,6 +255,7 @@ class Node:
             max_file_bytes=cfg.max_file_size,
             max_file_age_s=cfg.max_file_age / 1000.0,
             max_files=cfg.max_files,
+            max_spool_bytes=cfg.max_spool_size,
         )
         self.event_log.start()
         self.events = NodeEvents(self.event_log, self.node_id)

@@ -18,8 +18,15 @@ can follow it across the cluster.
 
 from __future__ import annotations
 
-from junction.brokercore.message import GROUP_SEQUENCE, plain
-from junction.events.schema import KINDS
+from junction.brokercore.message import (
+    DUPLICATE_ID,
+    GROUP_ID,
+    GROUP_ID_JMS,
+    GROUP_SEQUENCE,
+    RoutingType,
+    plain,
+)
+from junction.events.sink import ACKNOWLEDGED, DELIVERED, DELIVERED_AND_ACKNOWLEDGED, SENT
 
 __all__ = ["TRACE_NATIVE", "MessageEvents", "trace_of", "carry_trace"]
 
@@ -55,45 +62,37 @@ def _dup(message):
     return None if dup is None else _text(dup)
 
 
-def _group_seq(message):
-    value = message.properties.get(GROUP_SEQUENCE)
-    if value is None:
-        return None
+def _group_seq(value):
+    """A ``JMSXGroupSeq`` property value as an int, or None."""
     try:
         return int(plain(value))
     except (TypeError, ValueError):
         return None
 
 
-#: the fields of each kind in the order :meth:`MessageEvents` builds them (the schema's order,
-#: checked when one is made: see ``_put``)
-_ORDER = {
-    "message.sent": (
-        "message_id", "duplicate_id", "address", "queues", "size", "durable", "group_id",
-        "group_seq", "conn", "user", "client_id", "routing_type",
-    ),
-    "message.forwarded": ("message_id", "duplicate_id", "address", "to_node", "size"),
-    "message.redistributed": ("message_id", "duplicate_id", "address", "queue", "to_node", "size"),
-    "message.delivered": (
-        "message_id", "duplicate_id", "address", "queue", "consumer", "conn", "delivery_count", "user", "client_id",
-    ),
-    "message.acknowledged": ("message_id", "duplicate_id", "address", "queue", "consumer", "conn", "user", "client_id"),
-    "message.expired": ("message_id", "duplicate_id", "address", "queue"),
-    "message.dead_lettered": ("message_id", "duplicate_id", "address", "queue", "reason"),
-}
+def _dup_text(message):
+    """The message's duplicate id as text, or None (without the property's bytes round trip)."""
+    props = message.properties
+    dup = props.get(DUPLICATE_ID) if props else None
+    return None if dup is None else _text(plain(dup))
+
+
+_ROUTING_TYPE_NAMES = {t: t.name for t in RoutingType}
 
 
 class MessageEvents:
     """Message events of one node (only built when message events are on).
 
-    The broker core calls these on its hot paths (three per message), so each
-    builds one flat tuple, ``(kind, ts, value, ...)`` with the values in the
-    schema's field order, and hands it to
-    :meth:`junction.events.writer.EventLog.put_entry`: no keyword dict, no
-    category test (the category is on, or this object would not exist).  The
-    values are str, int, bool, None or tuples of str only (``queues`` is a
-    tuple, not a list), so the garbage collector untracks the entry soon
-    (see :mod:`junction.events.writer`).
+    The broker core calls these on its hot paths (a sent and a delivery
+    entry per message), so each builds one flat tuple, a compact entry of
+    :data:`junction.events.sink.LAYOUTS`: the message's own values and the
+    context tuple of its producer's session or its consumer, made on first
+    use and kept there (``event_context``), so that what every entry of a
+    session or consumer shares is found once.  The tuple goes to
+    :meth:`junction.events.writer.EventLog.put_entry` with no category test
+    (the category is on, or this object would not exist).  The values are
+    str, int, bool, None or tuples of those, so the garbage collector
+    untracks the entry soon (see :mod:`junction.events.writer`).
     """
 
     def __init__(self, log, node_id: str):
@@ -102,102 +101,125 @@ class MessageEvents:
         self._sampled = log.sampled
         self._all = log.sample_rate >= 1.0
         self._clock = log.clock
-        if all(KINDS.get(kind) == names for kind, names in _ORDER.items()):
-            self._put = log.put_entry
-        else:  # the schema changed under this module: name the fields (emit checks them)
-            self._put = self._put_by_name
-
-    def _put_by_name(self, entry: tuple) -> None:
-        self.log.emit(entry[0], **dict(zip(_ORDER[entry[0]], entry[2:], strict=True)))
+        self._prefix = node_id + "/"
+        self.put = log.put_entry
 
     def _trace(self, message):
         """The trace id, or None when sampling leaves this message out."""
         raw = message.native.get(TRACE_NATIVE)
-        trace = f"{self.node_id}/{message.message_id}" if raw is None else _text(raw)
+        trace = self._prefix + str(message.message_id) if raw is None else _text(raw)
         if self._all or self._sampled(trace):
             return trace
         return None
 
-    def sent(self, message, queues, connection, user) -> None:
+    @staticmethod
+    def _producer_context(session) -> tuple:
+        """``(conn, user, client_id)`` of a producer's session, made once."""
+        context = session.event_context
+        if context is None:
+            connection = session.connection
+            if connection is None:
+                context = (None, session.user, None)
+            else:
+                context = (str(connection.id), session.user, connection.client_id)
+            session.event_context = context
+        return context
+
+    @staticmethod
+    def _consumer_context(ref, consumer, session) -> tuple:
+        """``(queue, consumer, conn, user, client_id)`` of a delivery, made once per consumer
+        (``consumer`` is the session's ServerConsumer, or None when the ack names none)."""
+        if consumer is not None:
+            context = consumer.event_context
+            if context is not None:
+                return context
+        connection = session.connection
+        context = (
+            ref.queue.name,
+            None if consumer is None else str(consumer.id),
+            None if connection is None else str(connection.id),
+            session.user,
+            None if connection is None else connection.client_id,
+        )
+        if consumer is not None:
+            consumer.event_context = context
+        return context
+
+    def sent_entry(self, message, queues, session):
+        """The ``message.sent`` entry of a message routed now, stamped now (None when
+        sampling leaves it out), to :meth:`put` once the producer may be told it is safe."""
         trace = self._trace(message)
         if trace is None:
-            return
-        dup = message.duplicate_id
-        routing_type = message.routing_type
+            return None
+        props = message.properties
+        dup = group = seq = None
+        if props:
+            dup = props.get(DUPLICATE_ID)
+            if dup is not None:
+                dup = _text(plain(dup))
+            group = props.get(GROUP_ID)
+            if group is None:
+                group = props.get(GROUP_ID_JMS)
+            if group is not None:
+                group = str(plain(group))
+            seq = props.get(GROUP_SEQUENCE)
+            if seq is not None:
+                seq = _group_seq(seq)
         if len(queues) == 1:  # the common case, without a list
             name = queues[0].name
             names = () if name.startswith(_SF_PREFIX) else (name,)
         else:
             names = tuple([q.name for q in queues if not q.name.startswith(_SF_PREFIX)])
-        self._put(
-            (
-                "message.sent",
-                self._clock() * 1000.0,
-                trace,
-                None if dup is None else _text(dup),
-                message.address,
-                names,
-                message.encoded_size(),
-                message.durable,
-                message.group_id,
-                _group_seq(message) if message.properties else None,
-                None if connection is None else str(connection.id),
-                user,
-                None if connection is None else connection.client_id,
-                None if routing_type is None else routing_type.name,
-            )
+        routing_type = message.routing_type
+        return (
+            SENT,
+            self._clock() * 1000.0,
+            trace,
+            dup,
+            message.address,
+            names,
+            message.encoded_size(),
+            message.durable,
+            group,
+            seq,
+            None if routing_type is None else _ROUTING_TYPE_NAMES[routing_type],
+            self._producer_context(session),
         )
 
-    def _delivery(self, ref, consumer_id, session):
-        """What a delivery's events share: trace, duplicate id, address, queue, consumer,
-        conn, user and client id; None when sampling leaves the message out."""
+    def sent(self, message, queues, session) -> None:
+        """``message.sent`` of a message the producer may be told is safe now."""
+        entry = self.sent_entry(message, queues, session)
+        if entry is not None:
+            self.put(entry)
+
+    def delivered(self, ref, consumer, session, kind: str = DELIVERED) -> None:
+        """``consumer``: the session's ServerConsumer that got the delivery."""
         message = ref.message
         trace = self._trace(message)
-        if trace is None:
-            return None
-        dup = message.duplicate_id
-        connection = session.connection
-        return (
-            trace,
-            None if dup is None else _text(dup),
-            message.address,
-            ref.queue.name,
-            None if consumer_id is None else str(consumer_id),
-            str(connection.id),
-            session.user,
-            connection.client_id,
-        )
-
-    def delivered(self, ref, consumer_id, session) -> None:
-        shared = self._delivery(ref, consumer_id, session)
-        if shared is not None:
-            trace, dup, address, queue, consumer, conn, user, client_id = shared
-            self._put(
-                ("message.delivered", self._clock() * 1000.0, trace, dup, address, queue, consumer, conn,
-                 ref.delivery_count, user, client_id)
+        if trace is not None:
+            self.put(
+                (kind, self._clock() * 1000.0, trace, _dup_text(message), message.address,
+                 ref.delivery_count, self._consumer_context(ref, consumer, session))
             )
 
-    def delivered_and_acknowledged(self, ref, consumer_id, session) -> None:
+    def delivered_and_acknowledged(self, ref, consumer, session) -> None:
         """An auto-acknowledged delivery: ``delivered`` then ``acknowledged``, stamped alike,
-        their common values found once."""
-        shared = self._delivery(ref, consumer_id, session)
-        if shared is not None:
-            trace, dup, address, queue, consumer, conn, user, client_id = shared
-            ts = self._clock() * 1000.0
-            self._put(
-                ("message.delivered", ts, trace, dup, address, queue, consumer, conn, ref.delivery_count, user,
-                 client_id)
-            )
-            self._put(("message.acknowledged", ts, *shared))
+        in one entry (:data:`~junction.events.sink.DELIVERED_AND_ACKNOWLEDGED`)."""
+        self.delivered(ref, consumer, session, DELIVERED_AND_ACKNOWLEDGED)
 
-    def acknowledged(self, ref, consumer_id, session) -> None:
-        shared = self._delivery(ref, consumer_id, session)
-        if shared is not None:
-            self._put(("message.acknowledged", self._clock() * 1000.0, *shared))
+    def acknowledged(self, ref, consumer, session) -> None:
+        """``consumer``: the ServerConsumer that held the delivery, or None."""
+        message = ref.message
+        trace = self._trace(message)
+        if trace is not None:
+            self.put(
+                (ACKNOWLEDGED, self._clock() * 1000.0, trace, _dup_text(message), message.address,
+                 self._consumer_context(ref, consumer, session))
+            )
 
     def _entry(self, kind: str, *values) -> None:
         """The rarer kinds: one event, stamped now."""
-        self._put((kind, self._clock() * 1000.0, *values))
+        self.put((kind, self._clock() * 1000.0, *values))
 
     def forwarded(self, message, to_node: str) -> None:
         trace = self._trace(message)

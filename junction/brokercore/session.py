@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import logging
 import uuid
+from functools import partial
 
 from twisted.internet import defer
 
@@ -55,6 +56,12 @@ class ConnectionInfo:
         self.proxy_version = proxy_version
 
 
+def _put_event(result, put, entry):
+    """A Deferred callback: queue a message event once the producer may be told (result unchanged)."""
+    put(entry)
+    return result
+
+
 class ServerConsumer:
     """A protocol-level subscription: a :class:`Consumer` on a queue plus session bookkeeping.
 
@@ -85,6 +92,8 @@ class ServerConsumer:
         )
         self.consumer.end_batch = on_batch_end
         self.closed = False
+        #: what this consumer's message events share (junction.brokercore.events), made on first use
+        self.event_context = None
 
     @property
     def id(self) -> int:
@@ -95,7 +104,7 @@ class ServerConsumer:
         events = session.server.message_events
         if not self.auto_ack:
             if events is not None:
-                events.delivered(ref, self.consumer.id, session)
+                events.delivered(ref, self, session)
             session._consumer_of[id(ref)] = self
             self.on_delivery(self, ref)
             return
@@ -105,11 +114,11 @@ class ServerConsumer:
             if stored is not None:
                 quiet_failure(stored)
             if events is not None:
-                events.delivered_and_acknowledged(ref, self.consumer.id, session)
+                events.delivered_and_acknowledged(ref, self, session)
             if self.ack_returns_credit:
                 self.consumer.add_credit(1, ref.size)
         elif events is not None:  # closed while delivering: delivered, never acknowledged
-            events.delivered(ref, self.consumer.id, session)
+            events.delivered(ref, self, session)
 
     def in_flight(self):
         return list(self.consumer.in_flight.values())
@@ -185,7 +194,7 @@ class Transaction:
 
             def tell_acked():
                 for owner, ref in acked:
-                    events.acknowledged(ref, None if owner is None else owner.id, session)
+                    events.acknowledged(ref, owner, session)
 
             storage_tx.after_commit.append(tell_acked)
         return storage_tx.commit(server.config.journal_sync_transactional)
@@ -223,6 +232,8 @@ class ServerSession:
         #: deliveries stopped by transport backpressure (see set_paused)
         self.paused = False
         self.closed = False
+        #: what this session's message events share (junction.brokercore.events), made on first use
+        self.event_context = None
         server.sessions.add(self)
 
     # -- security -------------------------------------------------------------------
@@ -316,10 +327,11 @@ class ServerSession:
             server.remember_duplicate(address.name, message)
             if not queues:
                 return self._route(message, routing_type, None, address=address, queues=queues)
-            paged = server.page_message(address, message, queues)
             events = server.message_events
-            if events is not None:
-                paged.addCallback(self._tell_sent, events, message, queues)
+            entry = None if events is None else events.sent_entry(message, queues, self)
+            paged = server.page_message(address, message, queues)
+            if entry is not None:
+                paged.addCallback(_put_event, events.put, entry)
             return paged
         if policy is not None:
             if policy == "FAIL":
@@ -373,18 +385,17 @@ class ServerSession:
         confirmed = server.deliver_to_queues(message, queues, tx=storage_tx)
         events = server.message_events
         if events is not None:
-            # told once the producer may be: after the commit, or the journal sync
-            if storage_tx is not None:
-                storage_tx.after_commit.append(lambda: events.sent(message, queues, self.connection, self.user))
+            # stamped now, written once the producer may be told: after the commit, or the journal sync
+            entry = events.sent_entry(message, queues, self)
+            if entry is None:
+                pass
+            elif storage_tx is not None:
+                storage_tx.after_commit.append(partial(events.put, entry))
             elif confirmed is None:
-                events.sent(message, queues, self.connection, self.user)
+                events.put(entry)
             else:
-                confirmed.addCallback(self._tell_sent, events, message, queues)
+                confirmed.addCallback(_put_event, events.put, entry)
         return confirmed
-
-    def _tell_sent(self, result, events, message, queues):
-        events.sent(message, queues, self.connection, self.user)
-        return result
 
     # -- consuming ---------------------------------------------------------------------
     def create_consumer(
@@ -583,7 +594,7 @@ class ServerSession:
             owner.settled(ref)
         events = self.server.message_events
         if events is not None:
-            events.acknowledged(ref, None if owner is None else owner.id, self)
+            events.acknowledged(ref, owner, self)
         return stored
 
     def reject(self, ref: MessageRef) -> None:

@@ -955,6 +955,7 @@ JUNCTION_ELEMENTS: dict[str, dict[str, tuple[str, Parser]]] = {
         "max-file-size": ("max_file_size", size(4096, _JAVA_LONG[1])),
         "max-file-age": ("max_file_age", integer(1000)),
         "max-files": ("max_files", integer(1)),
+        "max-spool-size": ("max_spool_size", size(1024 * 1024, _JAVA_LONG[1])),
     },
 }
 

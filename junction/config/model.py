@@ -281,6 +281,8 @@ class EventsConfig:
     (0..1) keeps that share of messages, chosen by message id so that a kept
     message has all its events.  Files rotate at ``max_file_size`` bytes or
     ``max_file_age`` milliseconds; the oldest beyond ``max_files`` are deleted.
+    ``max_spool_size`` bounds the bytes of events spooled for the node's event
+    writer process and not yet written as lines (beyond, events are dropped).
     """
 
     directory: str = "data/events"
@@ -291,6 +293,7 @@ class EventsConfig:
     max_file_size: int = 64 * 1024 * 1024
     max_file_age: int = 3_600_000
     max_files: int = 100
+    max_spool_size: int = 1024 * 1024 * 1024
 
     @property
     def categories(self) -> tuple[str, ...]:

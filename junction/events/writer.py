@@ -1,37 +1,26 @@
-"""Writing events to rotated JSON Lines files, off the reactor's hot path.
+"""Queueing events off the reactor's hot path, for the event writer process.
 
 :meth:`EventLog.put_entry` (and :meth:`~EventLog.emit`) only append to a
-bounded in-memory queue (a deque append: cheap and thread-safe); a writer
-thread takes what has gathered, encodes it and writes it in one call, every
-:data:`FLUSH_INTERVAL_S` or as soon as :data:`BATCH_EVENTS` wait.  Files are
-named ``events-<node>-<UTC time>-<n>.jsonl`` and rotated when they reach
-``max_file_bytes`` or are ``max_file_age_s`` old; the oldest are deleted
-beyond ``max_files``.  When the queue is full (the disk cannot keep up) new
-events are dropped and counted, never blocking the broker; the count is
-shown in the node's status.
-
-Encoding is the writer's main cost (the broker core writes three events per
-message), so it is done in C, by orjson: each kind gets an entry builder
-compiled from :data:`~junction.events.schema.KINDS` (:func:`entry_builder`)
-that makes the event's object with one dict display, and ``orjson.dumps``
-writes it straight into the batch's buffer (about 1.5 µs an event, against
-about 3.5 µs for line encoders in Python).  Encoding in the writer thread
-rather than where the event happens lets it overlap the reactor's system
-calls, which release the GIL (encoding in place measured no cheaper in
-total, and it would put the whole cost on the reactor).  The line parses to what :func:`~junction.events.schema.encode`
-writes (the same keys, in the same order, the same values; orjson may spell
-a float differently, ``1e16`` for ``1e+16``, and writes NaN and the
-infinities as null where ``encode`` refuses them).  A value orjson cannot
-write (an integer beyond 64 bits) goes to ``encode``'s own JSON encoder; a
-string that is not valid Unicode is logged and its event not written.
+bounded in-memory queue (a deque append: cheap and thread-safe).  A shipper
+thread takes what has gathered every :data:`FLUSH_INTERVAL_S` and writes it,
+:data:`BATCH_EVENTS` at most to a segment, to the spool; the node's event
+writer process (:mod:`junction.events.sink`, started with the log and
+started again should it end) encodes the segments and writes the rotated
+files at the lowest CPU priority, and reports back what it wrote.  When the
+queue or the spool is full new events are dropped and counted, never
+blocking the broker; the count is shown in the node's status.  A spool
+write error fails the log: events are dropped from then on, and ``failed``
+says why (as it does when the writer process cannot write its files).
 
 Hot emitters (the broker core's message events) queue one flat tuple per
-event, ``(kind, ts, value, ...)`` with the values in the kind's field order
-(:meth:`EventLog.put_entry`), not keyword arguments: one allocation, and,
+entry (:meth:`EventLog.put_entry`), ``(kind, ts, value, ...)`` with the
+values in the kind's field order or as one of the compact layouts of
+:data:`junction.events.sink.LAYOUTS`, not keyword arguments: one allocation, and,
 when the values are plain (str, int, float, bool, None, tuples of str), one
 the garbage collector untracks in its young generations, so the events
-waiting for the writer do not reach its oldest one and make its full
-collections more frequent (as queued dicts and lists did).
+waiting for the shipper do not reach its oldest one.  Values ``marshal``
+cannot carry (objects, subclasses of str and int) are converted first, as
+the encoder would write them.
 
 Message events may be sampled (``sample_rate`` 0..1): whether a message's
 events are written is decided from its id, so a sampled message has all its
@@ -41,71 +30,65 @@ events (sent, delivered, acknowledged) or none.
 from __future__ import annotations
 
 import logging
+import marshal
 import os
+import subprocess
+import sys
 import threading
 import time
 import zlib
 from collections import deque
 
-import orjson
-
-from junction.events.schema import (
-    _ENCODER,
-    KINDS,
-    SCHEMA_VERSION,
-    Event,
-    SchemaError,
-    category_of,
-    encode,
+from junction.events.schema import KINDS, Event, SchemaError, category_of, encode
+from junction.events.sink import (
+    LAYOUTS,
+    MAX_FRAME_BYTES,
+    SPOOL_SUFFIX,
+    _safe,
+    events_in,
+    spool_segments,
 )
 
 log = logging.getLogger("junction.events")
 
 #: events waiting to be written, at most; beyond, new ones are dropped (and counted)
 MAX_QUEUED_EVENTS = 100_000
-#: events waiting that wake the writer before its interval is up (and the most it takes in one go)
+#: queued events the shipper puts in one spool segment, at most
 BATCH_EVENTS = 5_000
-#: seconds between the writer's looks at the queue
+#: seconds between the shipper's looks at the queue
 FLUSH_INTERVAL_S = 0.2
+#: seconds the writer process gets to convert what is spooled when the node stops
+WRITER_PROCESS_TIMEOUT_S = 10.0
+#: seconds between two starts of a writer process that ended on its own
+WRITER_RESTART_INTERVAL_S = 5.0
+#: default bytes of spooled events waiting for the writer process (``max-spool-size``)
+DEFAULT_MAX_SPOOL_BYTES = 1024 * 1024 * 1024
 #: defaults of <junction><events> (bytes, seconds, files)
 DEFAULT_MAX_FILE_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_FILE_AGE_S = 3600.0
 DEFAULT_MAX_FILES = 100
 
-_dumps = orjson.dumps
-_generic = _ENCODER.encode  # schema.encode's encoder, for what orjson refuses
+_PLAIN = (str, int, float, bool, type(None), bytes)
 
 
-def entry_builder(kind: str, node: str, node_id: str):
-    """``build(entry)`` -> the object (a dict) of one ``kind`` event of this node.
-
-    ``entry`` is ``(kind, ts, value, ...)`` with a value for each of the kind's
-    fields in :data:`KINDS` order (ValueError otherwise); the object is the one
-    :func:`junction.events.schema.encode` writes for
-    ``Event(kind, ts, node, node_id, dict(zip(KINDS[kind], entry[2:])))``.
-    """
-    spec = KINDS.get(kind)
-    if spec is None:
-        raise SchemaError(f"unknown event kind {kind!r}")
-    names = [f"a{i}" for i in range(len(spec))]
-    items = [f"'v': {SCHEMA_VERSION!r}", f"'kind': {kind!r}", "'ts': ts", f"'node': {node!r}", f"'node_id': {node_id!r}"]
-    items += [f"{name!r}: {arg}" for name, arg in zip(spec, names, strict=True)]
-    source = (
-        "def build(entry):\n"
-        f"    (_, ts, {''.join(n + ', ' for n in names)}) = entry\n"
-        f"    return {{{', '.join(items)}}}\n"
-    )
-    namespace: dict = {}
-    exec(compile(source, f"<event builder {kind}>", "exec"), namespace)
-    return namespace["build"]
-
-
-def _line(obj: dict) -> bytes:
-    """One event object as its UTF-8 line (without the newline)."""
-    try:
-        return _dumps(obj, default=str)
-    except TypeError:  # orjson.JSONEncodeError: a value orjson refuses; ValueError and
-        return _generic(obj).encode("utf-8")  # UnicodeEncodeError when encode refuses it too
+def _marshallable(value):
+    """``value`` as marshal can carry it and the encoder would write it."""
+    cls = value.__class__
+    if cls in _PLAIN:
+        return value
+    if cls is tuple or cls is list:
+        return cls(_marshallable(v) for v in value)
+    if cls is dict:
+        return {str(k): _marshallable(v) for k, v in value.items()}
+    if isinstance(value, str):  # a subclass: its text
+        return str.__str__(value)
+    if isinstance(value, int):  # IntEnum and the like: as orjson writes them
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, (tuple, list)):
+        return [_marshallable(v) for v in value]
+    return str(value)  # what the encoder's default=str writes
 
 
 class EventLog:
@@ -123,6 +106,7 @@ class EventLog:
         max_file_age_s: float = DEFAULT_MAX_FILE_AGE_S,
         max_files: int = DEFAULT_MAX_FILES,
         max_queued: int = MAX_QUEUED_EVENTS,
+        max_spool_bytes: int = DEFAULT_MAX_SPOOL_BYTES,
         clock=time.time,
     ):
         if not 0.0 <= sample_rate <= 1.0:
@@ -139,19 +123,33 @@ class EventLog:
         self.clock = clock
         self._queue: deque = deque()
         self._max_queued = max_queued
+        self._room = max_queued  # 0 once the log failed
         self._wake = threading.Event()
         self._stopping = False
         self._thread: threading.Thread | None = None
-        self._file = None
-        self._file_path = None
-        self._file_bytes = 0
-        self._file_opened = 0.0
-        self._sequence = 0
-        #: kind -> its entry builder (:func:`entry_builder`), made on first use
-        self._builders: dict = {}
+        self._process: subprocess.Popen | None = None
+        #: lines the writer process has written (from its last reply)
         self.written = 0
-        self.dropped = 0
+        self.file_path: str | None = None
         self.failed: str | None = None
+        #: CPU seconds of the shipper thread (taking and packing batches) and of the writer process
+        self.shipper_cpu_s = 0.0
+        self.writer_cpu_s = 0.0
+        self._dropped_here = 0  # queue or spool full, or the log failed
+        self._dropped_there = 0  # by the writer process (after a write error), from its last reply
+        #: the spool: segments of queued events waiting for the writer process
+        self.spool_directory = os.path.join(directory, f".spool-{_safe(node)}")
+        self.max_spool_bytes = max_spool_bytes
+        self._segment = 0
+        self._spooled_bytes = 0
+        self._converted_bytes = 0
+        self._spool_full = False
+        self._replies = bytearray()
+        self._started_writer = 0.0
+        self.writer_restarts = 0
+        # the totals of writer processes that ended (a restarted one counts from zero)
+        self._written_before = self._dropped_there_before = self._converted_before = 0
+        self._writer_cpu_before = 0.0
 
     # -- producing (any thread) -----------------------------------------------------
     def enabled(self, kind: str) -> bool:
@@ -189,137 +187,229 @@ class EventLog:
         Dropped and counted when the queue is full or the log failed.
         """
         queue = self._queue
-        if len(queue) >= self._max_queued or self.failed:
-            self.dropped += 1
-            return
-        queue.append(entry)
-        if len(queue) >= BATCH_EVENTS and not self._wake.is_set():
-            self._wake.set()
+        if len(queue) < self._room:  # the bound, or 0 once the log failed
+            queue.append(entry)
+        else:
+            self._dropped_here += len(LAYOUTS[entry[0]][0]) if entry[0] in LAYOUTS else 1
 
     # -- lifecycle --------------------------------------------------------------------
     def start(self) -> None:
-        os.makedirs(self.directory, exist_ok=True)
+        """Start the writer process and the shipper thread (OSError when either cannot start).
+
+        Spool segments a previous run left (its writer process killed before it
+        had converted them) are converted first."""
+        os.makedirs(self.spool_directory, exist_ok=True)
+        existing = spool_segments(self.spool_directory)
+        self._segment = int(existing[-1].split(".")[0]) if existing else 0
+        self._start_writer()
         self._thread = threading.Thread(target=self._run, name=f"events-{self.node}", daemon=True)
         self._thread.start()
 
-    def stop(self, timeout: float = 10.0) -> None:
-        """Write what is queued, close the file, end the thread."""
+    def _start_writer(self) -> None:
+        self._process = subprocess.Popen(
+            [
+                sys.executable, "-m", "junction.events.sink", self.directory, self.node, self.node_id,
+                str(self.max_file_bytes), repr(float(self.max_file_age_s)), str(self.max_files),
+                self.spool_directory,
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            close_fds=True,
+            start_new_session=True,  # a Ctrl-C meant for the node must not end it before the node's last events
+        )
+        os.set_blocking(self._process.stdin.fileno(), False)
+        os.set_blocking(self._process.stdout.fileno(), False)
+        self._replies = bytearray()
+        self._started_writer = time.monotonic()
+
+    def stop(self, timeout: float = WRITER_PROCESS_TIMEOUT_S) -> None:
+        """Spool what is queued, let the writer process convert the spool and end, end the thread.
+
+        A writer process still busy after ``timeout`` is killed: what it had not
+        converted stays in the spool for the next start."""
         self._stopping = True
+        self._stop_deadline = time.monotonic() + timeout
         self._wake.set()
         if self._thread is not None:
-            self._thread.join(timeout)
+            self._thread.join(timeout + 5.0)
             self._thread = None
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:  # the thread did not get to end it
+            process.kill()
+            process.wait()
+
+    @property
+    def dropped(self) -> int:
+        """Events not written: the queue or the spool was full, or the log had failed."""
+        return self._dropped_here + self._dropped_there
 
     def _run(self) -> None:
         while True:
             self._wake.wait(FLUSH_INTERVAL_S)
             self._wake.clear()
+            began = time.thread_time()
+            batch: list = []
             try:
-                while self._queue:
-                    data = self._encode_batch()
-                    written = self.written
-                    try:
-                        self._write(data)
-                    except OSError:
-                        self.dropped += data.count(b"\n") - (self.written - written)
-                        raise
-                self._rotate_if_old()
+                while self._queue and not self.failed:
+                    batch = self._take()
+                    self._spool(batch)
+                    batch = []
             except OSError as exc:
-                self.failed = f"{self._file_path}: {exc}"
-                log.error("event log %s failed: %s; events are dropped from now on", self.directory, exc)
-                self.dropped += len(self._queue)
-                self._queue.clear()
+                self._dropped_here += events_in(batch)
+                self._fail(f"cannot spool events: {exc}")
+            self._read_replies()
+            self._watch_writer()
+            self.shipper_cpu_s += time.thread_time() - began
             if self._stopping and not self._queue:
-                self._close()
+                break
+        self._finish_writer()
+
+    def _take(self) -> list:
+        popleft = self._queue.popleft
+        return [popleft() for _ in range(min(BATCH_EVENTS, len(self._queue)))]
+
+    def _take_all(self) -> list:
+        popleft = self._queue.popleft
+        return [popleft() for _ in range(len(self._queue))]
+
+    def _spool(self, batch: list) -> None:
+        """One batch to a new spool segment (renamed into place whole), and a wake-up
+        for the writer process.  Dropped and counted when the spool is full."""
+        try:
+            payload = marshal.dumps(batch)
+        except ValueError:  # a value marshal cannot carry: convert the batch
+            payload = marshal.dumps([e for e in map(self._convert, batch) if e is not None])
+        if self.spool_bytes + len(payload) > self.max_spool_bytes:
+            self._dropped_here += events_in(batch)
+            if not self._spool_full:
+                self._spool_full = True
+                log.error(
+                    "event spool %s is full (%d bytes waiting for the writer process, max-spool-size %d); "
+                    "events are dropped until it has room",
+                    self.spool_directory, self.spool_bytes, self.max_spool_bytes,
+                )
+            return
+        self._spool_full = False
+        self._segment += 1
+        path = os.path.join(self.spool_directory, f"{self._segment:016d}")
+        with open(path + ".tmp", "wb") as fh:
+            fh.write(payload)
+        os.rename(path + ".tmp", path + SPOOL_SUFFIX)
+        self._spooled_bytes += len(payload)
+        try:
+            os.write(self._process.stdin.fileno(), b"w")
+        except (BlockingIOError, BrokenPipeError):  # already woken, or gone (watched below)
+            pass
+
+    @property
+    def spool_bytes(self) -> int:
+        """Bytes spooled by this run and not yet converted."""
+        return max(0, self._spooled_bytes - self._converted_bytes)
+
+    def _read_replies(self) -> None:
+        """Take the writer process's status frames that have arrived (never waits)."""
+        process = self._process
+        try:
+            while True:
+                data = os.read(process.stdout.fileno(), 65536)
+                if not data:
+                    break
+                self._replies += data
+        except BlockingIOError:
+            pass
+        except OSError:
+            return
+        buf = self._replies
+        while len(buf) >= 4:
+            size = int.from_bytes(buf[:4], "little")
+            if size > MAX_FRAME_BYTES:
+                self._fail(f"the event writer process sent a frame of {size} bytes")
+                buf.clear()
                 return
+            if len(buf) < 4 + size:
+                break
+            self._apply(marshal.loads(bytes(buf[4 : 4 + size])))
+            del buf[: 4 + size]
 
-    # -- files --------------------------------------------------------------------------
-    def _encode_batch(self) -> bytearray:
-        """Up to :data:`BATCH_EVENTS` queued events as lines, in one buffer (each orjson
-        line is appended and freed at once: many small bytes objects alive together cost
-        the allocator far more)."""
-        buf = bytearray()
-        popleft, builders = self._queue.popleft, self._builders
-        for _ in range(min(BATCH_EVENTS, len(self._queue))):
-            entry = popleft()
-            try:
-                build = builders.get(entry[0])
-                if build is None:
-                    build = builders[entry[0]] = entry_builder(entry[0], self.node, self.node_id)
-                buf += _line(build(entry))
-            except (SchemaError, ValueError, TypeError) as exc:  # a bug in its emitter: say it, keep the rest
-                log.error("event not written: %s: %s", entry[0], exc)
-                continue
-            buf += b"\n"
-        return buf
+    def _apply(self, reply) -> None:
+        written, dropped, failed, file_path, cpu_s, problems, converted = reply
+        self.written = self._written_before + written
+        self._dropped_there = self._dropped_there_before + dropped
+        self.file_path = file_path
+        self.writer_cpu_s = self._writer_cpu_before + cpu_s
+        self._converted_bytes = self._converted_before + converted
+        for problem in problems:
+            log.error("%s", problem)
+        if failed and not self.failed:
+            self._fail(failed)
 
-    def _write(self, data: bytearray) -> None:
-        """Write whole lines, in as many files as :attr:`max_file_bytes` needs (a longer
-        line alone in its file)."""
-        view = memoryview(data)
-        start = 0
-        while start < len(data):
-            room = self.max_file_bytes - self._file_bytes if self._file is not None else 0
-            end = len(data)
-            if end - start > room:  # what fits, in whole lines
-                end = data.rfind(b"\n", start, start + room) + 1
-                if end <= start:  # not one line fits
-                    if self._file is None or self._file_bytes:
-                        self._open_next()
-                        continue
-                    end = data.index(b"\n", start) + 1  # an empty file takes one longer line
-            chunk = view[start:end]
-            self._file.write(chunk)
-            self._file.flush()
-            self._file_bytes += len(chunk)
-            self.written += data.count(b"\n", start, end)
-            start = end
-        view.release()
+    def _watch_writer(self) -> None:
+        """Start the writer process again if it ended while it should not have (at most once
+        every :data:`WRITER_RESTART_INTERVAL_S`): the spool keeps what it had not converted."""
+        process = self._process
+        if self._stopping or process.poll() is None:
+            return
+        if time.monotonic() - self._started_writer < WRITER_RESTART_INTERVAL_S:
+            return
+        self._read_replies()
+        log.warning("the event writer process of %s exited with status %s; starting it again", self.directory, process.returncode)
+        self.writer_restarts += 1
+        self._written_before, self._dropped_there_before = self.written, self._dropped_there
+        self._writer_cpu_before, self._converted_before = self.writer_cpu_s, self._converted_bytes
+        self._start_writer()
 
-    def _rotate_if_old(self) -> None:
-        if self._file is not None and self.clock() - self._file_opened >= self.max_file_age_s:
-            self._close()
+    def _finish_writer(self) -> None:
+        """End of input for the writer process: it converts what is spooled and exits."""
+        process = self._process
+        try:
+            process.stdin.close()
+        except OSError:
+            pass
+        deadline = getattr(self, "_stop_deadline", time.monotonic() + WRITER_PROCESS_TIMEOUT_S)
+        while process.poll() is None and time.monotonic() < deadline:
+            self._read_replies()
+            time.sleep(0.02)
+        if process.poll() is None:
+            log.error(
+                "the event writer process of %s did not finish in time; killed (the spool keeps the rest for the next start)",
+                self.directory,
+            )
+            process.kill()
+            process.wait()
+        self._read_replies()
+        process.stdout.close()
 
-    def _open_next(self) -> None:
-        self._close()
-        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(self.clock()))
-        self._sequence += 1
-        name = f"events-{_safe(self.node)}-{stamp}-{self._sequence:04d}.jsonl"
-        self._file_path = os.path.join(self.directory, name)
-        self._file = open(self._file_path, "ab")
-        self._file_bytes = 0
-        self._file_opened = self.clock()
-        self._prune()
+    def _convert(self, entry: tuple) -> tuple | None:
+        try:
+            return tuple(_marshallable(v) for v in entry)
+        except Exception as exc:  # a value whose str() fails: a bug in its emitter
+            log.error("event not written: %s: %s", entry[0], exc)
+            return None
 
-    def _close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
-
-    def _prune(self) -> None:
-        prefix = f"events-{_safe(self.node)}-"
-        files = sorted(f for f in os.listdir(self.directory) if f.startswith(prefix) and f.endswith(".jsonl"))
-        for name in files[: max(0, len(files) - self.max_files)]:
-            try:
-                os.remove(os.path.join(self.directory, name))
-            except OSError:
-                pass
+    def _fail(self, why: str) -> None:
+        """The log failed: say it once, and drop what waits and what comes from now on."""
+        self.failed = why
+        self._room = 0
+        log.error("event log %s failed: %s; events are dropped from now on", self.directory, why)
+        self._dropped_here += events_in(self._take_all())
 
     def status(self) -> dict:
+        process = self._process
         return {
             "directory": self.directory,
-            "file": self._file_path,
+            "file": self.file_path,
             "categories": sorted(self.categories),
             "sample_rate": self.sample_rate,
             "queued": len(self._queue),
             "written": self.written,
             "dropped": self.dropped,
             "failed": self.failed,
+            "spool_bytes": self.spool_bytes,
+            "writer_pid": None if process is None else process.pid,
+            "writer_restarts": self.writer_restarts,
+            "writer_cpu_s": round(self.writer_cpu_s, 6),
+            "shipper_cpu_s": round(self.shipper_cpu_s, 6),
         }
-
-
-def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or "node"
 
 
 __all__ = ["EventLog", "MAX_QUEUED_EVENTS", "BATCH_EVENTS", "FLUSH_INTERVAL_S"]

@@ -1697,11 +1697,11 @@ def test_junction_events_section():
     cfg = parse_config(
         core(
             '<junction><events directory="/var/log/j" message="false" message-sample-rate="0.25"'
-            ' max-file-size="1MiB" max-file-age="60000" max-files="7"/></junction>'
+            ' max-file-size="1MiB" max-file-age="60000" max-files="7" max-spool-size="2GiB"/></junction>'
         ),
         env={},
     )
-    assert cfg.events == model.EventsConfig("/var/log/j", True, False, True, 0.25, 1024 * 1024, 60_000, 7)
+    assert cfg.events == model.EventsConfig("/var/log/j", True, False, True, 0.25, 1024 * 1024, 60_000, 7, 2 << 30)
     assert cfg.events.categories == ("connection", "topology")
 
 
@@ -1709,10 +1709,10 @@ def test_junction_events_errors_all_at_once():
     errs = errors_of(
         core(
             '<junction><events message-sample-rate="2" max-files="0" max-file-size="1" topology="yes"'
-            ' colour="red"/></junction>'
+            ' colour="red" max-spool-size="1KiB"/></junction>'
         )
     )
     text = "\n".join(e.message for e in errs)
-    assert len(errs) == 5, text
-    for expected in ("message-sample-rate", "max-files", "max-file-size", "<events topology>: expected true or false", "no attribute 'colour'"):
+    assert len(errs) == 6, text
+    for expected in ("message-sample-rate", "max-files", "max-file-size", "max-spool-size", "<events topology>: expected true or false", "no attribute 'colour'"):
         assert expected in text

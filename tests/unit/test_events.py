@@ -9,6 +9,7 @@ import pytest
 
 from junction.events import schema
 from junction.events.schema import Event, SchemaError, decode, encode
+from junction.events.sink import LAYOUTS, EventSink
 from junction.events.writer import EventLog
 
 
@@ -52,9 +53,13 @@ def test_fields_a_newer_writer_adds_are_ignored():
     assert decode(line).fields["conn"] == 1
 
 
+def _jsonl(directory):
+    return sorted(n for n in os.listdir(directory) if n.endswith(".jsonl"))
+
+
 def _read_all(directory):
     events = []
-    for name in sorted(os.listdir(directory)):
+    for name in sorted(n for n in os.listdir(directory) if n.endswith(".jsonl")):
         with open(os.path.join(directory, name), "rb") as fh:
             events += [decode(line) for line in fh.read().splitlines()]
     return events
@@ -70,28 +75,45 @@ def test_the_writer_writes_every_event_in_order_and_rotates_by_size(tmp_path):
     log.stop()
     events = _read_all(tmp_path)
     assert [e.get("message_id") for e in events] == list(range(151)) + ["long"] + list(range(151, 300))
-    sizes = {name: os.path.getsize(tmp_path / name) for name in os.listdir(tmp_path)}
+    sizes = {name: os.path.getsize(tmp_path / name) for name in _jsonl(tmp_path)}
     assert len(sizes) > 2 and sum(sizes.values()) == sum(len(encode(e)) + 1 for e in events)
     assert [size for size in sizes.values() if size > 4096] == [len(encode(events[151])) + 1]
     assert (log.written, log.dropped) == (301, 0)
 
 
-def test_the_writer_rotates_by_age_and_keeps_max_files(tmp_path):
+def test_the_sink_rotates_by_age_and_keeps_max_files(tmp_path):
+    now = [1_000_000.0]
+    sink = EventSink(str(tmp_path), "gw", "n", max_file_bytes=1 << 20, max_file_age_s=60, max_files=3, clock=lambda: now[0])
+    for i in range(6):
+        sink.write([("connection.closed", 1.0, i, None, None, None, None)])
+        sink.rotate_if_old()
+        assert sink.is_open  # not old yet
+        now[0] += 61  # the next look at the file finds it too old: the next event opens a new one
+        sink.rotate_if_old()
+        assert not sink.is_open
+    assert len(_jsonl(tmp_path)) == 3  # six files made, the oldest three deleted
+    assert [e.get("conn") for e in _read_all(tmp_path)] == [3, 4, 5]
+    assert (sink.written, sink.dropped, sink.failed) == (6, 0, None)
+
+
+def test_the_writer_process_closes_a_file_that_grew_old(tmp_path):
+    """The shipper asks the process to look at its file's age while no events come."""
     from tests.harness import wait_for
 
-    now = [1_000_000.0]
-    log = EventLog(str(tmp_path), "gw", "n", max_file_age_s=60, max_files=3, clock=lambda: now[0])
+    log = EventLog(str(tmp_path), "gw", "n", max_file_age_s=0.5)
     log.start()
     try:
-        for i in range(6):
-            log.emit("connection.closed", conn=i)
-            wait_for(lambda i=i: log.written == i + 1, 5, what=f"event {i} written")
-            now[0] += 61  # the next look at the file finds it too old: the next event opens a new one
-            wait_for(lambda: log._file is None, 5, what="the old file closed")
+        log.emit("connection.closed", conn=1)
+        wait_for(lambda: log.written == 1, 5, what="the event written")
+        first = log.file_path
+        assert first is not None and log.status()["file"] == first
+        wait_for(lambda: log.status()["file"] is None, 10, what="the old file closed")
+        log.emit("connection.closed", conn=2)
+        wait_for(lambda: log.written == 2, 5, what="the second event written")
+        assert log.file_path not in (None, first)
     finally:
         log.stop()
-    assert len(os.listdir(tmp_path)) == 3  # six files made, the oldest three deleted
-    assert [e.get("conn") for e in _read_all(tmp_path)] == [3, 4, 5]
+    assert len(_jsonl(tmp_path)) == 2 and [e.get("conn") for e in _read_all(tmp_path)] == [1, 2]
 
 
 def test_a_full_queue_drops_and_counts_instead_of_blocking(tmp_path):
@@ -121,7 +143,7 @@ def test_every_field_has_one_type():
 def test_the_writers_lines_say_what_encode_writes():
     """The writer encodes with orjson: its lines parse to what encode writes, key order
     included; a value orjson refuses (an integer beyond 64 bits) goes to encode's encoder."""
-    from junction.events.writer import _line, entry_builder
+    from junction.events.sink import _line, entry_builder
 
     class Text(str):
         pass
@@ -154,3 +176,222 @@ def test_tuples_put_in_field_order_are_written_like_keyword_events(tmp_path):
     first, second = _read_all(tmp_path)
     assert first == second == Event("message.acknowledged", 1500.0, "core1", "node-1", {n: f"{n}-1" for n in spec})
     assert (log.written, log.dropped) == (2, 0)
+
+
+def _layout_values(layout, value_of):
+    return tuple(_layout_values(name, value_of) if isinstance(name, tuple) else value_of(name) for name in layout)
+
+
+def _flat(layout):
+    for name in layout:
+        yield from (_flat(name) if isinstance(name, tuple) else (name,))
+
+
+@pytest.mark.parametrize("entry_kind", sorted(LAYOUTS))
+def test_compact_entries_are_written_as_the_events_they_stand_for(tmp_path, entry_kind):
+    kinds, layout = LAYOUTS[entry_kind]
+    assert all(set(_flat(layout)) >= set(schema.KINDS[kind]) for kind in kinds)  # no field left null
+
+    def value_of(name):
+        return 3 if name in ("delivery_count", "size", "group_seq") else ["q1"] if name == "queues" else f"{name}-1"
+
+    log = EventLog(str(tmp_path), "core1", "node-1")
+    log.put_entry((entry_kind, 2000.0, *_layout_values(layout, value_of)))
+    log.start()
+    log.stop()
+    expected = [
+        Event(kind, 2000.0, "core1", "node-1", {name: value_of(name) for name in schema.KINDS[kind]}) for kind in kinds
+    ]
+    assert _read_all(tmp_path) == expected
+    with open(os.path.join(tmp_path, _jsonl(tmp_path)[0]), "rb") as fh:  # key order as encode writes it
+        assert [list(json.loads(line)) for line in fh.read().splitlines()] == [
+            list(json.loads(encode(e))) for e in expected
+        ]
+    assert (log.written, log.dropped) == (len(kinds), 0)
+    full = EventLog(str(tmp_path), "core1", "node-1", max_queued=0)
+    full.put_entry((entry_kind, 2000.0, *_layout_values(layout, value_of)))
+    assert full.dropped == len(kinds)  # each event it stands for is counted
+
+
+def test_the_broker_cores_message_events_name_their_fields(tmp_path):
+    """MessageEvents' compact entries against the schema: what a real message's events say."""
+    from types import SimpleNamespace
+
+    from junction.brokercore.events import MessageEvents
+    from junction.brokercore.message import Message, RoutingType
+
+    log = EventLog(str(tmp_path), "core1", "node-1", clock=lambda: 2.0)
+    events = MessageEvents(log, "node-1")
+    message = Message(
+        "orders", b"x" * 10, durable=True, routing_type=RoutingType.ANYCAST, message_id=42,
+        properties={"_AMQ_DUPL_ID": b"d-1", "JMSXGroupID": "g", "JMSXGroupSeq": 7},
+    )
+    queue = SimpleNamespace(name="orders")
+    connection = SimpleNamespace(id=9, client_id="c-9")
+    session = SimpleNamespace(connection=connection, user="alice", event_context=None)
+    consumer = SimpleNamespace(id=5, event_context=None)
+    ref = SimpleNamespace(message=message, queue=queue, delivery_count=2)
+    events.sent(message, [queue], session)
+    events.delivered(ref, consumer, session)
+    events.acknowledged(ref, None, session)  # an ack that names no consumer
+    events.delivered_and_acknowledged(ref, consumer, session)
+    assert session.event_context == ("9", "alice", "c-9") and consumer.event_context == ("orders", "5", "9", "alice", "c-9")
+    log.start()
+    log.stop()
+    common = {"message_id": "node-1/42", "duplicate_id": "d-1", "address": "orders", "queue": "orders",
+              "conn": "9", "user": "alice", "client_id": "c-9"}
+    sent = {"message_id": "node-1/42", "duplicate_id": "d-1", "address": "orders", "queues": ["orders"],
+            "size": message.encoded_size(), "durable": True, "group_id": "g", "group_seq": 7, "conn": "9",
+            "user": "alice", "client_id": "c-9", "routing_type": "ANYCAST"}
+    assert [(e.kind, e.fields) for e in _read_all(tmp_path)] == [
+        ("message.sent", sent),
+        ("message.delivered", {**common, "consumer": "5", "delivery_count": 2}),
+        ("message.acknowledged", {**common, "consumer": None}),
+        ("message.delivered", {**common, "consumer": "5", "delivery_count": 2}),
+        ("message.acknowledged", {**common, "consumer": "5"}),
+    ]
+
+
+def test_values_marshal_cannot_carry_are_written_as_the_encoder_writes_them(tmp_path):
+    import enum
+
+    class Colour(enum.IntEnum):
+        RED = 2
+
+    class Text(str):
+        pass
+
+    class Thing:
+        def __str__(self):
+            return "a thing"
+
+    log = EventLog(str(tmp_path), "gw", "n")
+    log.emit("connection.closed", conn=Text("c1"), bytes_in=Colour.RED, reason=Thing())
+    log.emit("connection.closed", conn="plain", reason=["x", Text("y"), {"k": Colour.RED}])
+    log.start()
+    log.stop()
+    first, second = _read_all(tmp_path)
+    assert (first.get("conn"), first.get("bytes_in"), first.get("reason")) == ("c1", 2, "a thing")
+    assert second.get("reason") == ["x", "y", {"k": 2}]
+    assert (log.written, log.dropped, log.failed) == (2, 0, None)
+
+
+def test_a_spool_write_error_fails_the_log_and_it_drops_from_then_on(tmp_path, caplog):
+    import shutil
+
+    from tests.harness import wait_for
+
+    directory = tmp_path / "events"
+    log = EventLog(str(directory), "gw", "n")
+    log.start()
+    try:
+        shutil.rmtree(directory)  # the spool is gone with it
+        log.emit("connection.closed", conn=1)
+        wait_for(lambda: log.failed is not None, 10, what="the log failed")
+        assert "No such file or directory" in log.failed and log.dropped == 1
+        log.emit("connection.closed", conn=2)
+        assert log.dropped == 2 and log.status()["queued"] == 0
+    finally:
+        log.stop()
+    assert "events are dropped from now on" in caplog.text
+    assert log.status()["writer_pid"] is None
+
+
+def test_a_full_spool_drops_and_counts_and_says_so_once(tmp_path, caplog):
+    from tests.harness import wait_for
+
+    log = EventLog(str(tmp_path), "gw", "n", max_spool_bytes=10)  # no batch fits
+    log.start()
+    try:
+        for i in range(3):
+            log.emit("connection.closed", conn=i)
+            wait_for(lambda i=i: log.dropped == i + 1, 5, what=f"event {i} dropped")
+    finally:
+        log.stop()
+    assert (log.written, log.failed, log.spool_bytes) == (0, None, 0)
+    assert caplog.text.count("is full") == 1
+
+
+def test_a_writer_process_that_dies_is_started_again_and_the_spool_keeps_its_events(tmp_path, caplog):
+    import signal
+
+    from tests.harness import wait_for
+
+    log = EventLog(str(tmp_path), "gw", "n")
+    log.start()
+    try:
+        log.emit("connection.closed", conn=0)
+        wait_for(lambda: log.written == 1, 5, what="the first event written")
+        first = log.status()["writer_pid"]
+        os.kill(first, signal.SIGKILL)
+        for i in range(1, 50):
+            log.emit("connection.closed", conn=i)
+        wait_for(lambda: log.status()["writer_restarts"] == 1, 15, what="the writer process started again")
+        wait_for(lambda: log.written == 50, 10, what="every event written")
+        assert log.status()["writer_pid"] != first and log.failed is None and log.dropped == 0
+    finally:
+        log.stop()
+    assert [e.get("conn") for e in _read_all(tmp_path)] == list(range(50))
+    assert "starting it again" in caplog.text
+
+
+def test_what_a_killed_writer_left_in_the_spool_is_written_at_the_next_start(tmp_path):
+    import marshal
+
+    log = EventLog(str(tmp_path), "gw", "n")
+    os.makedirs(log.spool_directory)
+    with open(os.path.join(log.spool_directory, "0000000000000007.frames"), "wb") as fh:
+        fh.write(marshal.dumps([("connection.closed", 1.0, "left", None, None, None, None)]))
+    log.start()
+    log.emit("connection.closed", conn="new")
+    log.stop()
+    assert [e.get("conn") for e in _read_all(tmp_path)] == ["left", "new"]
+    assert os.listdir(log.spool_directory) == []
+
+
+def test_stop_writes_what_is_queued_and_ends_the_writer_process(tmp_path):
+    log = EventLog(str(tmp_path), "gw", "n")
+    log.start()
+    pid = log.status()["writer_pid"]
+    for i in range(12_000):  # more than one frame
+        log.emit("connection.closed", conn=i)
+    log.stop()
+    assert [e.get("conn") for e in _read_all(tmp_path)] == list(range(12_000))
+    assert (log.written, log.dropped, log.status()["queued"]) == (12_000, 0, 0)
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # gone (and reaped)
+
+
+def test_the_converter_writes_each_segment_reports_after_it_and_keeps_a_bad_one(tmp_path):
+    import io
+    import marshal
+
+    from junction.events.sink import Converter, read_frame
+
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    (spool / "0000000000000001.frames").write_bytes(
+        marshal.dumps([("connection.closed", 1.0, 7, None, None, None, None), ("nope", 1.0)])
+    )
+    (spool / "0000000000000002.frames").write_bytes(b"not marshal")
+    (spool / "0000000000000003.tmp").write_bytes(b"still being written")
+    wake_r, wake_w = os.pipe()
+    os.close(wake_w)  # the node is stopping: convert what is there, then end
+    replies = io.BytesIO()
+    sink = EventSink(str(tmp_path), "gw", "n", max_file_bytes=1 << 20, max_file_age_s=60, max_files=3)
+    try:
+        Converter(sink, str(spool), wake_r, replies).run()
+    finally:
+        os.close(wake_r)
+    replies.seek(0)
+    frames = []
+    while (frame := read_frame(replies)) is not None:
+        frames.append(marshal.loads(frame))
+    written, dropped, failed, path, cpu_s, problems, converted = frames[0]
+    assert (written, dropped, failed) == (1, 0, None) and path.endswith(".jsonl") and cpu_s > 0
+    assert problems == ["event not written: nope: unknown event kind 'nope'"]
+    assert "0000000000000002.frames is not readable" in frames[1][5][0]
+    assert frames[-1][:4] == (1, 0, None, None)  # the end closed the file
+    assert sorted(os.listdir(spool)) == ["0000000000000002.frames.bad", "0000000000000003.tmp"]
+    assert [e.get("conn") for e in _read_all(tmp_path)] == [7]
+    assert not sink.is_open

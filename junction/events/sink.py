@@ -1,0 +1,419 @@
+"""The event writer process: spooled events in, rotated JSON Lines files out.
+
+A node's :class:`~junction.events.writer.EventLog` queues events as flat
+tuples; every 0.2 s its shipper thread writes what gathered to a spool
+segment (one ``marshal`` list, about 0.4 µs an event, renamed into place
+whole), and a child process running this module (``python -m
+junction.events.sink``) turns the segments into lines, oldest first, and
+deletes each once written.  Why a process: encoding is most of what an
+event costs (3-5 µs of CPU in a busy node, three events a message), and
+in a thread of the node it holds the interpreter lock the reactor needs.
+The process runs at niceness :data:`WRITER_NICE`, so it takes the CPU time
+the broker and its clients leave; on a saturated machine the spool grows on
+disk (bounded by the node's ``max-spool-size``) and the files catch up
+later.  Segments left by a process that was killed are converted by the
+next one: a killed writer loses nothing, though it may write the events of
+the segment it was working on twice.
+
+:class:`EventSink` is the file side, with no I/O but its files and no
+thread, so it is tested in process with a fake clock:
+
+* each kind gets an entry builder compiled from
+  :data:`~junction.events.schema.KINDS` (:func:`entry_builder`) that makes
+  the event's object with one dict display, and ``orjson.dumps`` writes it
+  (C; about 1.5 µs an event against about 3.5 µs for encoders in Python);
+  the line parses to what :func:`~junction.events.schema.encode` writes (the
+  same keys, order and values; orjson may spell a float differently,
+  ``1e16`` for ``1e+16``, and writes NaN and the infinities as null where
+  ``encode`` refuses them).  A value orjson cannot write (an integer beyond
+  64 bits) goes to ``encode``'s own JSON encoder; a string that is not valid
+  Unicode is reported and its event not written;
+* files are named ``events-<node>-<UTC time>-<n>.jsonl`` and rotated when
+  they reach ``max_file_bytes`` or are ``max_file_age_s`` old; the oldest are
+  deleted beyond ``max_files``;
+* a write error fails the sink: what it could not write and everything
+  after is dropped and counted, and ``failed`` says why.
+
+An entry is ``(kind, ts, value, ...)`` with the kind's values in
+:data:`~junction.events.schema.KINDS` order, or one of the compact entries
+of :data:`LAYOUTS` that the broker core's hot paths queue: the values the
+message's events do not share with others of the same producer or consumer,
+then one context tuple made once for that producer or consumer.  One entry
+of an auto-acknowledged delivery stands for both its events,
+``message.delivered`` and ``message.acknowledged``, stamped alike.
+
+The node talks to the process over two pipes (internal: both ends are in
+this package).  Its stdin carries a byte for each new segment (a wake-up)
+and its end says the node stops: convert the rest, then end.  Its stdout
+carries a status frame (a little-endian u32 length and a ``marshal``
+payload) after each segment and each idle look:
+``(written, dropped, failed, file, cpu_s, problems, converted_bytes)``,
+totals since the process started, the current file, its CPU seconds, and the
+messages of what went wrong since the last frame (at most
+:data:`MAX_PROBLEMS`), which the node logs.
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+import select
+import struct
+import sys
+import time
+
+import orjson
+
+from junction.events.schema import _ENCODER, KINDS, SCHEMA_VERSION, SchemaError
+
+__all__ = [
+    "EventSink",
+    "SENT",
+    "DELIVERED",
+    "ACKNOWLEDGED",
+    "DELIVERED_AND_ACKNOWLEDGED",
+    "LAYOUTS",
+    "events_in",
+    "MAX_FRAME_BYTES",
+    "MAX_PROBLEMS",
+    "entry_builder",
+    "Converter",
+    "spool_segments",
+]
+
+#: Compact entries of the broker core's hot paths: entry kind -> (the event kinds it
+#: stands for, its layout).  The context tuples at the end are made once per
+#: session (a producer's) or consumer and shared by all its entries.
+SENT = "sent"
+DELIVERED = "delivered"
+ACKNOWLEDGED = "acknowledged"
+#: an auto-acknowledged delivery: message.delivered then message.acknowledged, stamped alike
+DELIVERED_AND_ACKNOWLEDGED = "delivered+acknowledged"
+PRODUCER_CONTEXT = ("conn", "user", "client_id")
+CONSUMER_CONTEXT = ("queue", "consumer", "conn", "user", "client_id")
+LAYOUTS: dict[str, tuple[tuple[str, ...], tuple]] = {
+    SENT: (
+        ("message.sent",),
+        ("message_id", "duplicate_id", "address", "queues", "size", "durable", "group_id", "group_seq",
+         "routing_type", PRODUCER_CONTEXT),
+    ),
+    DELIVERED: (("message.delivered",), ("message_id", "duplicate_id", "address", "delivery_count", CONSUMER_CONTEXT)),
+    ACKNOWLEDGED: (("message.acknowledged",), ("message_id", "duplicate_id", "address", CONSUMER_CONTEXT)),
+    DELIVERED_AND_ACKNOWLEDGED: (
+        ("message.delivered", "message.acknowledged"),
+        ("message_id", "duplicate_id", "address", "delivery_count", CONSUMER_CONTEXT),
+    ),
+}
+#: the largest request or reply frame either side accepts (bytes)
+MAX_FRAME_BYTES = 64 * 1024 * 1024
+#: problem messages one reply carries, at most (the rest are counted in one more)
+MAX_PROBLEMS = 20
+#: the name ending of a complete spool segment (one ``marshal`` list of entries)
+SPOOL_SUFFIX = ".frames"
+#: seconds the writer process waits for a wake-up before it looks at the spool anyway
+IDLE_LOOK_S = 1.0
+#: the writer process's niceness: it converts with the CPU time the node and others leave
+WRITER_NICE = 19
+
+_FRAME = struct.Struct("<I")
+_dumps = orjson.dumps
+_generic = _ENCODER.encode  # schema.encode's encoder, for what orjson refuses
+
+
+def entry_builder(kind: str, node: str, node_id: str, layout: tuple | None = None):
+    """``build(entry)`` -> the object (a dict) of one ``kind`` event of this node.
+
+    ``entry`` is ``(entry kind, ts, value, ...)`` with the values laid out as
+    ``layout`` names them (by default the kind's fields in :data:`KINDS`
+    order); a tuple within ``layout`` stands for one value that is a tuple of
+    those fields (a context the emitter made once and shares, see
+    :data:`LAYOUTS`).  A wrong number of values raises ValueError or
+    TypeError.  The object is the one :func:`junction.events.schema.encode`
+    writes for the event: its fields in schema order, null where the layout
+    has none; a layout field the kind does not have is left out.
+    """
+    spec = KINDS.get(kind)
+    if spec is None:
+        raise SchemaError(f"unknown event kind {kind!r}")
+    args: dict[str, str] = {}
+
+    def pattern(names) -> str:
+        parts = []
+        for name in names:
+            if isinstance(name, tuple):
+                parts.append(f"({pattern(name)})")
+            else:
+                args[name] = arg = f"a{len(args)}"
+                parts.append(arg)
+        return "".join(part + ", " for part in parts)
+
+    unpack = pattern(spec if layout is None else layout)
+    items = [f"'v': {SCHEMA_VERSION!r}", f"'kind': {kind!r}", "'ts': ts", f"'node': {node!r}", f"'node_id': {node_id!r}"]
+    items += [f"{name!r}: {args.get(name, 'None')}" for name in spec]
+    source = f"def build(entry):\n    (_, ts, {unpack}) = entry\n    return {{{', '.join(items)}}}\n"
+    namespace: dict = {}
+    exec(compile(source, f"<event builder {kind}>", "exec"), namespace)
+    return namespace["build"]
+
+
+def events_in(entries) -> int:
+    """The events ``entries`` stand for."""
+    return sum(len(LAYOUTS[e[0]][0]) if e[0] in LAYOUTS else 1 for e in entries)
+
+
+def _line(obj: dict) -> bytes:
+    """One event object as its UTF-8 line (without the newline)."""
+    try:
+        return _dumps(obj, default=str)
+    except TypeError:  # orjson.JSONEncodeError: a value orjson refuses; ValueError and
+        return _generic(obj).encode("utf-8")  # UnicodeEncodeError when encode refuses it too
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or "node"
+
+
+class EventSink:
+    """One node's event files: ``write(entries)``, ``rotate_if_old()``, ``close()``."""
+
+    def __init__(self, directory: str, node: str, node_id: str, *, max_file_bytes: int,
+                 max_file_age_s: float, max_files: int, clock=time.time):
+        self.directory = directory
+        self.node = node
+        self.node_id = node_id
+        self.max_file_bytes = max_file_bytes
+        self.max_file_age_s = max_file_age_s
+        self.max_files = max_files
+        self.clock = clock
+        self.file_path: str | None = None
+        self._file = None
+        self._file_bytes = 0
+        self._file_opened = 0.0
+        self._sequence = 0
+        #: entry kind -> the builders of its events (:func:`entry_builder`), made on first use
+        self._builders: dict = {}
+        self.written = 0
+        self.dropped = 0
+        self.failed: str | None = None
+        #: what went wrong since :meth:`take_problems` (bounded: see :data:`MAX_PROBLEMS`)
+        self._problems: list[str] = []
+        self._problems_over = 0
+
+    def _problem(self, text: str) -> None:
+        if len(self._problems) < MAX_PROBLEMS:
+            self._problems.append(text)
+        else:
+            self._problems_over += 1
+
+    def take_problems(self) -> list[str]:
+        problems, self._problems = self._problems, []
+        if self._problems_over:
+            problems.append(f"and {self._problems_over} more events not written")
+            self._problems_over = 0
+        return problems
+
+    def write(self, entries) -> None:
+        """Encode and write ``entries`` (dropped and counted once the sink has failed)."""
+        if self.failed:
+            self.dropped += events_in(entries)
+            return
+        data = self.encode(entries)
+        written = self.written
+        try:
+            self._write(data)
+        except OSError as exc:
+            self.dropped += data.count(b"\n") - (self.written - written)
+            self.failed = f"{self.file_path}: {exc}"
+            self._problem(f"event log {self.directory} failed: {exc}; events are dropped from now on")
+            self.close()
+
+    def encode(self, entries) -> bytearray:
+        """``entries`` as lines, in one buffer (each orjson line is appended and freed at
+        once: many small bytes objects alive together cost the allocator far more)."""
+        buf = bytearray()
+        builders = self._builders
+        for entry in entries:
+            try:
+                builds = builders.get(entry[0]) or self._builders_of(entry[0])
+                for build in builds:
+                    buf += _line(build(entry))
+                    buf += b"\n"
+            except (SchemaError, ValueError, TypeError) as exc:  # a bug in its emitter: say it, keep the rest
+                self._problem(f"event not written: {entry[0]}: {exc}")
+        return buf
+
+    def _builders_of(self, entry_kind) -> tuple:
+        """The builders of the events one entry of ``entry_kind`` stands for."""
+        kinds, layout = LAYOUTS.get(entry_kind, ((entry_kind,), None))
+        builds = tuple(entry_builder(kind, self.node, self.node_id, layout) for kind in kinds)
+        self._builders[entry_kind] = builds
+        return builds
+
+    def _write(self, data: bytearray) -> None:
+        """Write whole lines, in as many files as :attr:`max_file_bytes` needs (a longer
+        line alone in its file)."""
+        view = memoryview(data)
+        start = 0
+        try:
+            while start < len(data):
+                room = self.max_file_bytes - self._file_bytes if self._file is not None else 0
+                end = len(data)
+                if end - start > room:  # what fits, in whole lines
+                    end = data.rfind(b"\n", start, start + room) + 1
+                    if end <= start:  # not one line fits
+                        if self._file is None or self._file_bytes:
+                            self._open_next()
+                            continue
+                        end = data.index(b"\n", start) + 1  # an empty file takes one longer line
+                chunk = view[start:end]
+                self._file.write(chunk)
+                self._file.flush()
+                self._file_bytes += len(chunk)
+                self.written += data.count(b"\n", start, end)
+                start = end
+        finally:
+            view.release()
+
+    def rotate_if_old(self) -> None:
+        if self._file is not None and self.clock() - self._file_opened >= self.max_file_age_s:
+            self.close()
+
+    def _open_next(self) -> None:
+        self.close()
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(self.clock()))
+        self._sequence += 1
+        name = f"events-{_safe(self.node)}-{stamp}-{self._sequence:04d}.jsonl"
+        self.file_path = os.path.join(self.directory, name)
+        self._file = open(self.file_path, "ab")
+        self._file_bytes = 0
+        self._file_opened = self.clock()
+        self._prune()
+
+    def close(self) -> None:
+        """Close the current file (the next line opens a new one)."""
+        if self._file is not None:
+            try:
+                self._file.close()
+            except OSError:
+                pass
+            self._file = None
+            self.file_path = None
+
+    @property
+    def is_open(self) -> bool:
+        return self._file is not None
+
+    def _prune(self) -> None:
+        prefix = f"events-{_safe(self.node)}-"
+        files = sorted(f for f in os.listdir(self.directory) if f.startswith(prefix) and f.endswith(".jsonl"))
+        for name in files[: max(0, len(files) - self.max_files)]:
+            try:
+                os.remove(os.path.join(self.directory, name))
+            except OSError:
+                pass
+
+
+def spool_segments(directory: str) -> list[str]:
+    """The spool's complete segments, oldest first (a ``.tmp`` one is still being written)."""
+    try:
+        return sorted(name for name in os.listdir(directory) if name.endswith(SPOOL_SUFFIX))
+    except FileNotFoundError:
+        return []
+
+
+def write_frame(stream, payload: bytes) -> None:
+    stream.write(_FRAME.pack(len(payload)) + payload)
+    stream.flush()
+
+
+def read_frame(stream) -> bytes | None:
+    """One length-prefixed frame from ``stream``; None at end of input (or a cut frame)."""
+    head = stream.read(_FRAME.size)
+    if len(head) < _FRAME.size:
+        return None
+    (size,) = _FRAME.unpack(head)
+    if size > MAX_FRAME_BYTES:
+        raise ValueError(f"a frame of {size} bytes is over the limit of {MAX_FRAME_BYTES}")
+    payload = stream.read(size)
+    return payload if len(payload) == size else None
+
+
+class Converter:
+    """The writer process's loop: spool segments in, lines out, a status frame after each.
+
+    ``wakeups`` is the read end of the node's pipe: a byte says a segment was
+    spooled; end of input says the node stops (convert the rest, then end).
+    Without wake-ups the spool is looked at every :data:`IDLE_LOOK_S`, and
+    the current file's age with it.
+    """
+
+    def __init__(self, sink: EventSink, spool_directory: str, wakeups: int, replies):
+        self.sink = sink
+        self.spool_directory = spool_directory
+        self.wakeups = wakeups
+        self.replies = replies
+        self.converted_bytes = 0
+        self.ending = False
+
+    def run(self) -> None:
+        try:
+            while True:
+                for name in spool_segments(self.spool_directory):
+                    self.convert(os.path.join(self.spool_directory, name))
+                    self.reply()
+                if self.ending and not spool_segments(self.spool_directory):
+                    return
+                if not self.ending:
+                    readable, _, _ = select.select([self.wakeups], [], [], IDLE_LOOK_S)
+                    if readable and not os.read(self.wakeups, 4096):
+                        self.ending = True
+                self.sink.rotate_if_old()
+                self.reply()
+        finally:
+            self.sink.close()
+            self.reply()
+
+    def convert(self, path: str) -> None:
+        """One segment's events to lines, then the segment is deleted."""
+        with open(path, "rb") as fh:
+            payload = fh.read()
+        try:
+            entries = marshal.loads(payload)
+        except (ValueError, EOFError, TypeError) as exc:
+            self.sink._problem(f"spool segment {path} is not readable ({exc}); kept as {path}.bad")
+            os.rename(path, path + ".bad")
+            return
+        self.sink.write(entries)
+        os.remove(path)
+        self.converted_bytes += len(payload)
+
+    def reply(self) -> None:
+        sink = self.sink
+        status = (
+            sink.written, sink.dropped, sink.failed, sink.file_path, time.process_time(), sink.take_problems(),
+            self.converted_bytes,
+        )
+        write_frame(self.replies, marshal.dumps(status))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m junction.events.sink DIRECTORY NODE NODE_ID MAX_FILE_BYTES MAX_FILE_AGE_S MAX_FILES SPOOL``."""
+    directory, node, node_id, max_bytes, max_age, max_files, spool = (sys.argv[1:] if argv is None else argv)
+    # Nearly everything this process makes is freed by reference counting: collect rarely.
+    import gc
+
+    gc.freeze()
+    gc.set_threshold(100_000, 50, 100)
+    os.nice(WRITER_NICE)
+    sink = EventSink(
+        directory, node, node_id, max_file_bytes=int(max_bytes), max_file_age_s=float(max_age), max_files=int(max_files)
+    )
+    try:
+        Converter(sink, spool, sys.stdin.fileno(), sys.stdout.buffer).run()
+    except BrokenPipeError:  # the node is gone
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
