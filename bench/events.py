@@ -11,8 +11,8 @@ security off, persistence on, each with the queue ``bench`` declared in
   message="true" topology="true" message-sample-rate="1.0"/>``: every
   message's ``message.sent``, ``message.delivered`` and
   ``message.acknowledged`` are written (``junction/brokercore/events.py``
-  emits them, ``junction/events/writer.py`` queues, encodes and writes them
-  in its own thread);
+  emits them, ``junction/events/writer.py`` queues and spools them, and the
+  node's event writer process, ``junction/events/sink.py``, writes them);
 * **sampled** -- the same with ``message-sample-rate`` ``--sample-rate``
   (0.1); leave it out with ``--no-sampled``;
 * **control** (with ``--control``) -- a second node without ``<events>``,
@@ -30,13 +30,17 @@ non-durable ones ``persistent:false`` without receipts.  msg/s is the count
 divided by the time from the first SEND to the consumer receiving the last
 distinct message.
 
-Node CPU is the node's user+system time (``/proc``, all threads, so the
-event writer thread too) per message, over two windows: from the first SEND
-to the last message received (``node us/msg``), and from the first SEND
-until the node's event writer has written everything the trial produced
-(``+drain us/msg``: the events still queued when the last message arrived
-are paid for after it; the off node is measured over the same kind of
-wait, so the two columns compare alike).
+Node CPU is the node's user+system time (``/proc``, all threads) plus its
+event writer process's (``junction/events/sink.py``, from the pid in the
+node's status) per message, over two windows: from the first SEND to the
+last message received (``node us/msg``), and from the first SEND until the
+writer has written everything the trial produced (``+drain us/msg``: the
+events still queued or spooled when the last message arrived are paid for
+after it; the off node is measured over the same kind of wait, so the two
+columns compare alike).  ``reactor us/msg`` is the node's main thread alone
+(the reactor, where the broker core captures the events) until the last
+message; ``writer us/msg`` is the writer process and the node's thread that
+spools, over the +drain window (from the node's status).
 
 Every trial is checked, and fails loudly otherwise: the consumer received
 each message exactly once, every receipt came back (durable), the ``bench``
