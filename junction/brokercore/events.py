@@ -57,11 +57,6 @@ def carry_trace(message, node_id: str) -> None:
         message.native[TRACE_NATIVE] = f"{node_id}/{message.message_id}".encode()
 
 
-def _dup(message):
-    dup = message.duplicate_id
-    return None if dup is None else _text(dup)
-
-
 def _group_seq(value):
     """A ``JMSXGroupSeq`` property value as an int, or None."""
     try:
@@ -225,7 +220,7 @@ class MessageEvents:
         trace = self._trace(message)
         if trace is not None:
             self._entry(
-                "message.forwarded", trace, _dup(message), message.address, to_node, message.encoded_size()
+                "message.forwarded", trace, _dup_text(message), message.address, to_node, message.encoded_size()
             )
 
     def redistributed(self, message, queue: str, to_node: str) -> None:
@@ -234,7 +229,7 @@ class MessageEvents:
             self._entry(
                 "message.redistributed",
                 trace,
-                _dup(message),
+                _dup_text(message),
                 message.address,
                 queue,
                 to_node,
@@ -244,11 +239,11 @@ class MessageEvents:
     def expired(self, ref) -> None:
         trace = self._trace(ref.message)
         if trace is not None:
-            self._entry("message.expired", trace, _dup(ref.message), ref.message.address, ref.queue.name)
+            self._entry("message.expired", trace, _dup_text(ref.message), ref.message.address, ref.queue.name)
 
     def dead_lettered(self, ref, reason: str) -> None:
         trace = self._trace(ref.message)
         if trace is not None:
             self._entry(
-                "message.dead_lettered", trace, _dup(ref.message), ref.message.address, ref.queue.name, reason
+                "message.dead_lettered", trace, _dup_text(ref.message), ref.message.address, ref.queue.name, reason
             )

@@ -73,7 +73,9 @@ __all__ = [
     "ACKNOWLEDGED",
     "DELIVERED_AND_ACKNOWLEDGED",
     "LAYOUTS",
+    "events_of",
     "events_in",
+    "take_frames",
     "MAX_FRAME_BYTES",
     "MAX_PROBLEMS",
     "entry_builder",
@@ -156,9 +158,15 @@ def entry_builder(kind: str, node: str, node_id: str, layout: tuple | None = Non
     return namespace["build"]
 
 
+def events_of(entry) -> int:
+    """The events one entry stands for."""
+    layout = LAYOUTS.get(entry[0])
+    return 1 if layout is None else len(layout[0])
+
+
 def events_in(entries) -> int:
     """The events ``entries`` stand for."""
-    return sum(len(LAYOUTS[e[0]][0]) if e[0] in LAYOUTS else 1 for e in entries)
+    return sum(map(events_of, entries))
 
 
 def _line(obj: dict) -> bytes:
@@ -326,16 +334,20 @@ def write_frame(stream, payload: bytes) -> None:
     stream.flush()
 
 
-def read_frame(stream) -> bytes | None:
-    """One length-prefixed frame from ``stream``; None at end of input (or a cut frame)."""
-    head = stream.read(_FRAME.size)
-    if len(head) < _FRAME.size:
-        return None
-    (size,) = _FRAME.unpack(head)
-    if size > MAX_FRAME_BYTES:
-        raise ValueError(f"a frame of {size} bytes is over the limit of {MAX_FRAME_BYTES}")
-    payload = stream.read(size)
-    return payload if len(payload) == size else None
+def take_frames(buf: bytearray) -> list[bytes]:
+    """The complete length-prefixed frames at the start of ``buf``, removed from it
+    (a cut frame stays for more bytes); ValueError for one over :data:`MAX_FRAME_BYTES`."""
+    frames = []
+    while len(buf) >= _FRAME.size:
+        (size,) = _FRAME.unpack_from(buf)
+        if size > MAX_FRAME_BYTES:
+            raise ValueError(f"a frame of {size} bytes is over the limit of {MAX_FRAME_BYTES}")
+        end = _FRAME.size + size
+        if len(buf) < end:
+            break
+        frames.append(bytes(buf[_FRAME.size : end]))
+        del buf[:end]
+    return frames
 
 
 class Converter:

@@ -41,12 +41,12 @@ from collections import deque
 
 from junction.events.schema import KINDS, Event, SchemaError, category_of, encode
 from junction.events.sink import (
-    LAYOUTS,
-    MAX_FRAME_BYTES,
     SPOOL_SUFFIX,
     _safe,
     events_in,
+    events_of,
     spool_segments,
+    take_frames,
 )
 
 log = logging.getLogger("junction.events")
@@ -126,6 +126,7 @@ class EventLog:
         self._room = max_queued  # 0 once the log failed
         self._wake = threading.Event()
         self._stopping = False
+        self._stop_deadline: float | None = None
         self._thread: threading.Thread | None = None
         self._process: subprocess.Popen | None = None
         #: lines the writer process has written (from its last reply)
@@ -190,7 +191,7 @@ class EventLog:
         if len(queue) < self._room:  # the bound, or 0 once the log failed
             queue.append(entry)
         else:
-            self._dropped_here += len(LAYOUTS[entry[0]][0]) if entry[0] in LAYOUTS else 1
+            self._dropped_here += events_of(entry)
 
     # -- lifecycle --------------------------------------------------------------------
     def start(self) -> None:
@@ -264,13 +265,9 @@ class EventLog:
                 break
         self._finish_writer()
 
-    def _take(self) -> list:
+    def _take(self, most: int = BATCH_EVENTS) -> list:
         popleft = self._queue.popleft
-        return [popleft() for _ in range(min(BATCH_EVENTS, len(self._queue)))]
-
-    def _take_all(self) -> list:
-        popleft = self._queue.popleft
-        return [popleft() for _ in range(len(self._queue))]
+        return [popleft() for _ in range(min(most, len(self._queue)))]
 
     def _spool(self, batch: list) -> None:
         """One batch to a new spool segment (renamed into place whole), and a wake-up
@@ -319,17 +316,14 @@ class EventLog:
             pass
         except OSError:
             return
-        buf = self._replies
-        while len(buf) >= 4:
-            size = int.from_bytes(buf[:4], "little")
-            if size > MAX_FRAME_BYTES:
-                self._fail(f"the event writer process sent a frame of {size} bytes")
-                buf.clear()
-                return
-            if len(buf) < 4 + size:
-                break
-            self._apply(marshal.loads(bytes(buf[4 : 4 + size])))
-            del buf[: 4 + size]
+        try:
+            frames = take_frames(self._replies)
+        except ValueError as exc:
+            self._replies.clear()
+            self._fail(f"the event writer process: {exc}")
+            return
+        for frame in frames:
+            self._apply(marshal.loads(frame))
 
     def _apply(self, reply) -> None:
         written, dropped, failed, file_path, cpu_s, problems, converted = reply
@@ -365,7 +359,7 @@ class EventLog:
             process.stdin.close()
         except OSError:
             pass
-        deadline = getattr(self, "_stop_deadline", time.monotonic() + WRITER_PROCESS_TIMEOUT_S)
+        deadline = self._stop_deadline or time.monotonic() + WRITER_PROCESS_TIMEOUT_S
         while process.poll() is None and time.monotonic() < deadline:
             self._read_replies()
             time.sleep(0.02)
@@ -391,7 +385,7 @@ class EventLog:
         self.failed = why
         self._room = 0
         log.error("event log %s failed: %s; events are dropped from now on", self.directory, why)
-        self._dropped_here += events_in(self._take_all())
+        self._dropped_here += events_in(self._take(len(self._queue)))
 
     def status(self) -> dict:
         process = self._process

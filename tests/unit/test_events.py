@@ -366,7 +366,7 @@ def test_the_converter_writes_each_segment_reports_after_it_and_keeps_a_bad_one(
     import io
     import marshal
 
-    from junction.events.sink import Converter, read_frame
+    from junction.events.sink import Converter, take_frames
 
     spool = tmp_path / "spool"
     spool.mkdir()
@@ -383,10 +383,9 @@ def test_the_converter_writes_each_segment_reports_after_it_and_keeps_a_bad_one(
         Converter(sink, str(spool), wake_r, replies).run()
     finally:
         os.close(wake_r)
-    replies.seek(0)
-    frames = []
-    while (frame := read_frame(replies)) is not None:
-        frames.append(marshal.loads(frame))
+    rest = bytearray(replies.getvalue())
+    frames = [marshal.loads(frame) for frame in take_frames(rest)]
+    assert rest == b""  # nothing cut
     written, dropped, failed, path, cpu_s, problems, converted = frames[0]
     assert (written, dropped, failed) == (1, 0, None) and path.endswith(".jsonl") and cpu_s > 0
     assert problems == ["event not written: nope: unknown event kind 'nope'"]
