@@ -37,7 +37,17 @@ Per mode it prints:
 Outside the timing it checks that every message arrived exactly once and in
 order, every receipt came back, and nothing else was written (no ERROR).
 
-    python bench/broker_path.py [-n 20000] [--repeat 3] [--mode auto/true] [--profile MODE]
+With ``--events`` it compares instead, per mode, the path without and with
+message events (an :class:`~junction.events.writer.EventLog` of category
+``message`` at sample rate 1, its writer process running, and
+:class:`~junction.brokercore.events.MessageEvents` on the server): the two
+paths run interleaved chunk by chunk; **+us/msg** is what the events add
+(the node's shipper thread included: ``process_time`` counts every thread,
+and **shipper** is that thread's part), and the calls per message of each.
+The writer process's own CPU is not in these figures (``bench/events.py``
+measures it).
+
+    python bench/broker_path.py [-n 20000] [--repeat 3] [--mode auto/true] [--profile MODE] [--events]
 """
 
 from __future__ import annotations
@@ -58,11 +68,13 @@ except ImportError:  # run from a source checkout without installing
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 
+from junction.brokercore.events import MessageEvents
 from junction.brokercore.journal import Journal
 from junction.brokercore.security import SecurityManager
 from junction.brokercore.server import BrokerServer
 from junction.brokercore.stomp_server import StompProtocol
 from junction.config.model import Acceptor, BrokerConfig
+from junction.events.writer import EventLog
 from junction.protocols.stomp import Frame, StompCodec
 
 try:
@@ -109,7 +121,7 @@ def ack_read(first_tag: int, count: int) -> bytes:
 class Path:
     """A broker node with a connected producer and a subscribed consumer."""
 
-    def __init__(self, ack: str, persistent: bool, directory: str, batch: int):
+    def __init__(self, ack: str, persistent: bool, directory: str, batch: int, events: bool = False):
         self.persistent = persistent
         self.client_ack = ack != "auto"
         self.batch = batch
@@ -122,6 +134,11 @@ class Path:
             config, reactor=self.clock, security=SecurityManager(None, (), enabled=False), journal=journal
         )
         self.server.start()
+        self.event_log = None
+        if events:
+            self.event_log = EventLog(os.path.join(directory, "events"), "bench", "bench-node", categories=("message",))
+            self.event_log.start()
+            self.server.message_events = MessageEvents(self.event_log, "bench-node")
         self.producer, self.producer_out = self._connect()
         self.consumer, self.consumer_out = self._connect()
         sub = (("destination", QUEUE), ("id", "1"), ("ack", ack), ("activemq.prefetchSize", str(PREFETCH)),
@@ -232,6 +249,9 @@ class Path:
         self.run()
         self.server.stop()
         self.run()
+        if self.event_log is not None:
+            self.event_log.stop()
+            assert not self.event_log.dropped and not self.event_log.failed, self.event_log.status()
 
 
 def baseline(reads: list[bytes], ack_reads: list[bytes], messages: list[Frame]) -> float:
@@ -255,6 +275,24 @@ def baseline(reads: list[bytes], ack_reads: list[bytes], messages: list[Frame]) 
     return elapsed
 
 
+def count_calls(path: Path, n: int) -> float:
+    """Python and C function calls per message over ``n`` more messages (0: not counted)."""
+    if not n:
+        return 0.0
+    import cProfile
+    import pstats
+
+    reads, acks = path.prepare(n)
+    first = path.sent
+    profiler = cProfile.Profile()
+    profiler.enable()
+    _, p_out, c_out = path.drive(reads, acks)
+    profiler.disable()
+    path.sent += n
+    path.check(first, n, p_out, c_out)
+    return pstats.Stats(profiler).total_calls / n
+
+
 def run_mode(ack: str, persistent: bool, args) -> dict:
     """One mode: broker and baseline CPU seconds, calls per message, fsyncs."""
     directory = tempfile.mkdtemp(prefix="junction-bench-")
@@ -272,22 +310,45 @@ def run_mode(ack: str, persistent: bool, args) -> dict:
             base += baseline(reads, ack_reads, messages)
             done += n
         fsyncs = path.server.storage.stats()["syncs"] if persistent else 0
-        calls = 0.0
-        if args.count_messages:
-            import cProfile
-            import pstats
-
-            reads, acks = path.prepare(args.count_messages)
-            first = path.sent
-            profiler = cProfile.Profile()
-            profiler.enable()
-            _, p_out, c_out = path.drive(reads, acks)
-            profiler.disable()
-            path.sent += args.count_messages
-            path.check(first, args.count_messages, p_out, c_out)
-            calls = pstats.Stats(profiler).total_calls / args.count_messages
+        calls = count_calls(path, args.count_messages)
         path.close()
         return {"broker": broker, "baseline": base, "calls": calls, "fsyncs": fsyncs}
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def events_mode(ack: str, persistent: bool, args) -> dict:
+    """One mode without and with message events, the two paths interleaved chunk by chunk:
+    CPU seconds of each (the node's event-log thread included) and calls per message."""
+    directory = tempfile.mkdtemp(prefix="junction-bench-")
+    try:
+        paths = {
+            on: Path(ack, persistent, os.path.join(directory, str(on)), args.batch, events=on) for on in (False, True)
+        }
+        for path in paths.values():
+            if args.warmup:
+                path.step(args.warmup)
+        cpu = {False: 0.0, True: 0.0}
+        log = paths[True].event_log
+        shipped = log.shipper_cpu_s
+        gc.collect()
+        done = 0
+        order = (False, True)
+        while done < args.messages:
+            n = min(args.chunk, args.messages - done)
+            for on in order:
+                cpu[on] += paths[on].step(n)[0]
+            order = order[::-1]
+            done += n
+        deadline = time.monotonic() + 10
+        while log.queue and time.monotonic() < deadline:
+            time.sleep(0.05)  # the shipper's last batch (its CPU is in "on" already: process time)
+        shipper = log.shipper_cpu_s - shipped
+        calls = {on: count_calls(path, args.count_messages) for on, path in paths.items()}
+        for path in paths.values():
+            path.close()
+        return {"off": cpu[False], "on": cpu[True], "shipper": shipper, "calls_off": calls[False],
+                "calls_on": calls[True]}
     finally:
         shutil.rmtree(directory, ignore_errors=True)
 
@@ -298,7 +359,7 @@ def profile_mode(ack: str, persistent: bool, args) -> None:
 
     directory = tempfile.mkdtemp(prefix="junction-bench-")
     try:
-        path = Path(ack, persistent, directory, args.batch)
+        path = Path(ack, persistent, directory, args.batch, events=args.events)
         if args.warmup:
             path.step(args.warmup)
         reads, acks = path.prepare(args.messages)
@@ -326,6 +387,8 @@ def main() -> None:
     parser.add_argument("--mode", action="append", help="only this mode, e.g. auto/true (repeatable)")
     parser.add_argument("--profile", metavar="MODE", help="print a cProfile of one mode instead, e.g. auto/false")
     parser.add_argument("--profile-lines", type=int, default=40)
+    parser.add_argument("--events", action="store_true",
+                        help="compare the path without and with message events (junction/brokercore/events.py)")
     args = parser.parse_args()
 
     if args.profile:
@@ -335,6 +398,19 @@ def main() -> None:
     modes = MODES
     if args.mode:
         modes = tuple(m for m in MODES if f"{m[0]}/{str(m[1]).lower()}" in args.mode)
+    if args.events:
+        print(f"{args.messages} messages of {len(BODY)} B per mode, without and with message events, "
+              f"best of {args.repeat}")
+        print(f"{'ack':<18} {'persistent':<10} {'off us/msg':>10} {'on us/msg':>9} {'+us/msg':>7} {'on/off':>6} "
+              f"{'shipper':>7} {'calls off':>9} {'calls on':>8}")
+        for ack, persistent in modes:
+            runs = [events_mode(ack, persistent, args) for _ in range(args.repeat)]
+            off = min(r["off"] for r in runs) / args.messages * 1e6
+            on = min(r["on"] for r in runs) / args.messages * 1e6
+            shipper = min(r["shipper"] for r in runs) / args.messages * 1e6
+            print(f"{ack:<18} {str(persistent).lower():<10} {off:>10.1f} {on:>9.1f} {on - off:>7.1f} "
+                  f"{on / off:>6.3f} {shipper:>7.1f} {runs[0]['calls_off']:>9.1f} {runs[0]['calls_on']:>8.1f}")
+        return
     print(
         f"{args.messages} messages of {len(BODY)} B per mode, {args.batch} SEND frames per read, "
         f"prefetch {PREFETCH}, best of {args.repeat}"

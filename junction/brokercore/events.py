@@ -80,14 +80,18 @@ class MessageEvents:
 
     The broker core calls these on its hot paths (a sent and a delivery
     entry per message), so each builds one flat tuple, a compact entry of
-    :data:`junction.events.sink.LAYOUTS`: the message's own values and the
-    context tuple of its producer's session or its consumer, made on first
-    use and kept there (``event_context``), so that what every entry of a
-    session or consumer shares is found once.  The tuple goes to
-    :meth:`junction.events.writer.EventLog.put_entry` with no category test
-    (the category is on, or this object would not exist).  The values are
-    str, int, bool, None or tuples of those, so the garbage collector
-    untracks the entry soon (see :mod:`junction.events.writer`).
+    :data:`junction.events.sink.LAYOUTS`, with as little work as it can: the
+    message's own values as they are (its number, not its trace id text; one
+    queue's name, not a tuple of one; the clock's seconds), and the context
+    tuple of its producer's session or its consumer, made on first use and
+    kept there (``event_context``), so that what every entry of a session or
+    consumer shares is found once.  The event writer process makes the
+    event's fields from that.  The entry goes straight onto the event log's
+    queue while it has room (what :meth:`EventLog.put_entry
+    <junction.events.writer.EventLog.put_entry>` does, without the call).
+    The values are str, int, float, bool, None or tuples of those, so the
+    garbage collector untracks the entry soon (see
+    :mod:`junction.events.writer`).
     """
 
     def __init__(self, log, node_id: str):
@@ -97,7 +101,12 @@ class MessageEvents:
         self._all = log.sample_rate >= 1.0
         self._clock = log.clock
         self._prefix = node_id + "/"
+        self._queue = log.queue
         self.put = log.put_entry
+
+    def _skipped(self, message, carried) -> bool:
+        """Whether sampling leaves this message out (asked only when the rate is below 1)."""
+        return not self._sampled(self._prefix + str(message.message_id) if carried is None else carried)
 
     def _trace(self, message):
         """The trace id, or None when sampling leaves this message out."""
@@ -143,8 +152,10 @@ class MessageEvents:
     def sent_entry(self, message, queues, session):
         """The ``message.sent`` entry of a message routed now, stamped now (None when
         sampling leaves it out), to :meth:`put` once the producer may be told it is safe."""
-        trace = self._trace(message)
-        if trace is None:
+        carried = message.native.get(TRACE_NATIVE)
+        if carried is not None:
+            carried = _text(carried)
+        if not self._all and self._skipped(message, carried):
             return None
         props = message.properties
         dup = group = seq = None
@@ -160,16 +171,19 @@ class MessageEvents:
             seq = props.get(GROUP_SEQUENCE)
             if seq is not None:
                 seq = _group_seq(seq)
-        if len(queues) == 1:  # the common case, without a list
-            name = queues[0].name
-            names = () if name.startswith(_SF_PREFIX) else (name,)
+        if len(queues) == 1:  # the common case: the name alone
+            names = queues[0].name
+            if names.startswith(_SF_PREFIX):
+                names = ()
         else:
             names = tuple([q.name for q in queues if not q.name.startswith(_SF_PREFIX)])
         routing_type = message.routing_type
+        context = session.event_context
         return (
             SENT,
-            self._clock() * 1000.0,
-            trace,
+            self._clock(),
+            message.message_id,
+            carried,
             dup,
             message.address,
             names,
@@ -178,7 +192,7 @@ class MessageEvents:
             group,
             seq,
             None if routing_type is None else _ROUTING_TYPE_NAMES[routing_type],
-            self._producer_context(session),
+            self._producer_context(session) if context is None else context,
         )
 
     def sent(self, message, queues, session) -> None:
@@ -187,30 +201,43 @@ class MessageEvents:
         if entry is not None:
             self.put(entry)
 
-    def delivered(self, ref, consumer, session, kind: str = DELIVERED) -> None:
-        """``consumer``: the session's ServerConsumer that got the delivery."""
+    def _delivery(self, kind: str, ref, consumer, session, with_count: bool) -> None:
+        """A delivery's entry: ``kind``'s layout, with the delivery count or without."""
         message = ref.message
-        trace = self._trace(message)
-        if trace is not None:
-            self.put(
-                (kind, self._clock() * 1000.0, trace, _dup_text(message), message.address,
-                 ref.delivery_count, self._consumer_context(ref, consumer, session))
-            )
+        carried = message.native.get(TRACE_NATIVE)
+        if carried is not None:
+            carried = _text(carried)
+        if not self._all and self._skipped(message, carried):
+            return
+        props = message.properties
+        dup = props.get(DUPLICATE_ID) if props else None
+        if dup is not None:
+            dup = _text(plain(dup))
+        context = None if consumer is None else consumer.event_context
+        if context is None:
+            context = self._consumer_context(ref, consumer, session)
+        if with_count:
+            entry = (kind, self._clock(), message.message_id, carried, dup, message.address, ref.delivery_count, context)
+        else:
+            entry = (kind, self._clock(), message.message_id, carried, dup, message.address, context)
+        queue = self._queue
+        if len(queue) < self.log.room:
+            queue.append(entry)
+        else:
+            self.put(entry)  # counted as dropped there
+
+    def delivered(self, ref, consumer, session) -> None:
+        """``consumer``: the session's ServerConsumer that got the delivery."""
+        self._delivery(DELIVERED, ref, consumer, session, True)
 
     def delivered_and_acknowledged(self, ref, consumer, session) -> None:
         """An auto-acknowledged delivery: ``delivered`` then ``acknowledged``, stamped alike,
         in one entry (:data:`~junction.events.sink.DELIVERED_AND_ACKNOWLEDGED`)."""
-        self.delivered(ref, consumer, session, DELIVERED_AND_ACKNOWLEDGED)
+        self._delivery(DELIVERED_AND_ACKNOWLEDGED, ref, consumer, session, True)
 
     def acknowledged(self, ref, consumer, session) -> None:
         """``consumer``: the ServerConsumer that held the delivery, or None."""
-        message = ref.message
-        trace = self._trace(message)
-        if trace is not None:
-            self.put(
-                (ACKNOWLEDGED, self._clock() * 1000.0, trace, _dup_text(message), message.address,
-                 self._consumer_context(ref, consumer, session))
-            )
+        self._delivery(ACKNOWLEDGED, ref, consumer, session, False)
 
     def _entry(self, kind: str, *values) -> None:
         """The rarer kinds: one event, stamped now."""

@@ -121,9 +121,12 @@ class EventLog:
         self.max_file_age_s = max_file_age_s
         self.max_files = max_files
         self.clock = clock
-        self._queue: deque = deque()
+        #: entries waiting for the shipper; a hot emitter may append to it itself while
+        #: ``len(queue) < room`` (what :meth:`put_entry` does)
+        self.queue: deque = deque()
         self._max_queued = max_queued
-        self._room = max_queued  # 0 once the log failed
+        #: the queue's bound, 0 once the log failed
+        self.room = max_queued
         self._wake = threading.Event()
         self._stopping = False
         self._stop_deadline: float | None = None
@@ -184,11 +187,12 @@ class EventLog:
     def put_entry(self, entry: tuple) -> None:
         """Queue ``(kind, ts, value, ...)``: an event whose category the caller knows is
         on, stamped ``ts`` (epoch ms, ``clock() * 1000``), with a value for each of the
-        kind's fields in :data:`KINDS` order: the cheapest form, for hot paths.
-        Dropped and counted when the queue is full or the log failed.
+        kind's fields in :data:`KINDS` order, or a compact entry of
+        :data:`junction.events.sink.LAYOUTS` (stamped ``clock()``): the cheapest forms, for
+        hot paths.  Dropped and counted when the queue is full or the log failed.
         """
-        queue = self._queue
-        if len(queue) < self._room:  # the bound, or 0 once the log failed
+        queue = self.queue
+        if len(queue) < self.room:  # the bound, or 0 once the log failed
             queue.append(entry)
         else:
             self._dropped_here += events_of(entry)
@@ -251,7 +255,7 @@ class EventLog:
             began = time.thread_time()
             batch: list = []
             try:
-                while self._queue and not self.failed:
+                while self.queue and not self.failed:
                     batch = self._take()
                     self._spool(batch)
                     batch = []
@@ -261,13 +265,13 @@ class EventLog:
             self._read_replies()
             self._watch_writer()
             self.shipper_cpu_s += time.thread_time() - began
-            if self._stopping and not self._queue:
+            if self._stopping and not self.queue:
                 break
         self._finish_writer()
 
     def _take(self, most: int = BATCH_EVENTS) -> list:
-        popleft = self._queue.popleft
-        return [popleft() for _ in range(min(most, len(self._queue)))]
+        popleft = self.queue.popleft
+        return [popleft() for _ in range(min(most, len(self.queue)))]
 
     def _spool(self, batch: list) -> None:
         """One batch to a new spool segment (renamed into place whole), and a wake-up
@@ -383,9 +387,9 @@ class EventLog:
     def _fail(self, why: str) -> None:
         """The log failed: say it once, and drop what waits and what comes from now on."""
         self.failed = why
-        self._room = 0
+        self.room = 0
         log.error("event log %s failed: %s; events are dropped from now on", self.directory, why)
-        self._dropped_here += events_in(self._take(len(self._queue)))
+        self._dropped_here += events_in(self._take(len(self.queue)))
 
     def status(self) -> dict:
         process = self._process
@@ -394,7 +398,7 @@ class EventLog:
             "file": self.file_path,
             "categories": sorted(self.categories),
             "sample_rate": self.sample_rate,
-            "queued": len(self._queue),
+            "queued": len(self.queue),
             "written": self.written,
             "dropped": self.dropped,
             "failed": self.failed,

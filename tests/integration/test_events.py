@@ -65,6 +65,8 @@ def test_stomp_and_amqp_traffic_is_logged_send_to_ack(broker_factory, tmp_path):
         consumer.conn.ack(frame.headers["ack"])
     producer.close()
     consumer.close()
+    # the STOMP consumer must be gone before the AMQP send, or it may get that message too
+    wait_events(events_dir, lambda events: len(of_kind(events, "connection.closed")) >= 2, "2 closed connections")
     amqp = BlockingConnection(f"{node.host}:{node.amqp_port}")
     sender = amqp.create_sender("orders")
     sender.send(ProtonMessage(body="over amqp", durable=True))

@@ -9,7 +9,7 @@ import pytest
 
 from junction.events import schema
 from junction.events.schema import Event, SchemaError, decode, encode
-from junction.events.sink import LAYOUTS, EventSink
+from junction.events.sink import DERIVED, LAYOUTS, EventSink
 from junction.events.writer import EventLog
 
 
@@ -187,20 +187,35 @@ def _flat(layout):
         yield from (_flat(name) if isinstance(name, tuple) else (name,))
 
 
+@pytest.mark.parametrize("carried", [None, "other-node/7"])
 @pytest.mark.parametrize("entry_kind", sorted(LAYOUTS))
-def test_compact_entries_are_written_as_the_events_they_stand_for(tmp_path, entry_kind):
+def test_compact_entries_are_written_as_the_events_they_stand_for(tmp_path, entry_kind, carried):
+    """Stamped in seconds; the message's number (or its carried trace id) and one queue's name
+    stand for message_id and queues."""
     kinds, layout = LAYOUTS[entry_kind]
-    assert all(set(_flat(layout)) >= set(schema.KINDS[kind]) for kind in kinds)  # no field left null
+    named = {DERIVED[name][0] if name in DERIVED else name for name in _flat(layout)}
+    assert all(named >= set(schema.KINDS[kind]) for kind in kinds)  # no field left null
 
     def value_of(name):
-        return 3 if name in ("delivery_count", "size", "group_seq") else ["q1"] if name == "queues" else f"{name}-1"
+        if name == "message_number":
+            return 42
+        if name == "message_trace":
+            return carried
+        if name == "queue_names":
+            return "q1"
+        return 3 if name in ("delivery_count", "size", "group_seq") else f"{name}-1"
+
+    def field_of(name):
+        if name == "message_id":
+            return "node-1/42" if carried is None else carried
+        return ["q1"] if name == "queues" else value_of(name)
 
     log = EventLog(str(tmp_path), "core1", "node-1")
-    log.put_entry((entry_kind, 2000.0, *_layout_values(layout, value_of)))
+    log.put_entry((entry_kind, 2.0, *_layout_values(layout, value_of)))
     log.start()
     log.stop()
     expected = [
-        Event(kind, 2000.0, "core1", "node-1", {name: value_of(name) for name in schema.KINDS[kind]}) for kind in kinds
+        Event(kind, 2000.0, "core1", "node-1", {name: field_of(name) for name in schema.KINDS[kind]}) for kind in kinds
     ]
     assert _read_all(tmp_path) == expected
     with open(os.path.join(tmp_path, _jsonl(tmp_path)[0]), "rb") as fh:  # key order as encode writes it
@@ -209,8 +224,17 @@ def test_compact_entries_are_written_as_the_events_they_stand_for(tmp_path, entr
         ]
     assert (log.written, log.dropped) == (len(kinds), 0)
     full = EventLog(str(tmp_path), "core1", "node-1", max_queued=0)
-    full.put_entry((entry_kind, 2000.0, *_layout_values(layout, value_of)))
+    full.put_entry((entry_kind, 2.0, *_layout_values(layout, value_of)))
     assert full.dropped == len(kinds)  # each event it stands for is counted
+
+
+def test_a_compact_sent_entry_names_every_queue_of_a_tuple(tmp_path):
+    from junction.events.sink import SENT, entry_builder
+
+    build = entry_builder("message.sent", "core1", "node-1", LAYOUTS[SENT][1])
+    values = (SENT, 1.5, 9, None, None, "a", ("q1", "q2"), 5, False, None, None, "MULTICAST", ("c", "u", None))
+    assert build(values)["queues"] == ("q1", "q2") and build(values)["ts"] == 1500.0
+    assert build((*values[:6], (), *values[7:]))["queues"] == ()
 
 
 def test_the_broker_cores_message_events_name_their_fields(tmp_path):
@@ -250,6 +274,44 @@ def test_the_broker_cores_message_events_name_their_fields(tmp_path):
         ("message.delivered", {**common, "consumer": "5", "delivery_count": 2}),
         ("message.acknowledged", {**common, "consumer": "5"}),
     ]
+
+
+def test_the_broker_cores_message_events_sample_whole_messages_by_trace_id(tmp_path):
+    """Sampled: a message has all its events or none, decided by its trace id, so a message
+    carried in from another node (its trace id in the message) is decided as there."""
+    from types import SimpleNamespace
+
+    from junction.brokercore.events import TRACE_NATIVE, MessageEvents
+    from junction.brokercore.message import Message
+
+    log = EventLog(str(tmp_path), "core1", "node-1", sample_rate=0.5)
+    events = MessageEvents(log, "node-1")
+    queue = SimpleNamespace(name="q")
+    session = SimpleNamespace(connection=None, user=None, event_context=None)
+    consumer = SimpleNamespace(id=1, event_context=None)
+    chosen = set()
+    for n in range(400):
+        message = Message("q", b"", message_id=n)
+        if n % 2:
+            message.native[TRACE_NATIVE] = f"node-0/{n}".encode()
+        trace = f"node-0/{n}" if n % 2 else f"node-1/{n}"
+        if log.sampled(trace):
+            chosen.add(trace)
+        ref = SimpleNamespace(message=message, queue=queue, delivery_count=1)
+        events.sent(message, [queue], session)
+        events.delivered(ref, consumer, session)
+        events.acknowledged(ref, consumer, session)
+        events.delivered_and_acknowledged(ref, consumer, session)
+    assert 100 < len(chosen) < 300
+    log.start()
+    log.stop()
+    by_kind: dict = {}
+    for event in _read_all(tmp_path):
+        by_kind.setdefault(event.kind, []).append(event.get("message_id"))
+    assert set(by_kind) == {"message.sent", "message.delivered", "message.acknowledged"}
+    assert len(by_kind["message.sent"]) == len(chosen) and set(by_kind["message.sent"]) == chosen
+    assert len(by_kind["message.delivered"]) == len(by_kind["message.acknowledged"]) == 2 * len(chosen)
+    assert set(by_kind["message.delivered"]) == set(by_kind["message.acknowledged"]) == chosen
 
 
 def test_values_marshal_cannot_carry_are_written_as_the_encoder_writes_them(tmp_path):
