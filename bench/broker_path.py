@@ -138,7 +138,7 @@ class Path:
         if events:
             self.event_log = EventLog(os.path.join(directory, "events"), "bench", "bench-node", categories=("message",))
             self.event_log.start()
-            self.server.message_events = MessageEvents(self.event_log, "bench-node")
+            self.server.message_events = MessageEvents(self.event_log, "bench-node", self.server.storage)
         self.producer, self.producer_out = self._connect()
         self.consumer, self.consumer_out = self._connect()
         sub = (("destination", QUEUE), ("id", "1"), ("ack", ack), ("activemq.prefetchSize", str(PREFETCH)),

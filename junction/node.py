@@ -261,7 +261,7 @@ class Node:
         self.events = NodeEvents(self.event_log, self.node_id)
         self.server.events = self.events
         if self.event_log.enabled("message.sent"):
-            self.server.message_events = MessageEvents(self.event_log, self.node_id)
+            self.server.message_events = MessageEvents(self.event_log, self.node_id, self.server.storage)
         log.info(
             "event log: %s (%s; message sample rate %g)",
             self.event_log.directory, ", ".join(cfg.categories) or "no categories", cfg.message_sample_rate,

@@ -18,6 +18,8 @@ can follow it across the cluster.
 
 from __future__ import annotations
 
+from collections import deque
+
 from junction.brokercore.message import (
     DUPLICATE_ID,
     GROUP_ID,
@@ -28,7 +30,7 @@ from junction.brokercore.message import (
 )
 from junction.events.sink import ACKNOWLEDGED, DELIVERED, DELIVERED_AND_ACKNOWLEDGED, SENT
 
-__all__ = ["TRACE_NATIVE", "MessageEvents", "trace_of", "carry_trace"]
+__all__ = ["TRACE_NATIVE", "MessageEvents", "trace_of", "carry_trace", "put_after"]
 
 #: Message.native key: the message's trace id (bytes), set when it leaves its first node
 TRACE_NATIVE = "junction.trace"
@@ -55,6 +57,12 @@ def carry_trace(message, node_id: str) -> None:
     """Write the trace id into the message itself, before it leaves this node (or its number)."""
     if TRACE_NATIVE not in message.native:
         message.native[TRACE_NATIVE] = f"{node_id}/{message.message_id}".encode()
+
+
+def put_after(result, put, entry):
+    """A Deferred callback: ``put(entry)`` once the producer may be told (result unchanged)."""
+    put(entry)
+    return result
 
 
 def _group_seq(value):
@@ -94,7 +102,7 @@ class MessageEvents:
     :mod:`junction.events.writer`).
     """
 
-    def __init__(self, log, node_id: str):
+    def __init__(self, log, node_id: str, storage=None):
         self.log = log
         self.node_id = node_id
         self._sampled = log.sampled
@@ -103,6 +111,43 @@ class MessageEvents:
         self._prefix = node_id + "/"
         self._queue = log.queue
         self.put = log.put_entry
+        #: sends waiting for their journal record (see :meth:`put_when_stored`): the storage's
+        #: mark after each one's record, and its entry; as long as the journal's own backlog
+        self._stored = None
+        self._waiting_marks: deque = deque()
+        self._waiting_entries: deque = deque()
+        if storage is not None and hasattr(storage, "when_stored"):
+            self._stored = storage.when_stored(self._stored_up_to)
+
+    def put_when_stored(self, entry, confirmed) -> None:
+        """Queue a send's entry once ``confirmed``, its record's Deferred from the
+        storage, has fired with success (never, if it fails).  With a storage that tells
+        when everything up to a mark is stored, the entry waits for that (once per
+        written batch) rather than for a callback of its own."""
+        stored = self._stored
+        if stored is None or confirmed.called:
+            confirmed.addCallback(put_after, self.put, entry)
+            return
+        self._waiting_marks.append(stored.records_submitted)
+        self._waiting_entries.append(entry)
+
+    def _stored_up_to(self, marker) -> None:
+        """The storage has stored everything up to ``marker`` (None: it failed, and the
+        sends waiting will never be confirmed)."""
+        marks = self._waiting_marks
+        entries = self._waiting_entries
+        if marker is None:
+            marks.clear()
+            entries.clear()
+            return
+        queue = self._queue
+        while marks and marks[0] <= marker:
+            marks.popleft()
+            entry = entries.popleft()
+            if len(queue) < self.log.room:
+                queue.append(entry)
+            else:
+                self.put(entry)  # counted as dropped there
 
     def _skipped(self, message, carried) -> bool:
         """Whether sampling leaves this message out (asked only when the rate is below 1)."""

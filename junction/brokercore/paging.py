@@ -1131,7 +1131,7 @@ class PageStore:
             self._fail(error, waiters)
             return
         self._mark_written(records)
-        self._writer.confirm(waiters, nbytes)
+        self._writer.confirm(waiters, nbytes, records)
         self._trim_tail()
         if stop:
             self._finish_stop()

@@ -18,6 +18,7 @@ from functools import partial
 from twisted.internet import defer
 
 from junction.brokercore import errors
+from junction.brokercore.events import put_after
 from junction.brokercore.filter import FilterError, parse_filter
 from junction.brokercore.message import DUPLICATE_ID, Message, RoutingType
 from junction.brokercore.queue import Consumer, MessageRef, QueueDefinition
@@ -54,12 +55,6 @@ class ConnectionInfo:
         #: core sees it, and ``"V1"``/``"V2"``; None otherwise
         self.proxy_address = proxy_address
         self.proxy_version = proxy_version
-
-
-def _put_event(result, put, entry):
-    """A Deferred callback: queue a message event once the producer may be told (result unchanged)."""
-    put(entry)
-    return result
 
 
 class ServerConsumer:
@@ -331,7 +326,7 @@ class ServerSession:
             entry = None if events is None else events.sent_entry(message, queues, self)
             paged = server.page_message(address, message, queues)
             if entry is not None:
-                paged.addCallback(_put_event, events.put, entry)
+                paged.addCallback(put_after, events.put, entry)
             return paged
         if policy is not None:
             if policy == "FAIL":
@@ -394,7 +389,7 @@ class ServerSession:
             elif confirmed is None:
                 events.put(entry)
             else:
-                confirmed.addCallback(_put_event, events.put, entry)
+                events.put_when_stored(entry, confirmed)
         return confirmed
 
     # -- consuming ---------------------------------------------------------------------

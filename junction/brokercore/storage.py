@@ -305,6 +305,14 @@ class JournalStorage:
             message.message_id, RecordType.MESSAGE_REFS, _message_refs(message, queue_ids), sync=sync
         )
 
+    def when_stored(self, listener):
+        """``listener(mark)`` each time everything up to ``mark`` is as safe as
+        :meth:`store_message`'s Deferred says, and ``listener(None)`` if the storage
+        fails: for what waits on many records at once (the message events) instead of a
+        callback each.  Returns the counter whose ``records_submitted`` is the mark of
+        everything stored so far (an attribute: read once per message)."""
+        return self.journal.add_confirm_listener(listener)
+
     def ack(self, message_id, queue_id, remaining, sync=False) -> defer.Deferred:
         if remaining <= 0:
             return self.journal.append_delete(message_id, sync=sync)

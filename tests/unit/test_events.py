@@ -374,11 +374,13 @@ def test_a_full_spool_drops_and_counts_and_says_so_once(tmp_path, caplog):
     assert caplog.text.count("is full") == 1
 
 
-def test_a_writer_process_that_dies_is_started_again_and_the_spool_keeps_its_events(tmp_path, caplog):
+def test_a_writer_process_that_dies_is_started_again_and_the_spool_keeps_its_events(tmp_path, caplog, monkeypatch):
     import signal
 
+    from junction.events import writer as writer_module
     from tests.harness import wait_for
 
+    monkeypatch.setattr(writer_module, "WRITER_RESTART_INTERVAL_S", 0.5)  # (5 s: a slow test)
     log = EventLog(str(tmp_path), "gw", "n")
     log.start()
     try:
@@ -456,3 +458,36 @@ def test_the_converter_writes_each_segment_reports_after_it_and_keeps_a_bad_one(
     assert sorted(os.listdir(spool)) == ["0000000000000002.frames.bad", "0000000000000003.tmp"]
     assert [e.get("conn") for e in _read_all(tmp_path)] == [7]
     assert not sink.is_open
+
+
+def test_a_durable_sends_event_waits_for_its_journal_record_and_a_failed_one_has_none(tmp_path):
+    """message.sent is queued once the journal batch holding the message's record is
+    written and synced (one listener call per batch), and never for a send the journal
+    failed: the producer got an ERROR, not a receipt."""
+    import errno
+
+    from junction.brokercore.events import MessageEvents
+    from junction.brokercore.journal import FaultyFiles
+    from tests.unit.test_durable_stomp import Node
+
+    fs = FaultyFiles()
+    node = Node(tmp_path, fs)
+    log = EventLog(str(tmp_path / "events"), "core1", "node-1", categories=("message",))
+    events = node.server.message_events = MessageEvents(log, "node-1", node.server.storage)
+    client = node.client()
+    sent = lambda: [e for e in log.queue if e[0] == "sent"]  # noqa: E731
+    client.write("SEND", {"destination": "/queue/q", "persistent": "true", "receipt": "r1"}, b"one")
+    client.write("SEND", {"destination": "/queue/q", "persistent": "true", "receipt": "r2"}, b"two")
+    assert client.take() == [] and sent() == [], "no receipt and no message.sent before the sync"
+    assert len(events._waiting_entries) == 2
+    frames = client.run()
+    assert [f.command for f in frames] == ["RECEIPT", "RECEIPT"]
+    assert [e[2] for e in sent()] == sorted(e[2] for e in sent()) and len(sent()) == 2
+    assert not events._waiting_entries
+    client.write("SEND", {"destination": "/queue/q", "persistent": "false", "receipt": "r3"}, b"three")
+    assert len(sent()) == 3  # nothing to wait for: queued at once
+    fs.fail_fsync = errno.EIO
+    client.write("SEND", {"destination": "/queue/q", "persistent": "true", "receipt": "r4"}, b"lost")
+    frames = client.run()
+    assert [(f.command, f.get("receipt-id")) for f in frames] == [("RECEIPT", "r3"), ("ERROR", "r4")]
+    assert len(sent()) == 3 and not events._waiting_entries  # the failed send has no event

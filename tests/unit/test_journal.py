@@ -499,6 +499,34 @@ def test_restart_after_torn_tail_keeps_appending_cleanly():
     assert sorted(again.records) == [1, 2, 3, 50] and again.torn_tail is None
 
 
+def test_confirm_listeners_hear_the_running_count_of_records_after_each_batch():
+    """The n-th record appended is confirmed once a listener hears n or more, never before
+    its own Deferred fires; a failure is heard as None."""
+    fs = FaultyFiles()
+    j, _s, r = open_journal(fs, file_size=1 << 16)
+    heard = []
+    fired_by_then = []
+    records: list = []
+    counter = j.add_confirm_listener(lambda n: (heard.append(n), fired_by_then.append(len(records))))
+    base = counter.records_submitted
+    for rid in (1, 2, 3):
+        j.append_add(rid, 1, b"m").addCallback(records.append)
+    j.append_update(2, 7, b"u", sync=False)
+    assert counter.records_submitted == base + 4 and heard == []
+    settle(r)
+    assert heard and heard[-1] == base + 4 and fired_by_then[-1] == 3  # after the Deferreds
+    assert counter.records_confirmed == base + 4
+    j.append_add(4, 1, b"m")
+    assert counter.records_submitted == base + 5 and heard[-1] == base + 4
+    settle(r)
+    assert heard[-1] == base + 5 and heard == sorted(heard)
+    fs.fail_fsync = errno.EIO
+    failed = j.append_add(5, 1, b"lost")
+    settle(r)
+    assert isinstance(outcome(failed), JournalFailedError)
+    assert heard[-1] is None and counter.records_confirmed == base + 5
+
+
 # -- failures --------------------------------------------------------------------------
 
 

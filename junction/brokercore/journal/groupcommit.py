@@ -288,6 +288,15 @@ class GroupCommitWriter:
         # Reactor side.
         #: Encoded bytes submitted but not yet written (flow control).
         self.pending_bytes = 0
+        #: Records submitted, and records confirmed (written, and synced as
+        #: asked): batches are confirmed in the order they were submitted, so
+        #: the n-th record submitted is safe once ``records_confirmed >= n``.
+        self.records_submitted = 0
+        self.records_confirmed = 0
+        #: ``listener(records_confirmed)`` after each confirmed batch, on the
+        #: reactor; ``listener(None)`` once the writer failed (nothing more
+        #: will be confirmed).  For what waits on many records at once.
+        self.confirm_listeners: list = []
         self._writable_waiters: list[Deferred] = []
         #: The error every failed Deferred got (None until a failure).
         self.failure: Exception | None = None
@@ -333,6 +342,7 @@ class GroupCommitWriter:
         """Queue an encoded record; ``d`` (if any) fires with ``result`` once
         it is written (and synced, if ``sync`` and the writer syncs)."""
         self.pending_bytes += len(record)
+        self.records_submitted += 1
         with self._lock:
             self._items.append(record)
             if d is not None:
@@ -398,12 +408,16 @@ class GroupCommitWriter:
         self.enqueue(_STOP, d)
 
     # -- the batch back on the reactor ------------------------------------------
-    def confirm(self, waiters: list, nbytes: int) -> None:
-        """A batch was written: fire its Deferreds and, below half the
-        pending limit, the flow-control waiters."""
+    def confirm(self, waiters: list, nbytes: int, records: int) -> None:
+        """A batch of ``records`` was written: fire its Deferreds, tell the
+        confirm listeners and, below half the pending limit, fire the
+        flow-control waiters."""
         self.pending_bytes -= nbytes
         for d, result in waiters:
             d.callback(result)
+        self.records_confirmed += records
+        for listener in self.confirm_listeners:
+            listener(self.records_confirmed)
         if self._writable_waiters and self.pending_bytes <= self._max_pending // 2:
             ready, self._writable_waiters = self._writable_waiters, []
             for d in ready:
@@ -429,6 +443,8 @@ class GroupCommitWriter:
         for d, _result in list(waiters) + rest:
             if d is not spare:
                 d.errback(failure)
+        for listener in self.confirm_listeners:
+            listener(None)
         writable, self._writable_waiters = self._writable_waiters, []
         for d in writable:
             d.errback(failure)

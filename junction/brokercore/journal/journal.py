@@ -1055,6 +1055,15 @@ class Journal:
         """The error that failed the journal, if any."""
         return self._writer.failure
 
+    def add_confirm_listener(self, listener):
+        """``listener(records confirmed so far)`` after each written batch, on the reactor,
+        and ``listener(None)`` if the journal fails: one call for a batch of records,
+        where a Deferred per record would cost a callback each.  Returns the counter
+        (its ``records_submitted``: the n-th record appended is durable, as its Deferred
+        would say, once a listener is told n or more)."""
+        self._writer.confirm_listeners.append(listener)
+        return self._writer
+
     # -- compaction --------------------------------------------------------------
     def compact(self) -> Deferred:
         """Compact all closed segments now (normally automatic); fires when done."""
@@ -1168,12 +1177,12 @@ class Journal:
             self._index.dead_hint = True  # a closed file may now be reclaimable
             self._maybe_compact()
 
-    def _batch_done(self, waiters: list, _records: int, nbytes: int, error, _stop) -> None:
+    def _batch_done(self, waiters: list, records: int, nbytes: int, error, _stop) -> None:
         """Reactor side of one written batch: fire its Deferreds."""
         if error is not None:
             self._fail(error, waiters)
             return
-        self._writer.confirm(waiters, nbytes)
+        self._writer.confirm(waiters, nbytes, records)
         if self._index.dead_hint and self._state is STARTED:
             self._reclaim()
 
