@@ -10,7 +10,9 @@ command -v java >/dev/null || apt_install default-jre-headless
 "$VENV/bin/python" -m pip install -q -e "$here[test,spark]"
 cd "$here"
 set +e
-"$VENV/bin/python" -m pytest -q -p no:cacheprovider "${@:-tests}"
+# two workers, each taking whole files (module fixtures such as a SparkSession are made once
+# per worker); TEST_WORKERS=0 runs everything in this process
+"$VENV/bin/python" -m pytest -q -p no:cacheprovider -n "${TEST_WORKERS:-2}" --dist loadfile "${@:-tests}"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then
