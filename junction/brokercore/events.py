@@ -18,7 +18,7 @@ can follow it across the cluster.
 
 from __future__ import annotations
 
-from collections import deque
+from bisect import bisect_right
 
 from junction.brokercore.message import (
     DUPLICATE_ID,
@@ -114,8 +114,9 @@ class MessageEvents:
         #: sends waiting for their journal record (see :meth:`put_when_stored`): the storage's
         #: mark after each one's record, and its entry; as long as the journal's own backlog
         self._stored = None
-        self._waiting_marks: deque = deque()
-        self._waiting_entries: deque = deque()
+        self._waiting_marks: list = []
+        self._waiting_entries: list = []
+        self._waiting_from = 0  # the first still waiting (the lists are cut when half is done)
         if storage is not None and hasattr(storage, "when_stored"):
             self._stored = storage.when_stored(self._stored_up_to)
 
@@ -133,21 +134,39 @@ class MessageEvents:
 
     def _stored_up_to(self, marker) -> None:
         """The storage has stored everything up to ``marker`` (None: it failed, and the
-        sends waiting will never be confirmed)."""
+        sends waiting will never be confirmed).  The marks only grow, so the entries to
+        queue are a run found by bisection and moved in one step."""
         marks = self._waiting_marks
         entries = self._waiting_entries
         if marker is None:
             marks.clear()
             entries.clear()
+            self._waiting_from = 0
+            return
+        start = self._waiting_from
+        end = bisect_right(marks, marker, start)
+        if end == start:
             return
         queue = self._queue
-        while marks and marks[0] <= marker:
-            marks.popleft()
-            entry = entries.popleft()
-            if len(queue) < self.log.room:
-                queue.append(entry)
-            else:
-                self.put(entry)  # counted as dropped there
+        if len(queue) + (end - start) <= self.log.room:
+            queue.extend(entries[start:end])
+        else:
+            for entry in entries[start:end]:
+                self.put(entry)  # queued while there is room, the rest counted as dropped there
+        if end == len(marks):
+            marks.clear()
+            entries.clear()
+            end = 0
+        elif end > len(marks) // 2:
+            del marks[:end]
+            del entries[:end]
+            end = 0
+        self._waiting_from = end
+
+    @property
+    def waiting(self) -> int:
+        """Sends whose entries wait for their journal record."""
+        return len(self._waiting_entries) - self._waiting_from
 
     def _skipped(self, message, carried) -> bool:
         """Whether sampling leaves this message out (asked only when the rate is below 1)."""

@@ -479,15 +479,62 @@ def test_a_durable_sends_event_waits_for_its_journal_record_and_a_failed_one_has
     client.write("SEND", {"destination": "/queue/q", "persistent": "true", "receipt": "r1"}, b"one")
     client.write("SEND", {"destination": "/queue/q", "persistent": "true", "receipt": "r2"}, b"two")
     assert client.take() == [] and sent() == [], "no receipt and no message.sent before the sync"
-    assert len(events._waiting_entries) == 2
+    assert events.waiting == 2
     frames = client.run()
     assert [f.command for f in frames] == ["RECEIPT", "RECEIPT"]
     assert [e[2] for e in sent()] == sorted(e[2] for e in sent()) and len(sent()) == 2
-    assert not events._waiting_entries
+    assert events.waiting == 0
     client.write("SEND", {"destination": "/queue/q", "persistent": "false", "receipt": "r3"}, b"three")
     assert len(sent()) == 3  # nothing to wait for: queued at once
     fs.fail_fsync = errno.EIO
     client.write("SEND", {"destination": "/queue/q", "persistent": "true", "receipt": "r4"}, b"lost")
     frames = client.run()
     assert [(f.command, f.get("receipt-id")) for f in frames] == [("RECEIPT", "r3"), ("ERROR", "r4")]
-    assert len(sent()) == 3 and not events._waiting_entries  # the failed send has no event
+    assert len(sent()) == 3 and events.waiting == 0  # the failed send has no event
+
+
+def test_waiting_sends_are_queued_in_order_as_the_storage_mark_passes_them(tmp_path):
+    """Against a fake storage (the real journal is in the test above): entries leave in
+    send order, exactly those whose mark is passed, however the marks arrive; a full
+    log queue counts the rest as dropped; a failure forgets what waits."""
+    from types import SimpleNamespace
+
+    from twisted.internet import defer
+
+    from junction.brokercore.events import MessageEvents
+
+    listeners = []
+    counter = SimpleNamespace(records_submitted=0)
+    storage = SimpleNamespace(when_stored=lambda listener: listeners.append(listener) or counter)
+    log = EventLog(str(tmp_path), "core1", "node-1", max_queued=8)
+    events = MessageEvents(log, "node-1", storage)
+    (heard,) = listeners
+
+    def send(n):
+        counter.records_submitted += 1 + n % 3  # other records between sends
+        events.put_when_stored(("entry", n), defer.Deferred())
+        return counter.records_submitted
+
+    marks = [send(n) for n in range(6)]
+    assert events.waiting == 6 and not log.queue
+    heard(marks[0] - 1)
+    assert not log.queue
+    heard(marks[2])  # the first three
+    assert [e[1] for e in log.queue] == [0, 1, 2] and events.waiting == 3
+    heard(marks[2])  # the same again: nothing new
+    more = [send(n) for n in range(6, 10)]
+    heard(more[1])  # past the rest of the first six and two of the new
+    assert [e[1] for e in log.queue] == list(range(8)) and events.waiting == 2
+    heard(more[-1] + 5)  # the queue (8) is full: counted as dropped, not queued
+    assert len(log.queue) == 8 and log.dropped == 2 and events.waiting == 0
+    send(10)
+    heard(None)  # the storage failed: what waits is never queued
+    assert events.waiting == 0
+    heard(counter.records_submitted)
+    assert len(log.queue) == 8 and log.dropped == 2
+    done = defer.succeed(None)  # fired already (a refused record fails at once): its own callback
+    events.put_when_stored(("entry", "fired"), done)
+    failed = defer.fail(RuntimeError("refused"))
+    events.put_when_stored(("entry", "refused"), failed)
+    failed.addErrback(lambda _: None)
+    assert log.dropped == 3 and events.waiting == 0  # "fired" found the queue full
