@@ -108,7 +108,6 @@ class MessageEvents:
         self._sampled = log.sampled
         self._all = log.sample_rate >= 1.0
         self._clock = log.clock
-        self._prefix = node_id + "/"
         self._queue = log.queue
         self.put = log.put_entry
         #: sends waiting for their journal record (see :meth:`put_when_stored`): the storage's
@@ -168,14 +167,9 @@ class MessageEvents:
         """Sends whose entries wait for their journal record."""
         return len(self._waiting_entries) - self._waiting_from
 
-    def _skipped(self, message, carried) -> bool:
-        """Whether sampling leaves this message out (asked only when the rate is below 1)."""
-        return not self._sampled(self._prefix + str(message.message_id) if carried is None else carried)
-
     def _trace(self, message):
         """The trace id, or None when sampling leaves this message out."""
-        raw = message.native.get(TRACE_NATIVE)
-        trace = self._prefix + str(message.message_id) if raw is None else _text(raw)
+        trace = trace_of(message, self.node_id)
         if self._all or self._sampled(trace):
             return trace
         return None
@@ -219,7 +213,7 @@ class MessageEvents:
         carried = message.native.get(TRACE_NATIVE)
         if carried is not None:
             carried = _text(carried)
-        if not self._all and self._skipped(message, carried):
+        if not self._all and self._trace(message) is None:
             return None
         props = message.properties
         dup = group = seq = None
@@ -271,7 +265,7 @@ class MessageEvents:
         carried = message.native.get(TRACE_NATIVE)
         if carried is not None:
             carried = _text(carried)
-        if not self._all and self._skipped(message, carried):
+        if not self._all and self._trace(message) is None:
             return
         props = message.properties
         dup = props.get(DUPLICATE_ID) if props else None
