@@ -18,6 +18,7 @@ can follow it across the cluster.
 
 from __future__ import annotations
 
+import struct
 from bisect import bisect_right
 
 from junction.brokercore.message import (
@@ -28,7 +29,13 @@ from junction.brokercore.message import (
     RoutingType,
     plain,
 )
-from junction.events.sink import ACKNOWLEDGED, DELIVERED, DELIVERED_AND_ACKNOWLEDGED, SENT
+from junction.events.sink import (
+    ACKNOWLEDGED,
+    DELIVERED,
+    DELIVERED_AND_ACKNOWLEDGED,
+    ROW,
+    SENT,
+)
 
 __all__ = ["TRACE_NATIVE", "MessageEvents", "trace_of", "carry_trace", "put_after"]
 
@@ -36,6 +43,9 @@ __all__ = ["TRACE_NATIVE", "MessageEvents", "trace_of", "carry_trace", "put_afte
 TRACE_NATIVE = "junction.trace"
 #: queues of the cluster's store-and-forward kind are not named as a message's queues
 _SF_PREFIX = "$.junction.sf."
+#: row codes (statics) one node keeps, at most: beyond, the table starts again (see
+#: :meth:`MessageEvents._new_code`)
+MAX_ROW_CODES = 20_000
 
 
 def _text(raw) -> str:
@@ -87,19 +97,19 @@ class MessageEvents:
     """Message events of one node (only built when message events are on).
 
     The broker core calls these on its hot paths (a sent and a delivery
-    entry per message), so each builds one flat tuple, a compact entry of
-    :data:`junction.events.sink.LAYOUTS`, with as little work as it can: the
-    message's own values as they are (its number, not its trace id text; one
-    queue's name, not a tuple of one; the clock's seconds), and the context
-    tuple of its producer's session or its consumer, made on first use and
-    kept there (``event_context``), so that what every entry of a session or
-    consumer shares is found once.  The event writer process makes the
-    event's fields from that.  The entry goes straight onto the event log's
-    queue while it has room (what :meth:`EventLog.put_entry
-    <junction.events.writer.EventLog.put_entry>` does, without the call).
-    The values are str, int, float, bool, None or tuples of those, so the
-    garbage collector untracks the entry soon (see
-    :mod:`junction.events.writer`).
+    entry per message), so each does as little as it can.  A message without
+    a carried trace id, duplicate id or group (most) makes a *row*
+    (:data:`junction.events.sink.ROW`): the clock's seconds, the message's
+    number, its size or delivery count, and a code standing for the rest,
+    the *static* ``(kind, address, ..., context)``, found in one dictionary
+    (:meth:`_new_code` makes a code the first time).  The context tuple of the
+    producer's session or the consumer is made on first use and kept there
+    (``event_context``).  Other messages make a flat tuple, a compact entry of
+    :data:`junction.events.sink.LAYOUTS`, with the message's own values as they
+    are (its number and carried trace id, one queue's name, the clock's
+    seconds).  The event writer process makes the event's fields from either.
+    Rows and entries go straight onto the event log's bounded ``rows`` and
+    ``queue`` while they have room.
     """
 
     def __init__(self, log, node_id: str, storage=None):
@@ -109,63 +119,96 @@ class MessageEvents:
         self._all = log.sample_rate >= 1.0
         self._clock = log.clock
         self._queue = log.queue
-        self.put = log.put_entry
+        self._rows = log.rows
+        self._pack = ROW.pack
+        #: static -> its row code (the log's ``statics`` has the other direction)
+        self._codes: dict = {}
+        self._next_code = 0
         #: sends waiting for their journal record (see :meth:`put_when_stored`): the storage's
-        #: mark after each one's record, and its entry; as long as the journal's own backlog
+        #: mark after each one's record, and its row; as long as the journal's own backlog
         self._stored = None
         self._waiting_marks: list = []
-        self._waiting_entries: list = []
-        self._waiting_from = 0  # the first still waiting (the lists are cut when half is done)
+        self._waiting_rows = bytearray()
+        self._waiting_from = 0  # the first still waiting (the marks are cut when half done)
         if storage is not None and hasattr(storage, "when_stored"):
             self._stored = storage.when_stored(self._stored_up_to)
+
+    def put(self, entry) -> None:
+        """Queue what :meth:`sent_entry` made: a row, or an entry."""
+        if entry.__class__ is bytes:
+            rows = self._rows
+            if len(rows) < self.log.row_room:
+                rows += entry
+            else:
+                self.log.drop_rows(1)
+        else:
+            self.log.put_entry(entry)
 
     def put_when_stored(self, entry, confirmed) -> None:
         """Queue a send's entry once ``confirmed``, its record's Deferred from the
         storage, has fired with success (never, if it fails).  With a storage that tells
-        when everything up to a mark is stored, the entry waits for that (once per
-        written batch) rather than for a callback of its own."""
+        when everything up to a mark is stored, a row waits for that (once per written
+        batch) rather than for a callback of its own."""
         stored = self._stored
-        if stored is None or confirmed.called:
+        if stored is None or confirmed.called or entry.__class__ is not bytes:
             confirmed.addCallback(put_after, self.put, entry)
             return
         self._waiting_marks.append(stored.records_submitted)
-        self._waiting_entries.append(entry)
+        self._waiting_rows += entry
 
     def _stored_up_to(self, marker) -> None:
         """The storage has stored everything up to ``marker`` (None: it failed, and the
-        sends waiting will never be confirmed).  The marks only grow, so the entries to
+        sends waiting will never be confirmed).  The marks only grow, so the rows to
         queue are a run found by bisection and moved in one step."""
         marks = self._waiting_marks
-        entries = self._waiting_entries
+        waiting = self._waiting_rows
         if marker is None:
             marks.clear()
-            entries.clear()
+            del waiting[:]
             self._waiting_from = 0
             return
         start = self._waiting_from
         end = bisect_right(marks, marker, start)
         if end == start:
             return
-        queue = self._queue
-        if len(queue) + (end - start) <= self.log.room:
-            queue.extend(entries[start:end])
-        else:
-            for entry in entries[start:end]:
-                self.put(entry)  # queued while there is room, the rest counted as dropped there
+        size = ROW.size
+        rows = self._rows
+        run = waiting[start * size : end * size]
+        room = self.log.row_room - len(rows)
+        if len(run) > room:  # what fits; the rest (sends: one event a row) counted as dropped
+            fits = max(0, room // size) * size
+            self.log.drop_rows((len(run) - fits) // size)
+            del run[fits:]
+        rows += run
         if end == len(marks):
             marks.clear()
-            entries.clear()
+            del waiting[:]
             end = 0
         elif end > len(marks) // 2:
             del marks[:end]
-            del entries[:end]
+            del waiting[: end * size]
             end = 0
         self._waiting_from = end
 
     @property
     def waiting(self) -> int:
         """Sends whose entries wait for their journal record."""
-        return len(self._waiting_entries) - self._waiting_from
+        return len(self._waiting_marks) - self._waiting_from
+
+    def _new_code(self, static: tuple) -> int:
+        """A code for ``static``, put in the log's table before any row uses it.  Codes
+        are never used twice in one log's life; the tables start again beyond
+        :data:`MAX_ROW_CODES` (the log keeps the last one, ``previous_statics``, for rows
+        queued under it)."""
+        log = self.log
+        if len(self._codes) >= MAX_ROW_CODES:
+            log.code_tables = ({}, log.code_tables[0])
+            self._codes = {}
+        code = self._next_code
+        self._next_code = code + 1
+        log.code_tables[0][code] = static
+        self._codes[static] = code
+        return code
 
     def _trace(self, message):
         """The trace id, or None when sampling leaves this message out."""
@@ -209,10 +252,10 @@ class MessageEvents:
 
     def sent_entry(self, message, queues, session):
         """The ``message.sent`` entry of a message routed now, stamped now (None when
-        sampling leaves it out), to :meth:`put` once the producer may be told it is safe."""
+        sampling leaves it out), to :meth:`put` once the producer may be told it is safe:
+        a row (:data:`~junction.events.sink.ROW`, bytes) when the message carries no trace
+        id, duplicate id or group, else a compact entry."""
         carried = message.native.get(TRACE_NATIVE)
-        if carried is not None:
-            carried = _text(carried)
         if not self._all and self._trace(message) is None:
             return None
         props = message.properties
@@ -236,12 +279,25 @@ class MessageEvents:
         else:
             names = tuple([q.name for q in queues if not q.name.startswith(_SF_PREFIX)])
         routing_type = message.routing_type
+        if routing_type is not None:
+            routing_type = _ROUTING_TYPE_NAMES[routing_type]
         context = session.event_context
+        if context is None:
+            context = self._producer_context(session)
+        if carried is None and dup is None and group is None and seq is None:
+            static = (SENT, message.address, names, message.durable, routing_type, context)
+            code = self._codes.get(static)
+            if code is None:
+                code = self._new_code(static)
+            try:
+                return self._pack(code, self._clock(), message.message_id, message.encoded_size())
+            except struct.error:  # a value a row cannot hold: an entry, below
+                pass
         return (
             SENT,
             self._clock(),
             message.message_id,
-            carried,
+            None if carried is None else _text(carried),
             dup,
             message.address,
             names,
@@ -249,8 +305,8 @@ class MessageEvents:
             message.durable,
             group,
             seq,
-            None if routing_type is None else _ROUTING_TYPE_NAMES[routing_type],
-            self._producer_context(session) if context is None else context,
+            routing_type,
+            context,
         )
 
     def sent(self, message, queues, session) -> None:
@@ -259,43 +315,64 @@ class MessageEvents:
         if entry is not None:
             self.put(entry)
 
-    def _delivery(self, kind: str, ref, consumer, session, with_count: bool) -> None:
-        """A delivery's entry: ``kind``'s layout, with the delivery count or without."""
-        message = ref.message
-        carried = message.native.get(TRACE_NATIVE)
-        if carried is not None:
-            carried = _text(carried)
-        if not self._all and self._trace(message) is None:
-            return
-        props = message.properties
-        dup = props.get(DUPLICATE_ID) if props else None
-        if dup is not None:
-            dup = _text(plain(dup))
-        context = None if consumer is None else consumer.event_context
-        if context is None:
-            context = self._consumer_context(ref, consumer, session)
-        if with_count:
-            entry = (kind, self._clock(), message.message_id, carried, dup, message.address, ref.delivery_count, context)
-        else:
-            entry = (kind, self._clock(), message.message_id, carried, dup, message.address, context)
-        queue = self._queue
-        if len(queue) < self.log.room:
-            queue.append(entry)
-        else:
-            self.put(entry)  # counted as dropped there
+    def _delivery_method(kind: str, with_count: bool, doc: str):  # noqa: N805 - run in the class body
+        """The method of one delivery event ``kind`` (its layout with the delivery count or
+        without): a row, or an entry when the message carries a trace id or a duplicate id.
+        One function per kind, so a delivery costs one call."""
+        events = 2 if kind is DELIVERED_AND_ACKNOWLEDGED else 1
 
-    def delivered(self, ref, consumer, session) -> None:
-        """``consumer``: the session's ServerConsumer that got the delivery."""
-        self._delivery(DELIVERED, ref, consumer, session, True)
+        def method(self, ref, consumer, session) -> None:
+            message = ref.message
+            carried = message.native.get(TRACE_NATIVE)
+            if not self._all and self._trace(message) is None:
+                return
+            props = message.properties
+            dup = props.get(DUPLICATE_ID) if props else None
+            context = None if consumer is None else consumer.event_context
+            if context is None:
+                context = self._consumer_context(ref, consumer, session)
+            if carried is None and dup is None:
+                static = (kind, message.address, context)
+                code = self._codes.get(static)
+                if code is None:
+                    code = self._new_code(static)
+                try:
+                    row = self._pack(code, self._clock(), message.message_id, ref.delivery_count if with_count else 0)
+                except struct.error:  # a value a row cannot hold: an entry, below
+                    row = None
+                if row is not None:
+                    rows = self._rows
+                    if len(rows) < self.log.row_room:
+                        rows += row
+                    else:
+                        self.log.drop_rows(events)
+                    return
+            if carried is not None:
+                carried = _text(carried)
+            if dup is not None:
+                dup = _text(plain(dup))
+            if with_count:
+                entry = (kind, self._clock(), message.message_id, carried, dup, message.address, ref.delivery_count, context)
+            else:
+                entry = (kind, self._clock(), message.message_id, carried, dup, message.address, context)
+            queue = self._queue
+            if len(queue) < self.log.room:
+                queue.append(entry)
+            else:
+                self.log.put_entry(entry)  # counted as dropped there
 
-    def delivered_and_acknowledged(self, ref, consumer, session) -> None:
-        """An auto-acknowledged delivery: ``delivered`` then ``acknowledged``, stamped alike,
-        in one entry (:data:`~junction.events.sink.DELIVERED_AND_ACKNOWLEDGED`)."""
-        self._delivery(DELIVERED_AND_ACKNOWLEDGED, ref, consumer, session, True)
+        method.__doc__ = doc
+        return method
 
-    def acknowledged(self, ref, consumer, session) -> None:
-        """``consumer``: the ServerConsumer that held the delivery, or None."""
-        self._delivery(ACKNOWLEDGED, ref, consumer, session, False)
+    delivered = _delivery_method(DELIVERED, True, "``consumer``: the session's ServerConsumer that got the delivery.")
+    delivered_and_acknowledged = _delivery_method(
+        DELIVERED_AND_ACKNOWLEDGED,
+        True,
+        "An auto-acknowledged delivery: ``delivered`` then ``acknowledged``, stamped alike, in one "
+        "entry (:data:`~junction.events.sink.DELIVERED_AND_ACKNOWLEDGED`).",
+    )
+    acknowledged = _delivery_method(ACKNOWLEDGED, False, "``consumer``: the ServerConsumer that held the delivery, or None.")
+    del _delivery_method
 
     def _entry(self, kind: str, *values) -> None:
         """The rarer kinds: one event, stamped now."""

@@ -1,9 +1,10 @@
 """The event writer process: spooled events in, rotated JSON Lines files out.
 
 A node's :class:`~junction.events.writer.EventLog` queues events as flat
-tuples; every 0.2 s its shipper thread writes what gathered to a spool
-segment (one ``marshal`` list, about 0.4 µs an event, renamed into place
-whole), and a child process running this module (``python -m
+tuples and the hottest as rows (:data:`ROW`); every 0.2 s its shipper thread
+writes what gathered to a spool segment (:func:`segment`: the tuples in one
+``marshal`` list, about 0.2 µs an entry, and the rows' bytes as they are,
+renamed into place whole), and a child process running this module (``python -m
 junction.events.sink``) turns the segments into lines, oldest first, and
 deletes each once written.  Why a process: encoding is most of what an
 event costs (3-5 µs of CPU in a busy node, three events a message), and
@@ -47,6 +48,9 @@ epoch seconds, with the message's number in place of its trace id and one
 queue's name in place of a list (:data:`DERIVED`).  One entry of an
 auto-acknowledged delivery stands for both its events, ``message.delivered``
 and ``message.acknowledged``, stamped alike.
+A row stands for one compact entry whose static values are in the
+segment's statics (:func:`expand_row`); its lines come from one template per
+code.
 
 The node talks to the process over two pipes (internal: both ends are in
 this package).  Its stdin carries a byte for each new segment (a wake-up)
@@ -89,6 +93,13 @@ __all__ = [
     "MAX_PROBLEMS",
     "entry_builder",
     "Converter",
+    "ROW",
+    "ROW_STATICS",
+    "expand_row",
+    "segment",
+    "read_segment",
+    "rows_events",
+    "row_codes",
     "spool_segments",
 ]
 
@@ -130,6 +141,24 @@ DERIVED = {
     # one queue's name, or a tuple of names
     "queue_names": ("queues", "($queue_names,) if $queue_names.__class__ is str else $queue_names"),
 }
+#: Rows: the commonest compact entries (no carried trace id, duplicate id or group) as
+#: four numbers packed with :data:`ROW` (one ``pack`` and one ``bytearray`` append, no
+#: object left for the collector): ``(code, ts, message number, extra)``, ``extra`` the
+#: size (``sent``), the delivery count (``delivered``, ``delivered+acknowledged``) or 0
+#: (``acknowledged``).  ``code`` stands for the entry's other values, its *static*:
+#: ``(entry kind, value, ...)`` with the layout's values named in :data:`ROW_STATICS`,
+#: the same for every message of one producer (or consumer) on one address.  A value
+#: the row cannot hold (``struct.error``) makes an entry instead.
+ROW = struct.Struct("=qdQq")
+#: the layout values a row carries itself, and those a row's entry has none of
+ROW_VALUES = ("message_number", "size", "delivery_count")
+ROW_NONE = ("message_trace", "duplicate_id", "group_id", "group_seq")
+ROW_STATICS = {
+    kind: tuple(name for name in layout if name not in ROW_VALUES and name not in ROW_NONE)
+    for kind, (_, layout) in LAYOUTS.items()
+}
+#: row codes whose templates the writer process keeps, at most (all go when more come)
+MAX_ROW_TEMPLATES = 10_000
 #: the largest request or reply frame either side accepts (bytes)
 MAX_FRAME_BYTES = 64 * 1024 * 1024
 #: problem messages one reply carries, at most (the rest are counted in one more)
@@ -201,6 +230,42 @@ def events_in(entries) -> int:
     return sum(map(events_of, entries))
 
 
+def expand_row(static: tuple, ts: float, number: float, extra: float) -> tuple:
+    """The compact entry a row stands for (its static's kind and values, the row's numbers)."""
+    kind = static[0]
+    if len(static) != 1 + len(ROW_STATICS[kind]):
+        raise ValueError(f"a {kind} row's static has {len(static) - 1} values, not {len(ROW_STATICS[kind])}")
+    fixed = iter(static[1:])
+    values = []
+    for name in LAYOUTS[kind][1]:
+        if name == "message_number":
+            values.append(int(number))
+        elif name == "size" or name == "delivery_count":
+            values.append(int(extra))
+        elif name in ROW_NONE:
+            values.append(None)
+        else:
+            values.append(next(fixed))
+    return (kind, ts, *values)
+
+
+def row_events(static) -> int:
+    """The events one row of ``static`` stands for."""
+    return 1 if static is None else events_of(static)
+
+
+def row_codes(rows) -> list:
+    """The codes of the rows in ``rows`` (bytes), one per row."""
+    return memoryview(rows).cast("q")[:: ROW.size // 8].tolist()
+
+
+def rows_events(rows, statics) -> int:
+    """The events the rows (bytes, :data:`ROW`) stand for; ``statics`` maps their codes to
+    their statics."""
+    codes = row_codes(rows)
+    return sum(row_events(statics.get(code)) * codes.count(code) for code in set(codes))
+
+
 def _line(obj: dict) -> bytes:
     """One event object as its UTF-8 line (without the newline)."""
     try:
@@ -234,6 +299,8 @@ class EventSink:
         self._builders: dict = {}
         #: compact entry kind -> its line templates (made with its builders)
         self._templates: dict = {}
+        #: row code -> (its static, its row template, the template's shape) (see encode_rows)
+        self._row_templates: dict = {}
         self.written = 0
         self.dropped = 0
         self.failed: str | None = None
@@ -254,12 +321,16 @@ class EventSink:
             self._problems_over = 0
         return problems
 
-    def write(self, entries) -> None:
-        """Encode and write ``entries`` (dropped and counted once the sink has failed)."""
+    def write(self, entries, rows=None) -> None:
+        """Encode and write ``entries``, then ``rows`` (``(statics, data)``: the statics of
+        the rows' codes and the rows' bytes, see :data:`ROW`); dropped and counted
+        once the sink has failed."""
         if self.failed:
-            self.dropped += events_in(entries)
+            self.dropped += events_in(entries) + (0 if rows is None else self._rows_events(*rows))
             return
         data = self.encode(entries)
+        if rows is not None:
+            self.encode_rows(*rows, buf=data)
         written = self.written
         try:
             self._write(data)
@@ -294,6 +365,60 @@ class EventSink:
                 kind = entry[0] if isinstance(entry, tuple) and entry else repr(entry)
                 self._problem(f"event not written: {kind}: {exc}")
         return buf
+
+    def encode_rows(self, statics: dict, data: bytes, buf: bytearray | None = None) -> bytearray:
+        """The rows in ``data`` as lines, appended to ``buf``: each from its code's row
+        template (made once per code and static, :meth:`LineTemplates.row_template
+        <junction.events.templates.LineTemplates.row_template>`), or, when its static has
+        none, from the compact entry it stands for.  A row whose code ``statics`` does not
+        name (or names as None: the node no longer knew it) is counted as dropped."""
+        if buf is None:
+            buf = bytearray()
+        made = self._row_templates
+        if len(made) + len(statics) > MAX_ROW_TEMPLATES:
+            made.clear()
+        for code, static in statics.items():
+            known = made.get(code)
+            if known is None or known[0] != static:
+                made[code] = (static, *self._row_template(static))
+        for code, ts, number, extra in ROW.iter_unpack(data):
+            known = made.get(code)
+            try:
+                if known is None or known[0] is None:
+                    raise ValueError(f"no static for row code {code}")
+                static, template, shape = known
+                if shape == "tnx":  # sent, delivered
+                    buf += template % (_dumps(ts * 1000.0), number, extra)
+                elif shape == "tnxtn":  # delivered+acknowledged
+                    stamp = _dumps(ts * 1000.0)
+                    buf += template % (stamp, number, extra, stamp, number)
+                elif shape == "tn":  # acknowledged
+                    buf += template % (_dumps(ts * 1000.0), number)
+                else:
+                    entry = expand_row(static, ts, number, extra)
+                    for build in self._builders.get(entry[0]) or self._builders_of(entry[0]):
+                        buf += _line(build(entry))
+                        buf += b"\n"
+            except (SchemaError, ValueError, TypeError, IndexError, KeyError) as exc:
+                self.dropped += 1 if known is None else row_events(known[0])
+                self._problem(f"event not written: a row: {exc}")
+        return buf
+
+    def _row_template(self, static) -> tuple:
+        """``(template, shape)`` of the rows of ``static`` (:meth:`LineTemplates.row_template
+        <junction.events.templates.LineTemplates.row_template>`), or ``(None, None)``."""
+        try:
+            entry = expand_row(static, 0.0, 0, 0)
+            kind = entry[0]
+            if kind not in self._templates:
+                self._builders_of(kind)
+            made = self._templates[kind].row_template(entry)
+        except (SchemaError, ValueError, TypeError, IndexError, KeyError):
+            return (None, None)  # its rows fail one by one in encode_rows, and say why
+        return made or (None, None)
+
+    def _rows_events(self, statics, data) -> int:
+        return rows_events(data, statics)
 
     def _builders_of(self, entry_kind) -> tuple:
         """The builders of the events one entry of ``entry_kind`` stands for (and, for a
@@ -377,6 +502,28 @@ def spool_segments(directory: str) -> list[str]:
         return []
 
 
+def segment(entries: list, statics: dict | None = None, rows: bytes = b"") -> bytes:
+    """A spool segment: ``marshal`` of the entries, or, with rows, of ``(entries, statics,
+    rows)`` (the rows' bytes and the statics of their codes)."""
+    if not rows:
+        return marshal.dumps(entries)
+    return marshal.dumps((entries, statics, rows))
+
+
+def read_segment(payload: bytes) -> tuple:
+    """``(entries, rows)`` of a spool segment, ``rows`` None or ``(statics, data)``
+    (ValueError, EOFError or TypeError when it is not one)."""
+    loaded = marshal.loads(payload)
+    if isinstance(loaded, list):
+        return loaded, None
+    entries, statics, rows = loaded
+    if not isinstance(entries, list) or not isinstance(statics, dict) or not isinstance(rows, bytes):
+        raise ValueError("not a segment of entries, statics and rows")
+    if len(rows) % ROW.size:
+        raise ValueError(f"{len(rows)} bytes of rows is not a whole number of rows")
+    return entries, (statics, rows)
+
+
 def write_frame(stream, payload: bytes) -> None:
     stream.write(_FRAME.pack(len(payload)) + payload)
     stream.flush()
@@ -438,12 +585,12 @@ class Converter:
         with open(path, "rb") as fh:
             payload = fh.read()
         try:
-            entries = marshal.loads(payload)
+            entries, rows = read_segment(payload)
         except (ValueError, EOFError, TypeError) as exc:
             self.sink._problem(f"spool segment {path} is not readable ({exc}); kept as {path}.bad")
             os.rename(path, path + ".bad")
             return
-        self.sink.write(entries)
+        self.sink.write(entries, rows)
         os.remove(path)
         self.converted_bytes += len(payload)
 

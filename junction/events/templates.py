@@ -29,6 +29,8 @@ VARYING = ("message_number", "size", "delivery_count")
 MAX_TEMPLATES = 10_000
 
 _TOKEN = uuid.uuid4().hex  # marks a hole in a template; random, so no value contains it
+#: an entry's ``ts`` as the builders write it (epoch ms, the compact entry's seconds * 1000)
+_ENTRY_TS = "dumps(entry[1] * 1000.0)"
 
 
 def _flat_names(layout) -> list[str]:
@@ -78,30 +80,55 @@ class LineTemplates:
     def _make(self, entry) -> tuple:
         """``(template, values)``: the ``%`` template of the entry's lines and the function
         that picks the values for it out of an entry; () for an entry that cannot have one."""
+        made = self._holes(entry)
+        if not made:
+            return ()
+        template, holes = made
+        expressions = [_ENTRY_TS if hole == "ts" else self._integer(hole) for hole in holes]
+        source = "lambda entry: (" + "".join(f"{expression}, " for expression in expressions) + ")"
+        values = eval(source, {"dumps": orjson.dumps})  # noqa: S307 - our own expressions, no input in them
+        return template, values
+
+    def row_template(self, entry) -> tuple:
+        """``(template, shape)`` for the rows (:data:`~junction.events.sink.ROW`) alike
+        ``entry``, the compact entry one of them stands for (the template ends with the
+        last line's newline): ``shape`` is the order of
+        the values the template takes, ``t`` the row's ts as ``orjson`` writes its
+        milliseconds, ``n`` its number, ``x`` its extra (size or delivery count), for
+        instance ``"tnx"``; () when the entry cannot have a template (its rows are then
+        written the ordinary way)."""
+        made = self._holes(entry)
+        if not made:
+            return ()
+        template, holes = made
+        letters = {"ts": "t", "message_number": "n", "size": "x", "delivery_count": "x"}
+        return template + b"\n", "".join(letters[hole] for hole in holes)
+
+    def _holes(self, entry) -> tuple:
+        """``(template, holes)``: the entry's lines with its varying values cut out, and
+        the names of those values in the order the template takes them; () when the
+        entry carries a trace id or its lines do not have each hole once."""
         if entry[self._trace_index] is not None:
             return ()
-        texts, expressions = [], []
+        texts, holes = [], []
         for build in self.builders:
             obj = build(entry)
-            holes = {"ts": (f'"{_TOKEN}ts"', "%b", "dumps(entry[1] * 1000.0)")}
+            marks = {"ts": (f'"{_TOKEN}ts"', "%b")}
             obj["ts"] = f"{_TOKEN}ts"
             obj["message_id"] = f"{self.node_prefix}{_TOKEN}n"
-            holes["message_number"] = (f"{_TOKEN}n", "%d", self._integer("message_number"))
+            marks["message_number"] = (f"{_TOKEN}n", "%d")
             for name in ("size", "delivery_count"):
                 if name in obj and name in self._index:
                     obj[name] = f"{_TOKEN}{name}"
-                    holes[name] = (f'"{_TOKEN}{name}"', "%d", self._integer(name))
+                    marks[name] = (f'"{_TOKEN}{name}"', "%d")
             text = orjson.dumps(obj).decode("utf-8").replace("%", "%%")
-            if any(text.count(mark) != 1 for mark, _, _ in holes.values()):
+            if any(text.count(mark) != 1 for mark, _ in marks.values()):
                 return ()
-            ordered = sorted(holes.values(), key=lambda hole: text.index(hole[0]))
-            for mark, spec, expression in ordered:
+            for name, (mark, spec) in sorted(marks.items(), key=lambda item: text.index(item[1][0])):
                 text = text.replace(mark, spec)
-                expressions.append(expression)
+                holes.append(name)
             texts.append(text)
-        source = "lambda entry: (" + "".join(f"{expression}, " for expression in expressions) + ")"
-        values = eval(source, {"dumps": orjson.dumps})  # noqa: S307 - our own expressions, no input in them
-        return "\n".join(texts).encode("utf-8"), values
+        return "\n".join(texts).encode("utf-8"), holes
 
     def _integer(self, name: str) -> str:
         """The expression of an integer value (``__index__``: a float is refused, not cut)."""

@@ -1,7 +1,8 @@
 """Queueing events off the reactor's hot path, for the event writer process.
 
 :meth:`EventLog.put_entry` (and :meth:`~EventLog.emit`) only append to a
-bounded in-memory queue (a deque append: cheap and thread-safe).  A shipper
+bounded in-memory queue (a deque append: cheap and thread-safe), and the
+broker core's hot rows to a bounded ``bytearray`` (below).  A shipper
 thread takes what has gathered every :data:`FLUSH_INTERVAL_S` and writes it,
 :data:`BATCH_EVENTS` at most to a segment, to the spool; the node's event
 writer process (:mod:`junction.events.sink`, started with the log and
@@ -12,15 +13,26 @@ blocking the broker; the count is shown in the node's status.  A spool
 write error fails the log: events are dropped from then on, and ``failed``
 says why (as it does when the writer process cannot write its files).
 
-Hot emitters (the broker core's message events) queue one flat tuple per
-entry (:meth:`EventLog.put_entry`), ``(kind, ts, value, ...)`` with the
-values in the kind's field order or as one of the compact layouts of
-:data:`junction.events.sink.LAYOUTS`, not keyword arguments: one allocation, and,
-when the values are plain (str, int, float, bool, None, tuples of str), one
-the garbage collector untracks in its young generations, so the events
-waiting for the shipper do not reach its oldest one.  Values ``marshal``
-cannot carry (objects, subclasses of str and int) are converted first, as
-the encoder would write them.
+Hot emitters queue one flat tuple per entry (:meth:`EventLog.put_entry`),
+``(kind, ts, value, ...)`` with the values in the kind's field order or as
+one of the compact layouts of :data:`junction.events.sink.LAYOUTS`, not
+keyword arguments: one allocation, and, when the values are plain (str, int,
+float, bool, None, tuples of str), one the garbage collector untracks in its
+young generations.  Values ``marshal`` cannot carry (objects, subclasses of
+str and int) are converted first, as the encoder would write them.
+
+The hottest, the broker core's ``message.sent``, ``delivered`` and
+``acknowledged`` of messages without a carried trace id, duplicate id or
+group, are *rows* instead (:data:`junction.events.sink.ROW`): four numbers
+packed into :attr:`EventLog.rows`, a ``bytearray``, whose first stands for the
+entry's other values (its *static*, in :attr:`EventLog.statics`, made once per
+producer or consumer and address).  A row leaves no object behind for the
+collector, its segment is its bytes (no ``marshal`` per entry), and the
+writer process fills one line template per code.  The emitter appends whole
+rows with one ``+=`` and the shipper takes whole rows off the front, each one
+step under the interpreter lock.  A segment carries the statics of the codes
+its rows use, so a restarted writer process, or the next run of the node
+(whose codes mean other things), writes them as they were meant.
 
 Message events may be sampled (``sample_rate`` 0..1): whether a message's
 events are written is decided from its id, so a sampled message has all its
@@ -41,19 +53,25 @@ from collections import deque
 
 from junction.events.schema import KINDS, Event, SchemaError, category_of, encode
 from junction.events.sink import (
+    ROW,
     SPOOL_SUFFIX,
     _safe,
     events_in,
     events_of,
+    expand_row,
+    row_codes,
+    row_events,
+    rows_events,
+    segment,
     spool_segments,
     take_frames,
 )
 
 log = logging.getLogger("junction.events")
 
-#: events waiting to be written, at most; beyond, new ones are dropped (and counted)
+#: entries waiting to be written, at most, and as many rows; beyond, new ones are dropped (and counted)
 MAX_QUEUED_EVENTS = 100_000
-#: queued events the shipper puts in one spool segment, at most
+#: queued entries the shipper puts in one spool segment, at most, and as many rows
 BATCH_EVENTS = 5_000
 #: seconds between the shipper's looks at the queue
 FLUSH_INTERVAL_S = 0.2
@@ -127,6 +145,15 @@ class EventLog:
         self._max_queued = max_queued
         #: the queue's bound, 0 once the log failed
         self.room = max_queued
+        #: rows waiting for the shipper (:data:`~junction.events.sink.ROW`, each appended
+        #: whole with one ``+=``), and their bound in bytes, 0 once the log failed: a hot
+        #: emitter appends to it itself while ``len(rows) < row_room``
+        self.rows = bytearray()
+        self.row_room = max_queued * ROW.size
+        #: what the rows' codes stand for: code -> static, made by the emitter before the
+        #: first row of the code, and the table it had before its last reset: one attribute,
+        #: replaced whole at a reset, so the shipper sees both tables of one moment
+        self.code_tables: tuple[dict, dict] = ({}, {})
         self._wake = threading.Event()
         self._stopping = False
         self._stop_deadline: float | None = None
@@ -197,6 +224,34 @@ class EventLog:
         else:
             self._dropped_here += events_of(entry)
 
+    @property
+    def statics(self) -> dict:
+        """The current table of row codes: code -> static."""
+        return self.code_tables[0]
+
+    @property
+    def previous_statics(self) -> dict:
+        """The table of row codes before the last reset (for rows queued under it)."""
+        return self.code_tables[1]
+
+    def put_row(self, row: bytes, static: tuple) -> None:
+        """Queue one row (:data:`~junction.events.sink.ROW`, its code standing for
+        ``static``, already in :attr:`statics`); dropped and counted when the rows are full."""
+        if len(self.rows) < self.row_room:
+            self.rows += row
+        else:
+            self._dropped_here += row_events(static)
+
+    def drop_rows(self, events: int) -> None:
+        """Count ``events`` of rows an emitter found no room for."""
+        self._dropped_here += events
+
+    def queued_entries(self) -> list:
+        """What waits for the shipper, as entries: the queue's, then each row's compact entry
+        (for tests and inspection; the shipper takes them without this)."""
+        statics = {**self.previous_statics, **self.statics}
+        return [*self.queue, *(expand_row(statics[code], *values) for code, *values in ROW.iter_unpack(bytes(self.rows)))]
+
     # -- lifecycle --------------------------------------------------------------------
     def start(self) -> None:
         """Start the writer process and the shipper thread (OSError when either cannot start).
@@ -254,18 +309,21 @@ class EventLog:
             self._wake.clear()
             began = time.thread_time()
             batch: list = []
+            rows = statics = None
             try:
-                while self.queue and not self.failed:
+                while (self.queue or self.rows) and not self.failed:
                     batch = self._take()
-                    self._spool(batch)
+                    rows, statics = self._take_rows()
+                    self._spool(batch, rows, statics)
                     batch = []
+                    rows = statics = None
             except OSError as exc:
-                self._dropped_here += events_in(batch)
+                self._dropped_here += events_in(batch) + (0 if rows is None else rows_events(rows, statics))
                 self._fail(f"cannot spool events: {exc}")
             self._read_replies()
             self._watch_writer()
             self.shipper_cpu_s += time.thread_time() - began
-            if self._stopping and not self.queue:
+            if self._stopping and not self.queue and not self.rows:
                 break
         self._finish_writer()
 
@@ -273,15 +331,34 @@ class EventLog:
         popleft = self.queue.popleft
         return [popleft() for _ in range(min(most, len(self.queue)))]
 
-    def _spool(self, batch: list) -> None:
-        """One batch to a new spool segment (renamed into place whole), and a wake-up
-        for the writer process.  Dropped and counted when the spool is full."""
+    def _take_rows(self, most: int = BATCH_EVENTS) -> tuple:
+        """``(rows, statics)``: up to ``most`` rows (bytes), taken off the front (the emitter
+        only appends whole rows behind), and the statics of their codes (None for a code
+        neither table has: more resets than shipments)."""
+        rows = self.rows
+        end = min(len(rows), most * ROW.size)
+        taken = bytes(rows[:end])
+        del rows[:end]
+        statics, previous = self.code_tables
+        codes = {}
+        for code in set(row_codes(taken)):
+            static = statics.get(code)
+            codes[code] = previous.get(code) if static is None else static
+        return taken, codes
+
+    def _spool(self, batch: list, rows=None, statics=None) -> None:
+        """One batch (entries, and rows with their codes' statics) to a new spool segment
+        (renamed into place whole), and a wake-up for the writer process.  Dropped and
+        counted when the spool is full."""
+        data = b"" if rows is None else rows
         try:
-            payload = marshal.dumps(batch)
-        except ValueError:  # a value marshal cannot carry: convert the batch
-            payload = marshal.dumps([e for e in map(self._convert, batch) if e is not None])
+            payload = segment(batch, statics, data)
+        except ValueError:  # a value marshal cannot carry: convert the batch and the statics
+            batch = [e for e in map(self._convert, batch) if e is not None]
+            statics = None if statics is None else {code: self._convert(s) for code, s in statics.items()}
+            payload = segment(batch, statics, data)
         if self.spool_bytes + len(payload) > self.max_spool_bytes:
-            self._dropped_here += events_in(batch)
+            self._dropped_here += events_in(batch) + (0 if rows is None else rows_events(rows, statics))
             if not self._spool_full:
                 self._spool_full = True
                 log.error(
@@ -388,8 +465,11 @@ class EventLog:
         """The log failed: say it once, and drop what waits and what comes from now on."""
         self.failed = why
         self.room = 0
+        self.row_room = 0
         log.error("event log %s failed: %s; events are dropped from now on", self.directory, why)
         self._dropped_here += events_in(self._take(len(self.queue)))
+        rows, statics = self._take_rows(len(self.rows))
+        self._dropped_here += rows_events(rows, statics)
 
     def status(self) -> dict:
         process = self._process
@@ -398,7 +478,7 @@ class EventLog:
             "file": self.file_path,
             "categories": sorted(self.categories),
             "sample_rate": self.sample_rate,
-            "queued": len(self.queue),
+            "queued": len(self.queue) + len(self.rows) // ROW.size,
             "written": self.written,
             "dropped": self.dropped,
             "failed": self.failed,

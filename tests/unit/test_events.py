@@ -9,7 +9,7 @@ import pytest
 
 from junction.events import schema
 from junction.events.schema import Event, SchemaError, decode, encode
-from junction.events.sink import DERIVED, LAYOUTS, EventSink
+from junction.events.sink import DERIVED, LAYOUTS, ROW, EventSink
 from junction.events.writer import EventLog
 
 
@@ -237,8 +237,10 @@ def test_a_compact_sent_entry_names_every_queue_of_a_tuple(tmp_path):
     assert build((*values[:6], (), *values[7:]))["queues"] == ()
 
 
-def test_the_broker_cores_message_events_name_their_fields(tmp_path):
-    """MessageEvents' compact entries against the schema: what a real message's events say."""
+@pytest.mark.parametrize("grouped", [True, False], ids=["entries", "rows"])
+def test_the_broker_cores_message_events_name_their_fields(tmp_path, grouped):
+    """MessageEvents' compact entries (a duplicate id and a group) and rows (neither)
+    against the schema: what a real message's events say."""
     from types import SimpleNamespace
 
     from junction.brokercore.events import MessageEvents
@@ -246,9 +248,9 @@ def test_the_broker_cores_message_events_name_their_fields(tmp_path):
 
     log = EventLog(str(tmp_path), "core1", "node-1", clock=lambda: 2.0)
     events = MessageEvents(log, "node-1")
+    properties = {"_AMQ_DUPL_ID": b"d-1", "JMSXGroupID": "g", "JMSXGroupSeq": 7} if grouped else {}
     message = Message(
-        "orders", b"x" * 10, durable=True, routing_type=RoutingType.ANYCAST, message_id=42,
-        properties={"_AMQ_DUPL_ID": b"d-1", "JMSXGroupID": "g", "JMSXGroupSeq": 7},
+        "orders", b"x" * 10, durable=True, routing_type=RoutingType.ANYCAST, message_id=42, properties=properties
     )
     queue = SimpleNamespace(name="orders")
     connection = SimpleNamespace(id=9, client_id="c-9")
@@ -260,13 +262,16 @@ def test_the_broker_cores_message_events_name_their_fields(tmp_path):
     events.acknowledged(ref, None, session)  # an ack that names no consumer
     events.delivered_and_acknowledged(ref, consumer, session)
     assert session.event_context == ("9", "alice", "c-9") and consumer.event_context == ("orders", "5", "9", "alice", "c-9")
+    assert (len(log.queue), len(log.rows) // ROW.size) == ((4, 0) if grouped else (0, 4))
     log.start()
     log.stop()
-    common = {"message_id": "node-1/42", "duplicate_id": "d-1", "address": "orders", "queue": "orders",
+    dup = "d-1" if grouped else None
+    common = {"message_id": "node-1/42", "duplicate_id": dup, "address": "orders", "queue": "orders",
               "conn": "9", "user": "alice", "client_id": "c-9"}
-    sent = {"message_id": "node-1/42", "duplicate_id": "d-1", "address": "orders", "queues": ["orders"],
-            "size": message.encoded_size(), "durable": True, "group_id": "g", "group_seq": 7, "conn": "9",
-            "user": "alice", "client_id": "c-9", "routing_type": "ANYCAST"}
+    sent = {"message_id": "node-1/42", "duplicate_id": dup, "address": "orders", "queues": ["orders"],
+            "size": message.encoded_size(), "durable": True, "group_id": "g" if grouped else None,
+            "group_seq": 7 if grouped else None, "conn": "9", "user": "alice", "client_id": "c-9",
+            "routing_type": "ANYCAST"}
     assert [(e.kind, e.fields) for e in _read_all(tmp_path)] == [
         ("message.sent", sent),
         ("message.delivered", {**common, "consumer": "5", "delivery_count": 2}),
@@ -475,7 +480,7 @@ def test_a_durable_sends_event_waits_for_its_journal_record_and_a_failed_one_has
     log = EventLog(str(tmp_path / "events"), "core1", "node-1", categories=("message",))
     events = node.server.message_events = MessageEvents(log, "node-1", node.server.storage)
     client = node.client()
-    sent = lambda: [e for e in log.queue if e[0] == "sent"]  # noqa: E731
+    sent = lambda: [e for e in log.queued_entries() if e[0] == "sent"]  # noqa: E731
     client.write("SEND", {"destination": "/queue/q", "persistent": "true", "receipt": "r1"}, b"one")
     client.write("SEND", {"destination": "/queue/q", "persistent": "true", "receipt": "r2"}, b"two")
     assert client.take() == [] and sent() == [], "no receipt and no message.sent before the sync"
@@ -494,9 +499,10 @@ def test_a_durable_sends_event_waits_for_its_journal_record_and_a_failed_one_has
 
 
 def test_waiting_sends_are_queued_in_order_as_the_storage_mark_passes_them(tmp_path):
-    """Against a fake storage (the real journal is in the test above): entries leave in
-    send order, exactly those whose mark is passed, however the marks arrive; a full
-    log queue counts the rest as dropped; a failure forgets what waits."""
+    """Against a fake storage (the real journal is in the test above): rows leave in
+    send order, exactly those whose mark is passed, however the marks arrive; full
+    rows count the rest as dropped; a failure forgets what waits.  An entry (a message
+    with a duplicate id, a group or a carried trace id) waits for its own Deferred."""
     from types import SimpleNamespace
 
     from twisted.internet import defer
@@ -509,32 +515,40 @@ def test_waiting_sends_are_queued_in_order_as_the_storage_mark_passes_them(tmp_p
     log = EventLog(str(tmp_path), "core1", "node-1", max_queued=8)
     events = MessageEvents(log, "node-1", storage)
     (heard,) = listeners
+    numbers = lambda: [row[2] for row in ROW.iter_unpack(log.rows)]  # noqa: E731
 
     def send(n):
         counter.records_submitted += 1 + n % 3  # other records between sends
-        events.put_when_stored(("entry", n), defer.Deferred())
+        events.put_when_stored(ROW.pack(0, 1.5, n, 100 + n), defer.Deferred())
         return counter.records_submitted
 
     marks = [send(n) for n in range(6)]
-    assert events.waiting == 6 and not log.queue
+    assert events.waiting == 6 and not log.rows
     heard(marks[0] - 1)
-    assert not log.queue
+    assert not log.rows
     heard(marks[2])  # the first three
-    assert [e[1] for e in log.queue] == [0, 1, 2] and events.waiting == 3
+    assert numbers() == [0, 1, 2] and events.waiting == 3
+    assert ROW.unpack(log.rows[: ROW.size]) == (0, 1.5, 0, 100)  # the whole row
     heard(marks[2])  # the same again: nothing new
     more = [send(n) for n in range(6, 10)]
     heard(more[1])  # past the rest of the first six and two of the new
-    assert [e[1] for e in log.queue] == list(range(8)) and events.waiting == 2
-    heard(more[-1] + 5)  # the queue (8) is full: counted as dropped, not queued
-    assert len(log.queue) == 8 and log.dropped == 2 and events.waiting == 0
+    assert numbers() == list(range(8)) and events.waiting == 2
+    heard(more[-1] + 5)  # the rows (8) are full: counted as dropped, not queued
+    assert numbers() == list(range(8)) and log.dropped == 2 and events.waiting == 0
     send(10)
     heard(None)  # the storage failed: what waits is never queued
     assert events.waiting == 0
     heard(counter.records_submitted)
-    assert len(log.queue) == 8 and log.dropped == 2
+    assert len(log.rows) == 8 * ROW.size and log.dropped == 2
     done = defer.succeed(None)  # fired already (a refused record fails at once): its own callback
-    events.put_when_stored(("entry", "fired"), done)
+    events.put_when_stored(ROW.pack(0, 1.5, 11, 100), done)
     failed = defer.fail(RuntimeError("refused"))
-    events.put_when_stored(("entry", "refused"), failed)
+    events.put_when_stored(ROW.pack(0, 1.5, 12, 100), failed)
     failed.addErrback(lambda _: None)
-    assert log.dropped == 3 and events.waiting == 0  # "fired" found the queue full
+    assert log.dropped == 3 and events.waiting == 0  # "fired" found the rows full
+    entry = ("sent", 1.5, 13, "other/1", None, "a", "a", 1, True, None, None, None, (None, None, None))
+    own = defer.Deferred()
+    events.put_when_stored(entry, own)
+    assert events.waiting == 0 and not log.queue
+    own.callback(None)
+    assert list(log.queue) == [entry]
