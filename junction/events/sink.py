@@ -230,7 +230,7 @@ def events_in(entries) -> int:
     return sum(map(events_of, entries))
 
 
-def expand_row(static: tuple, ts: float, number: float, extra: float) -> tuple:
+def expand_row(static: tuple, ts: float, number: int, extra: int) -> tuple:
     """The compact entry a row stands for (its static's kind and values, the row's numbers)."""
     kind = static[0]
     if len(static) != 1 + len(ROW_STATICS[kind]):

@@ -60,7 +60,6 @@ from junction.events.sink import (
     events_of,
     expand_row,
     row_codes,
-    row_events,
     rows_events,
     segment,
     spool_segments,
@@ -234,16 +233,9 @@ class EventLog:
         """The table of row codes before the last reset (for rows queued under it)."""
         return self.code_tables[1]
 
-    def put_row(self, row: bytes, static: tuple) -> None:
-        """Queue one row (:data:`~junction.events.sink.ROW`, its code standing for
-        ``static``, already in :attr:`statics`); dropped and counted when the rows are full."""
-        if len(self.rows) < self.row_room:
-            self.rows += row
-        else:
-            self._dropped_here += row_events(static)
-
     def drop_rows(self, events: int) -> None:
-        """Count ``events`` of rows an emitter found no room for."""
+        """Count ``events`` of rows an emitter found no room for (an emitter appends a row
+        itself, ``rows += row``, while ``len(rows) < row_room``)."""
         self._dropped_here += events
 
     def queued_entries(self) -> list:
