@@ -108,8 +108,9 @@ class MessageEvents:
     :data:`junction.events.sink.LAYOUTS`, with the message's own values as they
     are (its number and carried trace id, one queue's name, the clock's
     seconds).  The event writer process makes the event's fields from either.
-    Rows and entries go straight onto the event log's bounded ``rows`` and
-    ``queue`` while they have room.
+    Rows go straight onto the event log's bounded ``rows`` while it has room;
+    entries through :meth:`EventLog.put_entry
+    <junction.events.writer.EventLog.put_entry>`.
     """
 
     def __init__(self, log, node_id: str, storage=None):
@@ -118,7 +119,6 @@ class MessageEvents:
         self._sampled = log.sampled
         self._all = log.sample_rate >= 1.0
         self._clock = log.clock
-        self._queue = log.queue
         self._rows = log.rows
         self._pack = ROW.pack
         #: static -> its row code (the log's ``statics`` has the other direction)
@@ -355,11 +355,7 @@ class MessageEvents:
                 entry = (kind, self._clock(), message.message_id, carried, dup, message.address, ref.delivery_count, context)
             else:
                 entry = (kind, self._clock(), message.message_id, carried, dup, message.address, context)
-            queue = self._queue
-            if len(queue) < self.log.room:
-                queue.append(entry)
-            else:
-                self.log.put_entry(entry)  # counted as dropped there
+            self.log.put_entry(entry)
 
         method.__doc__ = doc
         return method

@@ -326,7 +326,7 @@ class EventSink:
         the rows' codes and the rows' bytes, see :data:`ROW`); dropped and counted
         once the sink has failed."""
         if self.failed:
-            self.dropped += events_in(entries) + (0 if rows is None else self._rows_events(*rows))
+            self.dropped += events_in(entries) + (0 if rows is None else rows_events(rows[1], rows[0]))
             return
         data = self.encode(entries)
         if rows is not None:
@@ -416,9 +416,6 @@ class EventSink:
         except (SchemaError, ValueError, TypeError, IndexError, KeyError):
             return (None, None)  # its rows fail one by one in encode_rows, and say why
         return made or (None, None)
-
-    def _rows_events(self, statics, data) -> int:
-        return rows_events(data, statics)
 
     def _builders_of(self, entry_kind) -> tuple:
         """The builders of the events one entry of ``entry_kind`` stands for (and, for a
