@@ -1002,13 +1002,18 @@ def frame_body(data: bytes) -> bytes:
     return data[data[4] * 4 :]
 
 
+@pytest.mark.parametrize("route", ["forwarded", "local"])
 @pytest.mark.parametrize("sasl", [True, False], ids=["sasl", "no-sasl"])
-def test_amqp_each_header_is_answered_before_the_client_sends_more(gateways, sasl):
+def test_amqp_each_header_is_answered_before_the_client_sends_more(gateways, sasl, route):
     """A client sending one step at a time, byte by byte, waiting for each answer."""
     users = {"alice": ("s3cret", {"app"})} if sasl else None  # no users: security off, SASL optional
-    g = gateways(protocols=AMQP, params={"routerMode": "forward"}, users=users)
-    g.ready("c1")
-    c = g.client()
+    core = (CORE_LOGIN if sasl else b"") + AMQP_HEADER + CORE_OPEN
+    if route == "local":  # router by-ip keeps 10.0.0.7 on the local core
+        g = gateways("by-ip", protocols=AMQP, users=users, local_factory=ScriptedFactory([core]))
+    else:
+        g = gateways(protocols=AMQP, params={"routerMode": "forward"}, users=users)
+        g.ready("c1")
+    c = g.client(host="10.0.0.7" if route == "local" else "10.0.0.5")
     received = b""
     if sasl:
         c.send(SASL_HEADER, bytewise=True)
@@ -1024,12 +1029,20 @@ def test_amqp_each_header_is_answered_before_the_client_sends_more(gateways, sas
     # answered before the client's Open: nothing is routed yet
     assert c.transport.drain() == AMQP_HEADER
     assert g.reactor.tcpClients == [] and not c.closed
+    if route == "local":
+        c.send(OPEN_FRAME[:-1], bytewise=True)
+        assert c.transport.drain() == b""
+        c.send(OPEN_FRAME[-1:])  # the core answers at once, in one write
+        assert c.transport.protocol.data.endswith(AMQP_HEADER + OPEN_FRAME)  # replayed
+        assert c.transport.drain() == CORE_OPEN  # the core's Open, without its header
+        assert g.factory.decisions == {"local": 1}
+        return
     c.send(OPEN_FRAME, bytewise=True)
     assert c.transport.drain() == b""  # the Open is the serving core's to answer
     _h, _p, target = g.complete_target_connection()
     sent = target.drain()
     assert sent.count(AMQP_HEADER) == 1 and sent.endswith(AMQP_HEADER + OPEN_FRAME)  # replayed
-    target.protocol.dataReceived((CORE_LOGIN if sasl else b"") + AMQP_HEADER + CORE_OPEN)
+    target.protocol.dataReceived(core)
     assert c.transport.drain() == CORE_OPEN  # the core's Open, without its header
     assert g.factory.decisions == {"forwarded": 1}
 
@@ -1057,6 +1070,7 @@ def test_amqp_forward_the_targets_header_is_consumed_however_it_is_cut(gateways,
     engine = amqp_client()
     c = g.client()
     received = pump(engine, c)
+    assert received.endswith(AMQP_HEADER)  # the gateway's, before the target answered
     _h, _p, target = g.complete_target_connection()
     target.drain()
     for piece in cut(CORE_LOGIN + AMQP_HEADER + CORE_OPEN, cuts):
