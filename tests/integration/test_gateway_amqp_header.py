@@ -28,7 +28,7 @@ from types import SimpleNamespace
 
 import proton
 import pytest
-from proton import Described, Message, symbol, ulong
+from proton import Described, Message, symbol, uint, ulong
 from proton.utils import BlockingConnection
 
 from tests.harness import BrokerProcess, wait_for
@@ -52,7 +52,7 @@ ANSWER_WAIT = 5.0
 TIMEOUT = 15.0
 
 _SASL_MECHANISMS, _SASL_INIT, _SASL_OUTCOME = 0x40, 0x41, 0x44
-_OPEN, _CLOSE = 0x10, 0x18
+_OPEN, _BEGIN, _CLOSE = 0x10, 0x11, 0x18
 
 
 # --------------------------------------------------------------------------- a client that waits
@@ -218,11 +218,15 @@ def test_a_client_waiting_for_each_header_opens_through_the_gateway(nodes, route
         # the Open is the serving core's own, not the gateway's refusal (which precedes a Close)
         properties = server_open.value[9] if len(server_open.value) > 9 else None
         assert symbol("amqp:connection-establishment-failed") not in (properties or {}), server_open
+        # a session (the nodes list connections that have one): the joined connection carries on
+        client.send(frame(encode(_BEGIN, [None, uint(0), uint(1024), uint(1024)])))
+        ftype, begin = client.read_frame("Begin")
+        assert (ftype, begin.descriptor) == (0, _BEGIN), begin
         expected = nodes.gateway if route == "local" else nodes.core1
         node = served_by(nodes, container_id)
         assert node is expected, node.name
         assert amqp_connection_on(node, container_id)["user"] == ("app" if sasl else "guest")
-        # the joined connection carries on: a Close is answered by the core and the socket closed
+        # a Close is answered by the core, and the socket closed
         client.send(frame(encode(_CLOSE, [])))
         ftype, close = client.read_frame("Close")
         assert (ftype, close.descriptor) == (0, _CLOSE) and not close.value, close
