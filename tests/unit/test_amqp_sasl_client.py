@@ -181,20 +181,26 @@ def test_the_backends_amqp_header_split_across_reads_is_consumed_exactly(mechani
         assert client.state is SaslClientState.DONE
 
 
+OTHER_HEADERS = [
+    (b"AMQP\x00\x02\x00\x00", "with AMQP protocol id 0 version 2.0.0 (it does not speak AMQP 1.0)"),
+    (b"AMQP\x00\x01\x00\x01", "with AMQP protocol id 0 version 1.0.1"),
+    (b"HTTP/1.1 400", "with b'H"),  # refused at its first octet
+]
+
+
 @pytest.mark.parametrize(
-    ("header", "text"),
-    [
-        (b"AMQP\x00\x02\x00\x00", "with AMQP protocol id 0 version 2.0.0 (it does not speak AMQP 1.0)"),
-        (b"AMQP\x00\x01\x00\x01", "with AMQP protocol id 0 version 1.0.1"),
-        (SASL_HEADER, "with the SASL header again, after its sasl-outcome"),
-        (b"HTTP/1.1 400", "with b'H"),  # refused at its first octet
-    ],
+    ("mechanism", "header", "text"),
+    [("PLAIN", h, t) for h, t in OTHER_HEADERS]
+    + [("PLAIN", SASL_HEADER, "with the SASL header again, after its sasl-outcome")]
+    # without SASL, the SASL header is the backend requiring it: SaslClientFailed (tested above)
+    + [(None, h, t) for h, t in OTHER_HEADERS],
 )
-def test_another_header_after_the_outcome_is_a_clear_protocol_error(header, text):
+def test_another_header_after_the_outcome_is_a_clear_protocol_error(mechanism, header, text):
     for chunk in (None, 1):
-        client = SaslClient("PLAIN", username="a", password="b")
+        client = SaslClient(mechanism, **({"username": "a", "password": "b"} if mechanism else {}))
         client.initial_bytes()
-        client.receive_data(SASL_HEADER + MECHANISMS + outcome(0))
+        if mechanism:
+            assert client.receive_data(SASL_HEADER + MECHANISMS + outcome(0)) == []
         assert client.ready
         with pytest.raises(RemoteProtocolError) as info:
             for piece in ([header] if chunk is None else [header[i : i + 1] for i in range(len(header))]):

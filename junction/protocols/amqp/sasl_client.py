@@ -416,13 +416,15 @@ class SaslClient:
 
     def _amqp_header(self) -> list[SaslClientEvent]:
         """The backend's AMQP header, after its outcome (or without SASL): consumed here."""
-        if self._mechanism is not None:
-            return self._amqp_header_after_sasl()
-        header = self._header()
-        if header is None:
+        buf = self._buf
+        n = len(buf)
+        if n < 8 and buf[:4] == b"AMQP"[:n]:
             self._transition(SaslClientInput.PARTIAL)
             return []
-        if header == SASL_HEADER:
+        header = bytes(buf[:8])
+        if header == AMQP_HEADER:
+            return self._done()
+        if header == SASL_HEADER and self._mechanism is None:
             self._buf.clear()
             self._transition(SaslClientInput.SASL_HEADER)
             return [
@@ -430,19 +432,9 @@ class SaslClient:
                     None, "the backend requires SASL, and the client did not authenticate"
                 )
             ]
-        return self._done()
-
-    def _amqp_header_after_sasl(self) -> list[SaslClientEvent]:
-        buf = self._buf
-        n = len(buf)
-        if n >= 8 and buf[:8] == AMQP_HEADER:
-            return self._done()
-        if n < 8 and buf[:4] == b"AMQP"[:n]:
-            self._transition(SaslClientInput.PARTIAL)
-            return []
-        if buf[:8] == SASL_HEADER:
+        if header == SASL_HEADER:
             what = "the SASL header again, after its sasl-outcome"
-        elif buf[:4] == b"AMQP" and n >= 8:
+        elif header[:4] == b"AMQP" and n >= 8:
             what = (
                 f"AMQP protocol id {buf[4]} version {buf[5]}.{buf[6]}.{buf[7]} "
                 "(it does not speak AMQP 1.0)"
