@@ -52,7 +52,8 @@ repeat it.  What happens next is the router's choice:
   (``REFUSED_UNAVAILABLE``) or ``"Connection router <r> rejected this
   connection"`` (``REFUSED_USE_ANOTHER``).
 * anything else that must end the connection after SASL (the target cannot
-  be reached, the backend refused the forwarded SASL) -- :meth:`AmqpOpening.close_with`,
+  be reached, the backend refused the forwarded SASL or answered with another
+  protocol header) -- :meth:`AmqpOpening.close_with`,
   the same Open then a Close with the condition and description given.
 
 All frames the gateway writes are on channel 0 and name the gateway by the
