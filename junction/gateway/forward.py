@@ -694,7 +694,11 @@ def connect_and_forward(
     to ``handshake.feed(data)``, which returns None while it needs more,
     the bytes to pass to the client (possibly empty) once the handshake is
     over -- then the splice starts, with any bytes appended to ``buffered``
-    meanwhile -- or raises :class:`ForwardHandshakeError`.  A failed
+    meanwhile -- or raises :class:`ForwardHandshakeError`.  What the
+    handshake consumed never reaches the client: for AMQP that is the
+    target's SASL exchange and its AMQP header (the gateway answered the
+    client's header itself), however the target's bytes were cut into
+    reads; the target's Open, in the same read or later, goes on.  A failed
     handshake (or the target closing, or no answer within the same timeout)
     fails the Deferred with :class:`ForwardHandshakeError`; the client
     transport is then still the caller's.

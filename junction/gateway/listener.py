@@ -55,6 +55,13 @@ limits plus one read.
 client itself -- PLAIN against the security manager, ANONYMOUS (and no SASL)
 only where the node allows anonymous logins -- then reads the client's Open;
 its container-id is the client id, the SASL principal the user and roles.
+Each protocol header is answered as soon as it is read, as a broker does
+(the SASL header with ours and the mechanisms, the AMQP header with ours,
+before the Open), so clients that wait for the server's header before
+sending more are not left hanging.  Whoever then serves the connection sends
+its own AMQP header too: that one is consumed by the gateway (the
+:class:`~junction.protocols.amqp.sasl_client.SaslClient` that redoes the
+login), so the client sees exactly one.
 A failed opening is written and closed.  The decision is served per the
 acceptor's ``routerMode`` (:data:`ROUTER_MODES`; ``auto`` redirects the
 protocols of :data:`REDIRECTING_PROTOCOLS`, forwards the others):
@@ -64,16 +71,18 @@ protocols of :data:`REDIRECTING_PROTOCOLS`, forwards the others):
 * forward: :func:`connect_and_forward` with a handshake (:class:`_AmqpLogin`)
   that writes a :class:`~junction.protocols.amqp.sasl_client.SaslClient`'s
   sasl-init followed by the client's bytes after SASL (its header and Open),
-  feeds the target's answer to the SaslClient until its outcome, passes what
-  follows to the client and splices.  A refused login (or a target closing or
-  silent during it) ends the client's connection with
-  :meth:`AmqpOpening.close_with` (``amqp:unauthorized-access`` /
-  ``amqp:connection:forced``) and does not mark the target down; an
-  unreachable target does, as for STOMP;
+  feeds the target's answer to the SaslClient until its outcome and its AMQP
+  header (consumed), passes what follows (its Open ...) to the client and
+  splices.  A refused login, a target answering with another protocol
+  header, or a target closing or silent during the handshake ends the
+  client's connection with :meth:`AmqpOpening.close_with`
+  (``amqp:unauthorized-access`` / ``amqp:connection:forced``, the reason in
+  the description) and does not mark the target down; an unreachable target
+  does, as for STOMP;
 * local: the broker core is given the sasl-init and then the client's bytes;
   its transport is wrapped (:class:`_SaslFilteredTransport`) so its SASL
-  answers go through a SaslClient rather than to the client, and is swapped
-  back for the real one once its outcome ``ok`` arrived;
+  answers and its AMQP header go through a SaslClient rather than to the
+  client, and is swapped back for the real one once they are past;
 * refuse: :meth:`AmqpOpening.refuse` (``amqp:connection:forced``, Artemis's
   texts).
 
@@ -1013,7 +1022,9 @@ class _AmqpLogin:
     :func:`~junction.gateway.forward.connect_and_forward` writes
     :meth:`start` (the SASL header and sasl-init) followed by the client's
     bytes after its SASL exchange, then feeds what the target sends here
-    until the target's sasl-outcome; what came after it goes to the client.
+    until the target's sasl-outcome and AMQP header, which are consumed (the
+    client has the gateway's header already); what came after them (the
+    target's Open ...) goes to the client.
     """
 
     __slots__ = ("client",)
@@ -1028,7 +1039,7 @@ class _AmqpLogin:
         try:
             events = self.client.receive_data(data)
         except RemoteProtocolError as exc:
-            raise ForwardHandshakeError("?", f"the target broke the SASL exchange: {exc}", FORCED) from None
+            raise ForwardHandshakeError("?", f"protocol error from the target: {exc}", FORCED) from None
         for event in events:
             if isinstance(event, SaslClientDone):
                 return event.remaining
@@ -1042,12 +1053,13 @@ class _SaslFilteredTransport:
     """The transport a locally served AMQP connection's broker core writes to.
 
     The core is given the client's login again (``sasl_client``'s initial
-    bytes); its SASL answers go through ``sasl_client`` and are not written
-    to the client, which is past SASL already.  Once the core's
-    sasl-outcome ``ok`` arrived, what follows is written as is (and the core
-    is given the real transport).  A refused login ends the client's
-    connection with ``amqp:unauthorized-access``.  Everything else is the
-    real transport's.
+    bytes); its SASL answers and its AMQP header go through ``sasl_client``
+    and are not written to the client, which is past SASL and has the
+    gateway's header already.  Once they are past, what follows (the core's
+    Open ...) is written as is, and the core is given the real transport.
+    A refused login ends the client's connection with
+    ``amqp:unauthorized-access``, a protocol error from the core with
+    ``amqp:connection:forced``.  Everything else is the real transport's.
     """
 
     def __init__(self, transport, sasl_client: SaslClient, owner: GatewayProtocol):
@@ -1071,10 +1083,11 @@ class _SaslFilteredTransport:
             transport.write(data)
             return
         reason = None
+        condition = _UNAUTHORIZED
         try:
             events = sasl_client.receive_data(bytes(data))
         except RemoteProtocolError as exc:
-            events, reason = [], f"the broker core broke the SASL exchange: {exc}"
+            events, reason, condition = [], f"protocol error from the broker core: {exc}", FORCED
         for event in events:
             if isinstance(event, SaslClientDone):
                 object.__setattr__(self, "_sasl_client", None)
@@ -1091,14 +1104,14 @@ class _SaslFilteredTransport:
             owner = self._owner
             log.info(
                 "router %s: AMQP connection from %s served locally: the broker core refused the "
-                "login: %s",
+                "connection: %s",
                 owner.gateway.router.name,
                 owner.peer,
                 reason,
             )
             opening = owner.opening
             if opening is not None:
-                transport.write(opening.close_with(_UNAUTHORIZED, reason))
+                transport.write(opening.close_with(condition, reason))
             transport.loseConnection()
 
 

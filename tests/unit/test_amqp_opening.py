@@ -227,8 +227,8 @@ def test_plain_opening_gives_container_id_and_credentials(chunk):
     assert done.after_sasl.startswith(AMQP_HEADER)
     assert opening.state is OpeningState.COMPLETE
     assert [c.username for c in auth.calls] == ["alice"]
-    # The client is past SASL and waits for the AMQP header and Open: the
-    # gateway has sent nothing after the outcome.
+    # The client is past SASL and has the gateway's AMQP header; it waits
+    # for an Open, which the gateway leaves to whoever serves the connection.
     assert client.transport.condition is None
     assert not client.conn.state & REMOTE_ACTIVE
     assert opening.data_to_send() == b""
@@ -315,7 +315,10 @@ def test_after_sasl_replays_into_a_fresh_server_engine():
     link = conn.link_head(Endpoint.REMOTE_ACTIVE | Endpoint.LOCAL_UNINIT)
     link.target.address = link.remote_target.address
     link.open()
-    client.push(drain(transport))
+    answer = drain(transport)
+    # The client has the gateway's AMQP header already: the backend's is the gateway's to drop.
+    assert answer.startswith(AMQP_HEADER)
+    client.push(answer[8:])
     assert client.transport.condition is None
     assert client.conn.state & REMOTE_ACTIVE
     assert client.conn.remote_container == "backend-core"
@@ -345,6 +348,123 @@ def test_open_with_a_symbolic_descriptor_and_empty_frames_before_it():
     assert done.after_sasl == data
 
 
+# -- the protocol headers are answered at once ----------------------------------------
+
+
+def sasl_plain(user: str = "alice", password: str = "s3cret") -> bytes:
+    """A sasl-init frame for PLAIN, by hand."""
+    response = f"\0{user}\0{password}".encode()
+    return frame(proton_encode(Described(ulong(0x41), [symbol("PLAIN"), response])), ftype=1)
+
+
+def byte_by_byte(opening: AmqpOpening, data: bytes) -> list[tuple[int, bytes, list]]:
+    """Feed ``data`` one octet at a time: (offset, bytes queued, events) where anything happened."""
+    seen = []
+    for i in range(len(data)):
+        events = opening.receive_data(data[i : i + 1])
+        out = opening.data_to_send()
+        if out or events:
+            seen.append((i, out, events))
+    return seen
+
+
+OPEN_FRAME = performative(ulong(0x10), ["waiting-client", "h"])
+
+
+def test_each_header_is_answered_as_soon_as_its_last_octet_arrives():
+    """SASL header -> ours + mechanisms; sasl-init -> outcome; AMQP header -> ours; Open -> event."""
+    opening = AmqpOpening(Authenticator())
+    init = sasl_plain()
+    stream = SASL_HEADER + init + AMQP_HEADER + OPEN_FRAME
+    sasl, outcome, header, opened = byte_by_byte(opening, stream)
+    assert sasl[:2] == (7, SASL_HEADER + sasl[1][8:]) and sasl[1][8 + 8 : 8 + 11] == b"\x00S@"
+    assert outcome[0] == 8 + len(init) - 1 and outcome[1][8:11] == b"\x00SD"  # sasl-outcome ok
+    assert header[:2] == (8 + len(init) + 7, AMQP_HEADER)  # before the first octet of the Open
+    assert opened[:2] == (len(stream) - 1, b"")  # nothing more of the gateway's own
+    assert sasl[2] == outcome[2] == header[2] == []
+    done = one(opened[2], OpeningComplete)
+    assert done.after_sasl == AMQP_HEADER + OPEN_FRAME
+
+
+def test_the_amqp_header_goes_out_before_the_open_is_sent():
+    """A client that waits for the server's header before its Open is answered, not left hanging."""
+    opening = past_sasl()
+    assert opening.receive_data(AMQP_HEADER[:7]) == [] and opening.data_to_send() == b""
+    assert opening.receive_data(AMQP_HEADER[7:]) == []
+    assert opening.data_to_send() == AMQP_HEADER
+    assert opening.state is OpeningState.AWAIT_OPEN
+    # an empty frame (a heartbeat), then the Open: no second header
+    assert opening.receive_data(frame(b"")) == []
+    assert opening.data_to_send() == b""
+    one(opening.receive_data(OPEN_FRAME), OpeningComplete)
+    assert opening.data_to_send() == b""
+
+
+def test_a_client_without_sasl_gets_the_amqp_header_at_once():
+    opening = AmqpOpening(Authenticator(), allow_no_sasl=True)
+    seen = byte_by_byte(opening, AMQP_HEADER + OPEN_FRAME)
+    assert [(at, out) for at, out, _events in seen] == [(7, AMQP_HEADER), (len(AMQP_HEADER + OPEN_FRAME) - 1, b"")]
+    one(seen[-1][2], OpeningComplete)
+
+
+def test_a_client_without_sasl_where_sasl_is_required_gets_the_sasl_header_only():
+    opening = AmqpOpening(Authenticator())
+    seen = byte_by_byte(opening, AMQP_HEADER + OPEN_FRAME)
+    (at, out, events), = seen
+    assert at == 7 and out == SASL_HEADER  # part 2.2: the header we support, then close
+    one(events, OpeningFailed)
+
+
+def test_a_proton_client_that_waits_for_the_header_before_its_open():
+    """proton sends its Open only once asked to: it gets our header first, and the Open after."""
+    opening = AmqpOpening(Authenticator())
+    client = ProtonClient(open=False)
+    answers = b""
+    while data := client.take():  # proton waits for each answer before the next step
+        assert opening.receive_data(data) == []
+        answer = opening.data_to_send()
+        answers += answer
+        client.push(answer)
+    assert opening.state is OpeningState.AWAIT_OPEN
+    assert answers.endswith(AMQP_HEADER)  # the client's AMQP header was answered
+    assert client.transport.condition is None
+    client.conn.open()
+    done = one(run_opening(client, opening), OpeningComplete)
+    assert done.after_sasl.startswith(AMQP_HEADER)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        lambda o: o.redirect("r", "h", 5672),
+        lambda o: o.refuse("r", "REFUSED_UNAVAILABLE"),
+        lambda o: o.close_with("amqp:connection:forced", "target down"),
+    ],
+    ids=["redirect", "refuse", "close_with"],
+)
+@pytest.mark.parametrize("when", ["before-open", "after-open"])
+def test_our_amqp_header_is_never_written_twice(answer, when):
+    opening = past_sasl()
+    written = b""
+    data = AMQP_HEADER + (OPEN_FRAME if when == "after-open" else b"")
+    for i in range(len(data)):
+        opening.receive_data(data[i : i + 1])
+        written += opening.data_to_send()
+    assert written == AMQP_HEADER  # at the client's header, before any answer
+    answered = answer(opening)
+    assert AMQP_HEADER not in answered and answered[8:11] == b"\x00S\x10"  # the Open comes first
+    written += answered
+    client = decode_answer(written)  # one header, an Open and a Close: proton is content
+    assert client.transport.condition is None and client.conn.state & REMOTE_CLOSED
+    # a bad first frame after the header: Open + Close, still one header
+    opening = past_sasl()
+    assert opening.receive_data(AMQP_HEADER) == []
+    out = opening.data_to_send()
+    one(opening.receive_data(performative(ulong(0x11), [None, 0, 10, 10])), OpeningFailed)
+    out += opening.data_to_send()
+    assert out.count(AMQP_HEADER) == 1 and decode_answer(out).remote_condition.name == "amqp:not-allowed"
+
+
 # -- redirect and refusals ------------------------------------------------------------
 
 
@@ -370,7 +490,7 @@ def assert_open_then_close(client: ProtonClient) -> None:
 def test_redirect_is_artemis_open_then_close(chunk):
     client, opening = completed()
     data = opening.redirect("tenant-router", "core-2.example", 5673)
-    assert data.startswith(AMQP_HEADER)
+    assert AMQP_HEADER not in data  # the client had ours when it sent its header
     for piece in chunks(data, chunk):
         client.push(piece)
     assert_open_then_close(client)

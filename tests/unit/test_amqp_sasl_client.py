@@ -104,9 +104,12 @@ def test_plain_against_the_sasl_server(chunk):
     server_events, events = exchange(client, server, chunk)
     auth = one(server_events, SaslAuthenticated)
     assert (auth.mechanism, auth.principal, auth.hostname) == ("PLAIN", "alice", "h1")
-    assert one(events, SaslClientDone).remaining == b""
-    assert client.ready and client.state is SaslClientState.DONE
+    # the outcome is in: the client's opening may go; done once the backend's header is in
+    assert events == []
+    assert client.ready and client.state is SaslClientState.AWAIT_AMQP_HEADER
     assert client.offered == ("PLAIN", "ANONYMOUS")
+    assert one(client.receive_data(AMQP_HEADER), SaslClientDone).remaining == b""
+    assert client.state is SaslClientState.DONE
     assert client.receive_data(b"AMQP") == [Passthrough(b"AMQP")]
 
 
@@ -120,9 +123,11 @@ def test_authzid_and_credentials_reach_the_authenticator():
 
 def test_anonymous_against_the_sasl_server():
     server = SaslServer(("PLAIN", "ANONYMOUS"), backend_auth)
-    server_events, events = exchange(SaslClient("ANONYMOUS"), server)
+    client = SaslClient("ANONYMOUS")
+    server_events, events = exchange(client, server)
     assert one(server_events, SaslAuthenticated).mechanism == "ANONYMOUS"
-    one(events, SaslClientDone)
+    assert events == [] and client.ready
+    one(client.receive_data(AMQP_HEADER), SaslClientDone)
 
 
 def test_wrong_password_is_a_failed_outcome():
@@ -145,11 +150,65 @@ def test_mechanism_not_offered_fails_before_the_outcome():
     assert client.offered == ("PLAIN",)
 
 
-def test_remaining_bytes_after_the_outcome_are_handed_back():
+def test_the_backends_amqp_header_is_consumed_and_what_follows_handed_back():
     client = SaslClient("ANONYMOUS")
     client.initial_bytes()
     events = client.receive_data(SASL_HEADER + MECHANISMS + outcome(0) + AMQP_HEADER + b"\x00\x00")
-    assert one(events, SaslClientDone).remaining == AMQP_HEADER + b"\x00\x00"
+    assert one(events, SaslClientDone).remaining == b"\x00\x00"
+
+
+OPEN = frame(proton_encode(Described(ulong(0x10), ["backend"])))
+
+
+@pytest.mark.parametrize("mechanism", ["ANONYMOUS", None])
+def test_the_backends_amqp_header_split_across_reads_is_consumed_exactly(mechanism):
+    """Byte by byte, or with the Open in the same read: the header never reaches the client."""
+    before = SASL_HEADER + MECHANISMS + outcome(0) if mechanism else b""
+    stream = before + AMQP_HEADER + OPEN + b"more"
+    h = len(before)
+    byte_by_byte = list(range(1, len(stream)))
+    for cuts in (byte_by_byte, [h + 3], [h + 8], [h + 3, h + 11], [h - 1, h + 7], []):
+        cuts = [c for c in cuts if c > 0]
+        client = SaslClient(mechanism)
+        client.initial_bytes()
+        events: list = []
+        for a, b in zip([0, *cuts], [*cuts, len(stream)], strict=True):
+            events += client.receive_data(stream[a:b])
+        done = [e for e in events if isinstance(e, SaslClientDone)]
+        assert len(done) == 1 and isinstance(events[0], SaslClientDone), (cuts, events)
+        passed = done[0].remaining + b"".join(e.data for e in events if isinstance(e, Passthrough))
+        assert passed == OPEN + b"more", cuts
+        assert client.state is SaslClientState.DONE
+
+
+OTHER_HEADERS = [
+    (b"AMQP\x00\x02\x00\x00", "with AMQP protocol id 0 version 2.0.0 (it does not speak AMQP 1.0)"),
+    (b"AMQP\x00\x01\x00\x01", "with AMQP protocol id 0 version 1.0.1"),
+    (b"HTTP/1.1 400", "with b'H"),  # refused at its first octet
+]
+
+
+@pytest.mark.parametrize(
+    ("mechanism", "header", "text"),
+    [("PLAIN", h, t) for h, t in OTHER_HEADERS]
+    + [("PLAIN", SASL_HEADER, "with the SASL header again, after its sasl-outcome")]
+    # without SASL, the SASL header is the backend requiring it: SaslClientFailed (tested above)
+    + [(None, h, t) for h, t in OTHER_HEADERS],
+)
+def test_another_header_after_the_outcome_is_a_clear_protocol_error(mechanism, header, text):
+    for chunk in (None, 1):
+        client = SaslClient(mechanism, **({"username": "a", "password": "b"} if mechanism else {}))
+        client.initial_bytes()
+        if mechanism:
+            assert client.receive_data(SASL_HEADER + MECHANISMS + outcome(0)) == []
+        assert client.ready
+        with pytest.raises(RemoteProtocolError) as info:
+            for piece in ([header] if chunk is None else [header[i : i + 1] for i in range(len(header))]):
+                client.receive_data(piece)
+        assert text in str(info.value), info.value
+        assert str(info.value).startswith("the backend answered the AMQP 1.0 header (AMQP 0 1.0.0) with")
+        assert info.value.code == "amqp:connection:framing-error"
+        assert client.state is SaslClientState.FAILED and not client.ready
 
 
 def test_an_unknown_outcome_code_is_kept_as_a_number():
@@ -169,9 +228,8 @@ def test_no_sasl_passes_everything_through():
     assert client.initial_bytes() == b""
     assert client.ready  # the client's opening goes out at once
     assert client.receive_data(b"AMQ") == []
-    assert client.receive_data(b"P\x00\x01\x00\x00\x00\x00") == [
-        SaslClientDone(AMQP_HEADER + b"\x00\x00")
-    ]
+    # the backend's header is consumed (the client has the gateway's)
+    assert client.receive_data(b"P\x00\x01\x00\x00\x00\x00") == [SaslClientDone(b"\x00\x00")]
     assert client.receive_data(b"more") == [Passthrough(b"more")]
 
 
@@ -229,12 +287,19 @@ def test_anonymous_against_protons_server_sasl():
     transport.bind(conn)
     client = SaslClient("ANONYMOUS", hostname="proton-host")
     transport.push(client.initial_bytes())
-    one(client.receive_data(drain(transport)), SaslClientDone)
+    assert client.receive_data(drain(transport)) == [] and client.ready
     assert transport.sasl().outcome == proton.SASL.OK
-    # What a client sends after SASL now opens proton's connection.
+    # What a client sends after SASL now opens proton's connection; its
+    # header is consumed, its Open handed back.
     app = ProtonClient(mechs=None, user=None, container="via-proton")
     transport.push(app.take())
     assert conn.remote_container == "via-proton"
+    conn.container = "proton-backend"
+    conn.open()
+    remaining = one(client.receive_data(drain(transport)), SaslClientDone).remaining
+    assert not remaining.startswith(b"AMQP") and AMQP_HEADER not in remaining
+    app.push(AMQP_HEADER + remaining)  # the gateway's header, then the backend's Open
+    assert app.transport.condition is None and app.conn.remote_container == "proton-backend"
     plain = proton.Transport(proton.Transport.SERVER)
     plain.sasl()  # the wheel's server offers no PLAIN
     plain.bind(proton.Connection())
@@ -282,7 +347,7 @@ def test_garbage_from_the_backend_is_a_remote_protocol_error(data, text):
 def test_the_single_mechanism_symbol_form_is_understood():
     client = SaslClient("PLAIN", username="a", password="b")
     events = client.receive_data(SASL_HEADER + sasl_frame(0x40, [symbol("PLAIN")]) + outcome(0))
-    one(events, SaslClientDone)
+    assert events == [] and client.ready
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -387,12 +452,15 @@ def forward(client: ProtonClient, broker: Broker, *, pipeline: bool = False):
         data = backend.read()
         assert data, "the backend went quiet during SASL"
         events = sasl.receive_data(data)
+        if not events and sasl.ready and not written:  # the outcome is in: the opening may go
+            backend.write(done.after_sasl)
+            written = True
     event = one(events, (SaslClientDone, SaslClientFailed))
     if isinstance(event, SaslClientFailed):
         client.push(opening.close_with("amqp:unauthorized-access", event.reason))
         return done, backend, event
-    if not written:
-        backend.write(done.after_sasl)
+    # the client has the gateway's AMQP header; the backend's was consumed
+    assert not event.remaining.startswith(b"AMQP")
     client.push(event.remaining)
     splice(client, backend)
     return done, backend, event
@@ -440,8 +508,8 @@ def test_forwarded_plain_opening_completes_against_the_broker_core(pipeline):
     broker = Broker(users=USERS, security_settings=SECURITY)
     client = ProtonClient(container="forwarded-app", user="alice", password="s3cret")
     done, backend, event = forward(client, broker, pipeline=pipeline)
-    if pipeline:  # the backend's header and Open came right behind its outcome
-        assert event.remaining.startswith(AMQP_HEADER)
+    # the backend's Open came right behind its header, which the gateway kept
+    assert event.remaining.startswith(b"\x00\x00") and b"\x00S\x10" in event.remaining
     assert client.transport.condition is None
     assert client.conn.state & REMOTE_ACTIVE
     assert client.remote_condition is None
@@ -477,7 +545,7 @@ def test_forwarded_opening_of_a_client_without_sasl():
     assert sasl.ready
     backend.write(done.after_sasl)
     event = one(sasl.receive_data(backend.read()), SaslClientDone)
-    assert event.remaining.startswith(AMQP_HEADER)  # the backend's header and Open
+    assert b"\x00S\x10" in event.remaining and AMQP_HEADER not in event.remaining  # the Open alone
     client.push(event.remaining)
     splice(client, backend)
     assert client.conn.state & REMOTE_ACTIVE

@@ -607,15 +607,21 @@ def test_protocol_is_a_gateway_protocol(gateways):
 
 # -- AMQP ---------------------------------------------------------------------------------------------------
 
-from proton import Event, symbol  # noqa: E402
+from proton import Endpoint, Event, symbol, ulong  # noqa: E402
 
 from junction.brokercore.amqp_server import AmqpFactory  # noqa: E402
-from junction.protocols.amqp.sasl import SASL_HEADER  # noqa: E402
-from tests.unit.test_amqp_opening import ProtonClient, sasl_anonymous  # noqa: E402
-from tests.unit.test_amqp_sasl_client import SECURITY, Backend  # noqa: E402
+from junction.protocols.amqp.sasl import AMQP_HEADER, SASL_HEADER  # noqa: E402
+from tests.unit.test_amqp_opening import (  # noqa: E402
+    ProtonClient,
+    performative,
+    sasl_anonymous,
+    sasl_plain,
+)
+from tests.unit.test_amqp_sasl_client import MECHANISMS, SECURITY, Backend, outcome  # noqa: E402
 from tests.unit.test_amqp_sasl_client import USERS as CORE_USERS  # noqa: E402
 
 AMQP = frozenset({"STOMP", "AMQP"})
+REMOTE_ACTIVE = Endpoint.REMOTE_ACTIVE
 
 
 def amqp_client(**kw) -> ProtonClient:
@@ -625,17 +631,22 @@ def amqp_client(**kw) -> ProtonClient:
     return ProtonClient(**kw)
 
 
-def pump(engine: ProtonClient, c: Client) -> None:
-    """Move bytes between the proton client engine and the gateway until both are quiet."""
+def pump(engine: ProtonClient, c: Client) -> bytes:
+    """Move bytes between the proton client engine and the gateway until both are quiet.
+
+    Returns what the gateway wrote to the client meanwhile.
+    """
+    received = b""
     for _ in range(50):
         out = engine.take()
         if out and not c.closed:
             c.send(out)
         back = c.transport.drain()
         if back:
+            received += back
             engine.push(back)
         if not out and not back:
-            return
+            return received
     raise AssertionError("never quiet")
 
 
@@ -734,7 +745,8 @@ def test_amqp_forward_redoes_sasl_with_the_target_and_passes_the_open_through(ga
     g.ready("c1")
     engine = amqp_client(password="s3cret")
     c = g.client()
-    pump(engine, c)
+    received = pump(engine, c)
+    assert received.endswith(AMQP_HEADER)  # answered at once, before the router decided
     assert c.transport.producerState == "paused"
     host, port, target = g.complete_target_connection()
     assert (host, port) == ("127.0.0.1", 61001)
@@ -746,12 +758,13 @@ def test_amqp_forward_redoes_sasl_with_the_target_and_passes_the_open_through(ga
     core.relay(target)
     assert g.factory.decisions == {"forwarded": 1} and len(g.factory.splices) == 1
     assert c.transport.producerState == "producing"
-    pump(engine, c)
+    received += pump(engine, c)
     core.relay(target)
-    pump(engine, c)
+    received += pump(engine, c)
     types = engine.event_types()
     assert Event.CONNECTION_REMOTE_OPEN in types and Event.CONNECTION_REMOTE_CLOSE not in types
     assert engine.conn.remote_container != "junction-gateway"  # the core's own open
+    assert received.count(AMQP_HEADER) == 1  # the gateway's; the core's was consumed
     assert engine.transport.condition is None
     protocol = core.backend.protocol
     assert protocol.principal.user == "alice"
@@ -857,12 +870,13 @@ def test_amqp_local_hand_off_to_a_real_broker_core(gateways):
     g = gateways(protocols=AMQP, local_factory=local, users={"alice": ("s3cret", {"app"})})
     engine = amqp_client(container="local-1", password="s3cret")
     c = g.client()
-    pump(engine, c)
+    received = pump(engine, c)
     broker.run()
-    pump(engine, c)
+    received += pump(engine, c)
     types = engine.event_types()
     assert Event.CONNECTION_REMOTE_OPEN in types and Event.CONNECTION_REMOTE_CLOSE not in types
     assert engine.transport.condition is None
+    assert received.count(AMQP_HEADER) == 1  # the gateway's; the core's was consumed
     protocol = c.transport.protocol
     assert protocol.principal.user == "alice"
     assert protocol.transport is c.transport  # the SASL filter is gone once the core's login passed
@@ -973,3 +987,178 @@ def test_amqp_local_hand_off_through_a_multi_protocol_core_acceptor(gateways):
     assert protocol.principal.user == "alice" and protocol.info.client_id == "local-2"
     assert protocol.transport is c.transport
     protocol.connectionLost(Failure(error.ConnectionDone()))
+
+
+# -- AMQP: protocol headers answered at once, the serving core's header consumed ----------------------------
+
+OPEN_FRAME = performative(ulong(0x10), ["waiting-app", "h"])
+CORE_OPEN = performative(ulong(0x10), ["backend-core"])
+CORE_LOGIN = SASL_HEADER + MECHANISMS + outcome(0)
+
+
+def frame_body(data: bytes) -> bytes:
+    """The body of the one frame ``data`` holds (it must hold exactly one)."""
+    assert int.from_bytes(data[:4], "big") == len(data), data
+    return data[data[4] * 4 :]
+
+
+@pytest.mark.parametrize("route", ["forwarded", "local"])
+@pytest.mark.parametrize("sasl", [True, False], ids=["sasl", "no-sasl"])
+def test_amqp_each_header_is_answered_before_the_client_sends_more(gateways, sasl, route):
+    """A client sending one step at a time, byte by byte, waiting for each answer."""
+    users = {"alice": ("s3cret", {"app"})} if sasl else None  # no users: security off, SASL optional
+    core = (CORE_LOGIN if sasl else b"") + AMQP_HEADER + CORE_OPEN
+    if route == "local":  # router by-ip keeps 10.0.0.7 on the local core
+        g = gateways("by-ip", protocols=AMQP, users=users, local_factory=ScriptedFactory([core]))
+    else:
+        g = gateways(protocols=AMQP, params={"routerMode": "forward"}, users=users)
+        g.ready("c1")
+    c = g.client(host="10.0.0.7" if route == "local" else "10.0.0.5")
+    received = b""
+    if sasl:
+        c.send(SASL_HEADER, bytewise=True)
+        answer = c.transport.drain()
+        assert answer[:8] == SASL_HEADER and frame_body(answer[8:])[:3] == b"\x00S@"  # sasl-mechanisms
+        c.send(sasl_plain("alice", "s3cret"), bytewise=True)
+        answer = c.transport.drain()
+        assert frame_body(answer) == b"\x00SD\xc0\x03\x01P\x00"  # sasl-outcome ok
+        received += answer
+    c.send(AMQP_HEADER[:7], bytewise=True)
+    assert c.transport.drain() == b""
+    c.send(AMQP_HEADER[7:])
+    # answered before the client's Open: nothing is routed yet
+    assert c.transport.drain() == AMQP_HEADER
+    assert g.reactor.tcpClients == [] and not c.closed
+    if route == "local":
+        c.send(OPEN_FRAME[:-1], bytewise=True)
+        assert c.transport.drain() == b""
+        c.send(OPEN_FRAME[-1:])  # the core answers at once, in one write
+        assert c.transport.protocol.data.endswith(AMQP_HEADER + OPEN_FRAME)  # replayed
+        assert c.transport.drain() == CORE_OPEN  # the core's Open, without its header
+        assert g.factory.decisions == {"local": 1}
+        return
+    c.send(OPEN_FRAME, bytewise=True)
+    assert c.transport.drain() == b""  # the Open is the serving core's to answer
+    _h, _p, target = g.complete_target_connection()
+    sent = target.drain()
+    assert sent.count(AMQP_HEADER) == 1 and sent.endswith(AMQP_HEADER + OPEN_FRAME)  # replayed
+    target.protocol.dataReceived(core)
+    assert c.transport.drain() == CORE_OPEN  # the core's Open, without its header
+    assert g.factory.decisions == {"forwarded": 1}
+
+
+def cut(data: bytes, points: list[int]) -> list[bytes]:
+    points = sorted({p for p in points if 0 < p < len(data)})
+    return [data[a:b] for a, b in zip([0, *points], [*points, len(data)], strict=True)]
+
+
+_H = len(CORE_LOGIN)
+TARGET_CUTS = {
+    "byte-by-byte": list(range(1, _H + 8 + len(CORE_OPEN))),
+    "header-split": [_H, _H + 3],
+    "header-alone": [_H, _H + 8],
+    "header-with-the-open": [_H],
+    "outcome-header-and-open-at-once": [],
+    "open-split": [_H + 11],
+}
+
+
+@pytest.mark.parametrize("cuts", TARGET_CUTS.values(), ids=TARGET_CUTS.keys())
+def test_amqp_forward_the_targets_header_is_consumed_however_it_is_cut(gateways, cuts):
+    g = gateways(protocols=AMQP, params={"routerMode": "forward"})
+    g.ready("c1")
+    engine = amqp_client()
+    c = g.client()
+    received = pump(engine, c)
+    assert received.endswith(AMQP_HEADER)  # the gateway's, before the target answered
+    _h, _p, target = g.complete_target_connection()
+    target.drain()
+    for piece in cut(CORE_LOGIN + AMQP_HEADER + CORE_OPEN, cuts):
+        target.protocol.dataReceived(piece)
+    received += pump(engine, c)
+    assert received.count(AMQP_HEADER) == 1 and received.endswith(AMQP_HEADER + CORE_OPEN)
+    assert engine.transport.condition is None  # a second header would be a framing error
+    assert engine.conn.state & REMOTE_ACTIVE and engine.conn.remote_container == "backend-core"
+    assert g.factory.decisions == {"forwarded": 1}
+
+
+@pytest.mark.parametrize(
+    ("header", "why"),
+    [
+        (b"AMQP\x00\x02\x00\x00", "with AMQP protocol id 0 version 2.0.0 (it does not speak AMQP 1.0)"),
+        (SASL_HEADER, "with the SASL header again, after its sasl-outcome"),
+    ],
+)
+def test_amqp_forward_target_answering_another_header_gets_a_clear_error(gateways, header, why):
+    g = gateways(protocols=AMQP, params={"routerMode": "forward"})
+    g.ready("c1")
+    engine = amqp_client()
+    c = g.client()
+    received = pump(engine, c)
+    _h, _p, target = g.complete_target_connection()
+    target.protocol.dataReceived(CORE_LOGIN + header[:3])
+    target.protocol.dataReceived(header[3:])
+    received += pump(engine, c)
+    assert c.closed and target.disconnecting
+    assert received.count(AMQP_HEADER) == 1  # Open + Close after the gateway's one header
+    assert engine.transport.condition is None
+    assert_refused(
+        engine,
+        "amqp:connection:forced",
+        "Connection router first: target c1 (127.0.0.1:61001) refused the connection: protocol error "
+        f"from the target: the backend answered the AMQP 1.0 header (AMQP 0 1.0.0) {why}",
+    )
+    assert g.target("c1").ready and g.factory.decisions == {"target-refused": 1}
+
+
+class ScriptedCore(Protocol):
+    """A local broker core that answers its first read with ``pieces``, one write each."""
+
+    def __init__(self, pieces: list[bytes]):
+        self.pieces = pieces
+        self.data = b""
+
+    def dataReceived(self, data):
+        self.data += data
+        pieces, self.pieces = self.pieces, []
+        for piece in pieces:
+            self.transport.write(piece)
+
+
+class ScriptedFactory(Factory):
+    def __init__(self, pieces: list[bytes]):
+        self.pieces = pieces
+        self.connections: set = set()
+
+    def buildProtocol(self, addr):
+        return ScriptedCore(self.pieces)
+
+
+@pytest.mark.parametrize("cuts", TARGET_CUTS.values(), ids=TARGET_CUTS.keys())
+def test_amqp_local_the_cores_header_is_consumed_however_it_is_written(gateways, cuts):
+    local = ScriptedFactory(cut(CORE_LOGIN + AMQP_HEADER + CORE_OPEN, cuts))
+    g = gateways(protocols=AMQP, local_factory=local)
+    engine = amqp_client(container="local-1")
+    c = g.client()
+    received = pump(engine, c)
+    assert received.count(AMQP_HEADER) == 1 and received.endswith(AMQP_HEADER + CORE_OPEN)
+    assert engine.transport.condition is None
+    assert engine.conn.state & REMOTE_ACTIVE and engine.conn.remote_container == "backend-core"
+    core = c.transport.protocol
+    assert isinstance(core, ScriptedCore) and core.transport is c.transport  # the filter is gone
+
+
+def test_amqp_local_core_answering_another_header_gets_a_clear_error(gateways):
+    local = ScriptedFactory([CORE_LOGIN, b"AMQP\x00\x02\x00\x00"])
+    g = gateways(protocols=AMQP, local_factory=local)
+    engine = amqp_client(container="local-1")
+    c = g.client()
+    received = pump(engine, c)
+    assert c.closed and received.count(AMQP_HEADER) == 1
+    assert engine.transport.condition is None
+    assert_refused(
+        engine,
+        "amqp:connection:forced",
+        "protocol error from the broker core: the backend answered the AMQP 1.0 header (AMQP 0 1.0.0) "
+        "with AMQP protocol id 0 version 2.0.0 (it does not speak AMQP 1.0)",
+    )

@@ -7,26 +7,42 @@ much, with no Twisted, no sockets and no clock::
 
     client                          gateway (AmqpOpening)
     AMQP 3.1.0.0         -->
-                         <--        AMQP 3.1.0.0 + sasl-mechanisms
+                         <--        AMQP 3.1.0.0 + sasl-mechanisms   (at once)
     sasl-init            -->        authenticate(credentials)
                          <--        sasl-outcome ok
-    AMQP 0.1.0.0 + open  -->        OpeningComplete(container_id, ..., after_sasl)
+    AMQP 0.1.0.0         -->
+                         <--        AMQP 0.1.0.0                     (at once)
+    open                 -->        OpeningComplete(container_id, ..., after_sasl)
     (begin, attach ...)  -->        (kept, untouched, in after_sasl)
 
 The SASL layer is :class:`~junction.protocols.amqp.sasl.SaslServer`, so the
 client is authenticated by the gateway itself (USER_NAME and ROLE_NAME keys
-cannot be spoofed).  After a successful outcome the gateway sends **nothing**:
-not even its AMQP header.  What happens next is the router's choice:
+cannot be spoofed).  Each protocol header is answered as soon as the client's
+has been read, as a broker does: the SASL header with ours and the
+sasl-mechanisms, the AMQP header after SASL (or instead of it, where
+``allow_no_sasl`` lets a client skip SASL) with our AMQP header.  A client
+may wait for the server's header before it sends more (several AMQP 1.0
+libraries do, by default or with pipelining off), so the gateway must not
+wait for the Open to answer.  Our AMQP header is queued exactly once; after
+it the gateway sends nothing of its own until the router has decided, and
+whatever it writes then (:meth:`~AmqpOpening.redirect`,
+:meth:`~AmqpOpening.refuse`, :meth:`~AmqpOpening.close_with`) does not
+repeat it.  What happens next is the router's choice:
 
 * **forward** -- the listener connects to the target, redoes SASL there on
   the client's behalf (:class:`~junction.protocols.amqp.sasl_client.SaslClient`
   with :attr:`OpeningComplete.mechanism`, ``username``, ``password``), then
   writes :attr:`OpeningComplete.after_sasl` -- every byte the client sent after
   its SASL exchange, exactly as received, starting with its AMQP header -- and
-  splices the two connections.  The backend's AMQP header and Open go back to
-  the client, whose engine completes its open against the backend.
+  splices the two connections.  The backend's SASL exchange and its AMQP
+  header are consumed by the SaslClient (the client has had our header
+  already; a second one would break its engine); the backend's Open and
+  everything after it go to the client, whose engine completes its open
+  against the backend.  The same holds when the gateway's own broker core
+  serves the connection (the listener's local hand-over).
 * **redirect** -- :meth:`AmqpOpening.redirect` gives the bytes Artemis's
-  ``AMQPRoutingHandler`` writes: our AMQP header, an Open whose properties
+  ``AMQPRoutingHandler`` writes: our AMQP header (unless already sent, which
+  it is once the client's header was read), an Open whose properties
   are ``{amqp:connection-establishment-failed: true}``, then a Close with
   ``amqp:connection:redirect``, ``"Connection router <r> redirected this
   connection to <host>:<port>"`` and info ``{network-host: <host>, port:
@@ -36,7 +52,8 @@ not even its AMQP header.  What happens next is the router's choice:
   (``REFUSED_UNAVAILABLE``) or ``"Connection router <r> rejected this
   connection"`` (``REFUSED_USE_ANOTHER``).
 * anything else that must end the connection after SASL (the target cannot
-  be reached, the backend refused the forwarded SASL) -- :meth:`AmqpOpening.close_with`,
+  be reached, the backend refused the forwarded SASL or answered with another
+  protocol header) -- :meth:`AmqpOpening.close_with`,
   the same Open then a Close with the condition and description given.
 
 All frames the gateway writes are on channel 0 and name the gateway by the
@@ -52,9 +69,10 @@ Events (:meth:`AmqpOpening.receive_data` returns a list of them):
   why, in the protocol's own terms: a failing sasl-outcome (bad password,
   unoffered mechanism); our SASL header (a bad protocol header, or the plain
   AMQP header when SASL is required); our AMQP header (a wrong AMQP-layer
-  header after SASL, AMQP part 2.2); or our AMQP header, an Open and a Close
-  carrying the error condition (a malformed first frame, a first frame that
-  is not an Open, an Open too large).  Bytes fed after a failure are ignored.
+  header after SASL, AMQP part 2.2); or an Open and a Close carrying the
+  error condition, after the AMQP header queued when the client's arrived (a
+  malformed first frame, a first frame that is not an Open, an Open too
+  large).  Bytes fed after a failure are ignored.
 
 :meth:`~AmqpOpening.receive_data` never raises for anything the client sent:
 every protocol error becomes an :class:`OpeningFailed` whose ``condition`` is
@@ -205,9 +223,9 @@ def rejected_description(router: str) -> str:
 class OpeningState(enum.Enum):
     """Where the opening stands."""
 
-    SASL = "SASL"  # the SaslServer runs
-    AWAIT_HEADER = "AWAIT_HEADER"  # SASL is over; waiting for the AMQP header
-    AWAIT_OPEN = "AWAIT_OPEN"  # waiting for the first non-empty frame, the Open
+    SASL = "SASL"  # the SaslServer runs (it answers the SASL header at once)
+    AWAIT_HEADER = "AWAIT_HEADER"  # SASL is over (or skipped); waiting for the AMQP header
+    AWAIT_OPEN = "AWAIT_OPEN"  # our AMQP header is queued; waiting for the first non-empty frame, the Open
     COMPLETE = "COMPLETE"  # OpeningComplete returned; bytes pass through
     ANSWERED = "ANSWERED"  # redirect / refuse / close_with produced; close
     FAILED = "FAILED"  # OpeningFailed returned; close
@@ -239,16 +257,16 @@ TRANSITIONS: Mapping[tuple[OpeningState, OpeningInput], OpeningState] = MappingP
         (_S.SASL, _I.SASL_DONE): _S.AWAIT_HEADER,
         (_S.SASL, _I.SASL_FAILED): _S.FAILED,
         (_S.AWAIT_HEADER, _I.PARTIAL): _S.AWAIT_HEADER,
-        (_S.AWAIT_HEADER, _I.HEADER): _S.AWAIT_OPEN,
-        (_S.AWAIT_HEADER, _I.BAD_HEADER): _S.FAILED,
-        (_S.AWAIT_HEADER, _I.ANSWER): _S.ANSWERED,
+        (_S.AWAIT_HEADER, _I.HEADER): _S.AWAIT_OPEN,  # queues our AMQP header
+        (_S.AWAIT_HEADER, _I.BAD_HEADER): _S.FAILED,  # queues our AMQP header (part 2.2)
+        (_S.AWAIT_HEADER, _I.ANSWER): _S.ANSWERED,  # our header, then Open + Close
         (_S.AWAIT_OPEN, _I.PARTIAL): _S.AWAIT_OPEN,
         (_S.AWAIT_OPEN, _I.EMPTY_FRAME): _S.AWAIT_OPEN,
         (_S.AWAIT_OPEN, _I.OPEN): _S.COMPLETE,
-        (_S.AWAIT_OPEN, _I.BAD_FRAME): _S.FAILED,
-        (_S.AWAIT_OPEN, _I.ANSWER): _S.ANSWERED,
+        (_S.AWAIT_OPEN, _I.BAD_FRAME): _S.FAILED,  # Open + Close (the header went already)
+        (_S.AWAIT_OPEN, _I.ANSWER): _S.ANSWERED,  # Open + Close
         (_S.COMPLETE, _I.DATA): _S.COMPLETE,
-        (_S.COMPLETE, _I.ANSWER): _S.ANSWERED,
+        (_S.COMPLETE, _I.ANSWER): _S.ANSWERED,  # Open + Close
         (_S.ANSWERED, _I.DATA): _S.ANSWERED,
         (_S.FAILED, _I.DATA): _S.FAILED,
     }
@@ -483,7 +501,8 @@ class AmqpOpening:
     def redirect(self, router_name: str, host: str, port: int) -> bytes:
         """The bytes of Artemis's AMQP redirect to ``host:port``; write them, then close.
 
-        Our AMQP header (unless already sent), an Open with
+        Our AMQP header (only before the client's was read: it is never
+        sent twice), an Open with
         ``{amqp:connection-establishment-failed: true}``, a Close with
         ``amqp:connection:redirect``, ``"Connection router <r> redirected this
         connection to <host>:<port>"`` and info ``{network-host: host, port:
@@ -523,7 +542,8 @@ class AmqpOpening:
     ) -> bytes:
         """End the connection after SASL with an error: the bytes to write, then close.
 
-        Queued bytes, our AMQP header (unless already sent), an Open with
+        Queued bytes, our AMQP header (only before the client's was read:
+        it is never sent twice), an Open with
         ``{amqp:connection-establishment-failed: true}`` and a Close with
         ``condition``, ``description`` and ``info``.  Allowed once SASL is
         over (or was skipped) and only once; raises
@@ -631,6 +651,9 @@ class AmqpOpening:
             if buf[:8] != AMQP_HEADER:
                 return self._bad_header()
             self._pos = 8
+            # answered at once, as a broker does: a client may wait for it before its Open
+            self._out += AMQP_HEADER
+            self._header_sent = True
             self._transition(OpeningInput.HEADER)
         while True:
             pos = self._pos

@@ -5,31 +5,48 @@ client itself (:mod:`junction.protocols.amqp.opening`), so the client's
 engine is past SASL and will only replay its AMQP header and Open.  The
 backend broker core still expects SASL first.  :class:`SaslClient` runs it
 there with the client's own mechanism and credentials, so the backend
-authenticates the same user; then the client's bytes after SASL are written
-unchanged and the two connections are spliced::
+authenticates the same user; the client's bytes after SASL are written
+unchanged and, once the backend's AMQP header is in, the two connections
+are spliced::
 
     gateway (SaslClient)              backend
     AMQP 3.1.0.0 + sasl-init  -->                  initial_bytes(), pipelined
+    client's after_sasl       -->                  (AMQP header, Open, ...), once ready
                               <--     AMQP 3.1.0.0
                               <--     sasl-mechanisms [PLAIN ...]
                               <--     sasl-outcome ok
+                              <--     AMQP 0.1.0.0 (consumed)
                                                    SaslClientDone(remaining)
-    client's after_sasl       -->                  (AMQP header, Open, ...)
-                              <--     AMQP 0.1.0.0 + open ... -> to the client
+                              <--     open ...  -> to the client
+
+**The backend's AMQP header is consumed here, never passed on.**  The
+gateway answered the client's AMQP header with its own as soon as it read
+it (:class:`~junction.protocols.amqp.opening.AmqpOpening`), so the client
+has had one; a second would be read as a frame and break its engine.  So
+:class:`SaslClientDone` comes only once the backend's eight header octets
+have arrived (in one read or several, alone or with the Open behind them)
+and been checked, and ``remaining`` is what follows them.  A backend that
+answers with another header -- another AMQP version (a server that does not
+speak the client's version answers with its own and closes, AMQP part 2.2),
+the SASL header again, anything else -- is a protocol error
+(:class:`RemoteProtocolError`) whose message says what it sent.
 
 The sasl-init is sent without waiting for sasl-mechanisms, which saves a
 round trip (Junction's broker cores and proton's server SASL accept it: both
 are tested).  The mechanisms offered are still checked when they
 arrive: if ours is not among them the exchange fails at once with
-:class:`SaslClientFailed` (``code`` None).
+:class:`SaslClientFailed` (``code`` None).  The client's opening must be
+written to the backend once :attr:`SaslClient.ready` (the outcome is in; from
+the start without SASL), or pipelined behind the sasl-init as the gateway
+does: the backend sends its AMQP header only once it has read the client's.
 
 Events (:meth:`SaslClient.receive_data` returns a list of them):
 
-* :class:`SaslClientDone` -- sasl-outcome ``ok`` arrived.  ``remaining`` is
-  whatever the backend sent after it in the same read (usually nothing;
-  the backend's AMQP header when it does not wait for ours): pass it to the
-  client.  Then write the client's opening to the backend and splice; bytes
-  fed after this come back as :class:`~junction.protocols.amqp.sasl.Passthrough`.
+* :class:`SaslClientDone` -- sasl-outcome ``ok`` and then the backend's AMQP
+  header arrived.  ``remaining`` is whatever the backend sent after the
+  header in the same read (its Open, when it came with the header): pass it
+  to the client and splice; bytes fed after this come back as
+  :class:`~junction.protocols.amqp.sasl.Passthrough`.
 * :class:`SaslClientFailed` -- a failing sasl-outcome (``code``: a
   :class:`~junction.protocols.amqp.sasl.SaslCode`, or the raw number when it
   is not one), or ``code`` None: the backend does not offer our mechanism,
@@ -39,7 +56,8 @@ Events (:meth:`SaslClient.receive_data` returns a list of them):
 
 Garbage -- a protocol header that is not AMQP, a frame that is not SASL, a
 malformed or oversize frame, a sasl-challenge (only single-step mechanisms
-are spoken), frames in the wrong order -- raises
+are spoken), frames in the wrong order, a header after the outcome other
+than the AMQP 1.0 header -- raises
 :class:`~junction.protocols.errors.RemoteProtocolError` carrying the AMQP
 condition; the state is then ``FAILED``.
 
@@ -47,9 +65,9 @@ condition; the state is then ``FAILED``.
 goes out at once (:attr:`SaslClient.ready` is True from the start: the
 backend speaks only after the client's AMQP header, so waiting would
 deadlock).  The backend's first eight octets are still checked: the AMQP
-header gives :class:`SaslClientDone` with everything received (that header
-included) as ``remaining``; the SASL header gives :class:`SaslClientFailed`
-(the backend requires SASL).
+header is consumed and gives :class:`SaslClientDone` with what followed it
+as ``remaining``; the SASL header gives :class:`SaslClientFailed` (the
+backend requires SASL).
 
 **Credentials** are turned into the sasl-init frame at construction; the
 object keeps only that frame, and drops it when :meth:`SaslClient.initial_bytes`
@@ -114,7 +132,7 @@ class SaslClientState(enum.Enum):
     AWAIT_HEADER = "AWAIT_HEADER"  # the backend's SASL header
     AWAIT_MECHANISMS = "AWAIT_MECHANISMS"
     AWAIT_OUTCOME = "AWAIT_OUTCOME"
-    AWAIT_AMQP_HEADER = "AWAIT_AMQP_HEADER"  # mechanism None: the backend's AMQP header
+    AWAIT_AMQP_HEADER = "AWAIT_AMQP_HEADER"  # after the outcome (or without SASL): the backend's AMQP header
     DONE = "DONE"
     FAILED = "FAILED"
 
@@ -148,13 +166,13 @@ TRANSITIONS: Mapping[tuple[SaslClientState, SaslClientInput], SaslClientState] =
         (_S.AWAIT_MECHANISMS, _I.NO_MECHANISM): _S.FAILED,
         (_S.AWAIT_MECHANISMS, _I.GARBAGE): _S.FAILED,
         (_S.AWAIT_OUTCOME, _I.PARTIAL): _S.AWAIT_OUTCOME,
-        (_S.AWAIT_OUTCOME, _I.OUTCOME_OK): _S.DONE,
+        (_S.AWAIT_OUTCOME, _I.OUTCOME_OK): _S.AWAIT_AMQP_HEADER,
         (_S.AWAIT_OUTCOME, _I.OUTCOME_FAILED): _S.FAILED,
         (_S.AWAIT_OUTCOME, _I.GARBAGE): _S.FAILED,
         (_S.AWAIT_AMQP_HEADER, _I.PARTIAL): _S.AWAIT_AMQP_HEADER,
-        (_S.AWAIT_AMQP_HEADER, _I.AMQP_HEADER): _S.DONE,
-        (_S.AWAIT_AMQP_HEADER, _I.SASL_HEADER): _S.FAILED,  # the backend requires SASL
-        (_S.AWAIT_AMQP_HEADER, _I.GARBAGE): _S.FAILED,
+        (_S.AWAIT_AMQP_HEADER, _I.AMQP_HEADER): _S.DONE,  # consumed, never passed on
+        (_S.AWAIT_AMQP_HEADER, _I.SASL_HEADER): _S.FAILED,  # no SASL: the backend requires it
+        (_S.AWAIT_AMQP_HEADER, _I.GARBAGE): _S.FAILED,  # another header (after SASL: the SASL one too)
         (_S.DONE, _I.DATA): _S.DONE,
         (_S.FAILED, _I.DATA): _S.FAILED,
     }
@@ -163,7 +181,7 @@ TRANSITIONS: Mapping[tuple[SaslClientState, SaslClientInput], SaslClientState] =
 
 @dataclass(frozen=True, slots=True)
 class SaslClientDone:
-    """The backend accepted the login: pass ``remaining`` to the client, write its opening."""
+    """The backend accepted the login and sent its AMQP header (consumed): pass ``remaining`` on."""
 
     remaining: bytes
 
@@ -280,12 +298,11 @@ class SaslClient:
         """The client's opening (its bytes after SASL) may be written to the backend now.
 
         True once the backend's outcome ``ok`` arrived, and from the start
-        when there is no SASL.
+        when there is no SASL.  (:class:`SaslClientDone` waits for the
+        backend's AMQP header, which it sends only once it has the client's.)
         """
         state = self._state
-        return state is SaslClientState.DONE or (
-            self._mechanism is None and state is SaslClientState.AWAIT_AMQP_HEADER
-        )
+        return state is SaslClientState.DONE or state is SaslClientState.AWAIT_AMQP_HEADER
 
     @property
     def offered(self) -> tuple[str, ...] | None:
@@ -398,11 +415,16 @@ class SaslClient:
         return self._frames()
 
     def _amqp_header(self) -> list[SaslClientEvent]:
-        header = self._header()
-        if header is None:
+        """The backend's AMQP header, after its outcome (or without SASL): consumed here."""
+        buf = self._buf
+        n = len(buf)
+        if n < 8 and buf[:4] == b"AMQP"[:n]:
             self._transition(SaslClientInput.PARTIAL)
             return []
-        if header == SASL_HEADER:
+        header = bytes(buf[:8])
+        if header == AMQP_HEADER:
+            return self._done()
+        if header == SASL_HEADER and self._mechanism is None:
             self._buf.clear()
             self._transition(SaslClientInput.SASL_HEADER)
             return [
@@ -410,7 +432,22 @@ class SaslClient:
                     None, "the backend requires SASL, and the client did not authenticate"
                 )
             ]
-        remaining = bytes(self._buf)
+        if header == SASL_HEADER:
+            what = "the SASL header again, after its sasl-outcome"
+        elif header[:4] == b"AMQP" and n >= 8:
+            what = (
+                f"AMQP protocol id {buf[4]} version {buf[5]}.{buf[6]}.{buf[7]} "
+                "(it does not speak AMQP 1.0)"
+            )
+        else:
+            what = _clip(buf)
+        raise RemoteProtocolError(
+            f"the backend answered the AMQP 1.0 header (AMQP 0 1.0.0) with {what}", _FRAMING_ERROR
+        )
+
+    def _done(self) -> list[SaslClientEvent]:
+        """The backend's AMQP header is in: drop it, hand back what followed."""
+        remaining = bytes(self._buf[8:])
         self._buf.clear()
         self._transition(SaslClientInput.AMQP_HEADER)
         return [SaslClientDone(remaining)]
@@ -457,6 +494,8 @@ class SaslClient:
             events = self._frame(body)
             if events:
                 return events
+            if self._state is SaslClientState.AWAIT_AMQP_HEADER:  # outcome ok: a header follows
+                return self._amqp_header()
         self._transition(SaslClientInput.PARTIAL)
         return []
 
@@ -500,10 +539,8 @@ class SaslClient:
                 "sasl-outcome from the backend has no ubyte code", _DECODE_ERROR
             )
         if code.value == SaslCode.OK:
-            remaining = bytes(self._buf)
-            self._buf.clear()
             self._transition(SaslClientInput.OUTCOME_OK)
-            return [SaslClientDone(remaining)]
+            return []
         try:
             outcome: SaslCode | int = SaslCode(code.value)
             shown = f"{outcome.name.lower()} ({outcome.value})"
