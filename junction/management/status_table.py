@@ -124,7 +124,7 @@ def fetch_status(url: str = DEFAULT_URL, timeout: float = 5) -> dict:
     try:
         status = json.loads(body)
     except ValueError as exc:
-        raise NotAJunctionNode(f"{not_junction}: it did not answer JSON ({kind}): {exc}", port) from exc
+        raise NotAJunctionNode(f"{not_junction}: it did not answer JSON ({kind})", port) from exc
     if not isinstance(status, dict):
         raise NotAJunctionNode(f"{not_junction}: it answered {type(status).__name__}, not a status object", port)
     if not status.get("node_id") or "name" not in status:
