@@ -281,6 +281,26 @@ def test_the_docs_management_write_examples_work_on_the_shipped_appliance(applia
     assert code == 200
 
 
+def test_the_docs_reading_commands_work_on_the_shipped_appliance(appliance):
+    """Every `curl` GET and `junction status|route` of the docs answers, the default URL given explicitly."""
+    world, ran = appliance, []
+    for doc in DOCS:
+        for where, text in shell_commands(doc):
+            argv = shlex.split(moved(text, world.offset), comments=True)
+            if argv and argv[0] == "curl" and "-X" not in argv and "-d" not in argv:
+                code, body = run_curl(world, moved(text, world.offset))
+                assert code == 200, f"{where}: HTTP {code} {body[:200]}\n{text}"
+            elif argv and argv[0].endswith("junction") and argv[1:2] in (["status"], ["route"]):
+                if "--url" not in argv:  # the documented default, moved like every other port
+                    argv += ["--url", world.url(8161)]
+                result = junction(*argv[1:])
+                assert result.returncode == 0, f"{where}: {text}\n{result.stderr}"
+            else:
+                continue
+            ran.append(where)
+    assert any(w.startswith("README.md") for w in ran) and len(ran) >= 4, ran
+
+
 # -- junction status / junction route: the node meant, or say what answered -------------------------
 @pytest.fixture
 def foreign_http():
