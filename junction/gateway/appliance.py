@@ -10,7 +10,10 @@ runs each as a ``junction run`` child process; :class:`StatusBoard` polls
 each node's management API and shows a live table (nodes, ports,
 readiness as the gateway's pool sees it, connections, restarts), or, when
 the output is not a terminal, one line per event and each child's log lines
-prefixed with its name.
+prefixed with its name.  A node that could not bind a port says which, what of
+it uses the port and who holds it (:func:`bind_problem`: ``8161 in use
+(management API), by pid 4242 (java)``).  ``port_offset`` moves every port of
+every node (``junction up --port-offset``, :mod:`junction.config.ports`).
 
 Child logs are also kept in ``<folder>/data/logs/<node>.log``.
 """
