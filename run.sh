@@ -7,7 +7,7 @@
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/scripts/venv.sh"
-"$VENV/bin/python" -m pip install -q -e "$here"
+install_once "$here"   # only when the venv is new or setup.cfg/pyproject.toml changed
 case " $* " in
   *" --config "*) exec "$VENV/bin/junction" run "$@" ;;
   *) exec "$VENV/bin/junction" up --etc "$here/etc/appliance" "$@" ;;

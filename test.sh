@@ -7,7 +7,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 source "$here/scripts/venv.sh"
 # the pipeline's tests run Spark in local mode: PySpark (the spark extra) and a Java runtime
 command -v java >/dev/null || apt_install default-jre-headless
-"$VENV/bin/python" -m pip install -q -e "$here[test,spark]"
+# the appliance tests run the docs' curl examples
+command -v curl >/dev/null || apt_install curl
+install_once "$here[test,spark]"   # only when the venv is new or setup.cfg/pyproject.toml changed
 cd "$here"
 set +e
 # two workers, each taking whole files (module fixtures such as a SparkSession are made once

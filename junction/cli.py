@@ -49,11 +49,12 @@ def _setup_logging(json_logs: bool, level: str) -> None:
     root.setLevel(getattr(logging, level.upper(), logging.INFO))
 
 
-def _load(path: str):
+def _load(path: str, port_offset: int = 0):
     from junction.config.loader import ConfigErrors, load_config
+    from junction.config.ports import offset_ports
 
     try:
-        return load_config(path)
+        return offset_ports(load_config(path), port_offset)
     except ConfigErrors as exc:
         print(f"junction: {path} is not valid:\n{exc}", file=sys.stderr)
         raise SystemExit(2) from None
@@ -112,7 +113,9 @@ def cmd_run(args) -> int:
         _supervised(args.supervised)
     _setup_logging(args.log_json, args.log_level)
     log = logging.getLogger("junction")
-    config = _load(args.config)
+    config = _load(args.config, args.port_offset)
+    if args.port_offset:
+        log.info("every port of %s moved by --port-offset %d", args.config, args.port_offset)
     from twisted.internet import reactor
     from twisted.internet.error import CannotListenError
 
@@ -158,7 +161,7 @@ def cmd_up(args) -> int:
 
     folder = args.etc
     try:
-        nodes = load_appliance(folder)
+        nodes = load_appliance(folder, port_offset=args.port_offset)
     except ApplianceErrors as exc:
         print(f"junction: the appliance in {folder} is not valid:", file=sys.stderr)
         for problem in exc.problems:
@@ -180,12 +183,14 @@ def cmd_up(args) -> int:
         sys.stdout.write(text)
         sys.stdout.flush()
 
-    supervisor = Supervisor(child_specs(nodes, folder, log_level=args.log_level), reactor=reactor)
+    specs = child_specs(nodes, folder, log_level=args.log_level, port_offset=args.port_offset)
+    supervisor = Supervisor(specs, reactor=reactor)
     board = StatusBoard(nodes, supervisor, reactor=reactor, write=write, live=live)
     supervisor.on_event = board.event
     supervisor.on_output = board.output
     names = ", ".join(f"{n.name} ({n.role})" for n in nodes)
-    write(f"junction up: {folder}: starting {names}\n")
+    moved = f" (every port moved by --port-offset {args.port_offset})" if args.port_offset else ""
+    write(f"junction up: {folder}: starting {names}{moved}\n")
 
     def shutdown():
         write("junction up: stopping (gateways first, then broker cores)\n")
@@ -201,15 +206,55 @@ def cmd_up(args) -> int:
     return 0
 
 
-def cmd_status(args) -> int:
-    from junction.management.status_table import fetch_status, format_status
+#: exit status of ``junction status`` / ``junction route`` when the URL answers for something else
+EXIT_NOT_THE_NODE = 3
+
+
+def _reach_node(args):
+    """``(status, None)`` of the node at ``--url`` when it is the one meant (``--node``), else ``(None, exit code)``.
+
+    Another program on the port (not a Junction node's management API) or
+    another node than ``--node`` names is said plainly, with the process that
+    listens on the port when this host can tell.
+    """
+    from junction.management import status_table
 
     url = args.url.rstrip("/")
     try:
-        status = fetch_status(url + "/api/status")
+        status = status_table.fetch_status(url)
+    except status_table.NotAJunctionNode as exc:
+        print(f"junction: {exc}{_port_holder(exc.port, url)}", file=sys.stderr)
+        return None, EXIT_NOT_THE_NODE
     except OSError as exc:
         print(f"junction: {exc}", file=sys.stderr)
-        return 1
+        return None, 1
+    problem = status_table.check_node(status, args.node, url)
+    if problem is not None:
+        print(f"junction: {problem}", file=sys.stderr)
+        return None, EXIT_NOT_THE_NODE
+    return status, None
+
+
+def _port_holder(port: int | None, url: str) -> str:
+    """``; port 8161 here is held by pid 4242 (java)`` for a URL on this host, when /proc tells."""
+    import urllib.parse
+
+    from junction.management.portowner import describe_listener
+    from junction.management.status_table import _is_loopback, status_url
+
+    host = urllib.parse.urlsplit(status_url(url)).hostname
+    if port is None or not _is_loopback(host):
+        return ""
+    holder = describe_listener(port)
+    return f"; port {port} here is held by {holder}" if holder else ""
+
+
+def cmd_status(args) -> int:
+    from junction.management.status_table import format_status
+
+    status, failed = _reach_node(args)
+    if status is None:
+        return failed
     if args.json:
         print(json.dumps(status, indent=2, sort_keys=True))
     else:
@@ -220,6 +265,9 @@ def cmd_status(args) -> int:
 def cmd_route(args) -> int:
     from junction.management import status_table
 
+    node, failed = _reach_node(args)  # the node asked is the one meant (its router, not another's)
+    if node is None:
+        return failed
     url = status_table.route_url(args.url, args.router, args.key)
     try:
         code, payload = status_table.fetch_route(url)
@@ -230,6 +278,7 @@ def cmd_route(args) -> int:
         if args.json:
             print(json.dumps(payload, indent=2, sort_keys=True))
         else:
+            print(f"router:    {args.router} on node {node.get('name')} ({node.get('node_id')})")
             print(status_table.format_route(payload))
         return 0
     if code == 503 and payload.get("status"):
@@ -294,6 +343,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--config", default=DEFAULT_CONFIG, help="broker.xml to run (default: %(default)s)")
     run.add_argument("--log-json", action="store_true", help="log one JSON object per line")
     run.add_argument("--log-level", default="info", help="debug, info, warning or error")
+    run.add_argument("--port-offset", type=int, default=0, metavar="N",
+                     help="move every port of the node by N (acceptors, connectors, management)")
     # --supervised PID: a child of `junction up` (the supervisor's pid)
     run.add_argument("--supervised", type=int, default=None, help=argparse.SUPPRESS)
     run.set_defaults(func=cmd_run)
@@ -302,6 +353,8 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--etc", default=DEFAULT_APPLIANCE_DIR,
                     help="folder whose *.xml are the nodes' broker.xml (default: %(default)s)")
     up.add_argument("--log-level", default="info", help="the nodes' log level")
+    up.add_argument("--port-offset", type=int, default=0, metavar="N",
+                    help="move every port of every node by N, e.g. 1000: gateway 62616, 6672, 62613, 9161")
     shown = up.add_mutually_exclusive_group()
     shown.add_argument("--status", dest="status", action="store_true", default=None,
                        help="show the live status table (the default on a terminal)")
@@ -312,6 +365,8 @@ def build_parser() -> argparse.ArgumentParser:
     status = sub.add_parser("status", help="show a running node's status")
     status.add_argument("--url", default="http://127.0.0.1:8161", help="the node's management API")
     status.add_argument("--json", action="store_true", help="print the raw JSON")
+    status.add_argument("--node", metavar="NAME", help="the node meant (its name or node id): "
+                        "exit 3 if the URL answers for another node or another program")
     status.set_defaults(func=cmd_status)
 
     route = sub.add_parser("route", help="ask a running node's connection router where a key goes")
@@ -319,6 +374,8 @@ def build_parser() -> argparse.ArgumentParser:
     route.add_argument("key", help="the routing key (client id, user name, SNI host, ...)")
     route.add_argument("--url", default="http://127.0.0.1:8161", help="the node's management API")
     route.add_argument("--json", action="store_true", help="print the raw getTargetAsJSON object")
+    route.add_argument("--node", metavar="NAME", help="the node meant (its name or node id): "
+                       "exit 3 if the URL answers for another node or another program")
     route.set_defaults(func=cmd_route)
 
     user = sub.add_parser("user", help="manage users and roles (Artemis properties files)")

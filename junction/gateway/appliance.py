@@ -10,16 +10,21 @@ runs each as a ``junction run`` child process; :class:`StatusBoard` polls
 each node's management API and shows a live table (nodes, ports,
 readiness as the gateway's pool sees it, connections, restarts), or, when
 the output is not a terminal, one line per event and each child's log lines
-prefixed with its name.
+prefixed with its name.  A node that could not bind a port says which, what of
+it uses the port and who holds it (:func:`bind_problem`: ``8161 in use
+(management API), by pid 4242 (java)``).  ``port_offset`` moves every port of
+every node (``junction up --port-offset``, :mod:`junction.config.ports`).
 
 Child logs are also kept in ``<folder>/data/logs/<node>.log``.
 """
 
 from __future__ import annotations
 
+import errno
 import glob
 import json
 import os
+import re
 import sys
 import time
 from collections import deque
@@ -42,6 +47,7 @@ __all__ = [
     "child_specs",
     "StatusBoard",
     "format_board",
+    "bind_problem",
 ]
 
 #: the folder ``junction up`` reads unless told otherwise
@@ -105,9 +111,14 @@ def lock_appliance(folder: str) -> int:
     return fd
 
 
-def load_appliance(folder: str) -> list[ApplianceNode]:
-    """Read and check every node config in *folder*; raise :class:`ApplianceErrors` listing all problems."""
+def load_appliance(folder: str, *, port_offset: int = 0) -> list[ApplianceNode]:
+    """Read and check every node config in *folder*; raise :class:`ApplianceErrors` listing all problems.
+
+    ``port_offset`` moves every port of every node (:func:`junction.config.ports.offset_ports`)
+    before the nodes are checked against each other.
+    """
     from junction.config.loader import ConfigErrors, load_config, load_user_store
+    from junction.config.ports import offset_ports
 
     problems: list[str] = []
     paths = sorted(glob.glob(os.path.join(folder, "*.xml")))
@@ -116,7 +127,7 @@ def load_appliance(folder: str) -> list[ApplianceNode]:
     nodes: list[ApplianceNode] = []
     for path in paths:
         try:
-            config = load_config(path)
+            config = offset_ports(load_config(path), port_offset)
         except ConfigErrors as exc:
             problems.extend(str(exc).splitlines())
             continue
@@ -170,16 +181,22 @@ def _clashes(nodes: list[ApplianceNode]) -> list[str]:
     return problems
 
 
-def child_specs(nodes: list[ApplianceNode], folder: str, *, python: str | None = None, log_level: str = "info") -> list[ChildSpec]:
-    """One ``junction run --supervised`` child per node, logging to ``<folder>/data/logs``."""
+def child_specs(
+    nodes: list[ApplianceNode], folder: str, *, python: str | None = None, log_level: str = "info", port_offset: int = 0
+) -> list[ChildSpec]:
+    """One ``junction run --supervised`` child per node, logging to ``<folder>/data/logs``.
+
+    Each child is given ``--port-offset`` too: it reads its own file again.
+    """
     python = python or sys.executable
     logs = os.path.join(folder, "data", "logs")
+    moved = ("--port-offset", str(port_offset)) if port_offset else ()
     return [
         ChildSpec(
             name=node.name,
             role=node.role,
             argv=(python, "-m", "junction", "run", "--config", os.path.abspath(node.config_path),
-                  "--log-level", log_level, "--supervised", str(os.getpid())),
+                  "--log-level", log_level, *moved, "--supervised", str(os.getpid())),
             log_path=os.path.join(logs, f"{node.name}.log"),
         )
         for node in nodes
@@ -211,6 +228,8 @@ class StatusBoard:
         self.write = write
         self.live = live
         self.statuses: dict[str, dict | None] = {n.name: None for n in nodes}
+        #: node name -> why its last run could not start, when it could not bind a port
+        self.problems: dict[str, str] = {}
         self.events: deque[str] = deque(maxlen=EVENT_LINES)
         self._inflight: set[str] = set()
         self._loop = None
@@ -228,6 +247,13 @@ class StatusBoard:
 
     # supervisor hooks
     def event(self, child: Child, text: str) -> None:
+        if text.startswith("exited") and child.name in self.nodes:
+            problem = bind_problem(self.nodes[child.name], child.last_error)
+            if problem is None:
+                self.problems.pop(child.name, None)
+            else:
+                self.problems[child.name] = problem
+                text = f"exited ({child.last_exit}): {problem}"
         line = f"{time.strftime('%H:%M:%S')} {child.name}: {text}"
         self.events.append(line)
         if not self.live:
@@ -278,9 +304,12 @@ class StatusBoard:
         def parsed(result):
             code, body = result
             status = json.loads(body) if code == 200 else None
-            self.statuses[name] = status if isinstance(status, dict) else None
             child = self.supervisor.child(name)
-            if self.statuses[name] is not None and self.statuses[name].get("pid") in (None, child.pid):
+            # only this node's own answer counts: another program (or another node) may hold
+            # the port while this one cannot bind it
+            ours = isinstance(status, dict) and status.get("name") == name and status.get("pid") in (None, child.pid)
+            self.statuses[name] = status if ours else None
+            if ours:
                 self.supervisor.mark_running(child)
 
         def failed(_failure):
@@ -295,7 +324,8 @@ class StatusBoard:
 
     # rendering
     def render(self, *, clear: bool = False) -> str:
-        text = format_board(list(self.nodes.values()), self.supervisor, self.statuses, self.reactor.seconds())
+        text = format_board(list(self.nodes.values()), self.supervisor, self.statuses, self.reactor.seconds(),
+                            self.problems)
         if self.events:
             text += "\n\n" + "\n".join(self.events)
         text += "\n\nCtrl-C stops everything.  Logs: data/logs/<node>.log in the appliance folder.\n"
@@ -313,8 +343,15 @@ def _pool_view(statuses: dict) -> dict:
     return view
 
 
-def format_board(nodes: list[ApplianceNode], supervisor: Supervisor, statuses: dict, now: float) -> str:
-    """The appliance table: one row per node."""
+def format_board(
+    nodes: list[ApplianceNode], supervisor: Supervisor, statuses: dict, now: float, problems: dict | None = None
+) -> str:
+    """The appliance table: one row per node.
+
+    LAST EXIT is how the node's last run ended, or, when it could not bind a
+    port, why (``problems``, from :func:`bind_problem`): ``8161 in use (management API)``.
+    """
+    problems = problems or {}
     pool = _pool_view(statuses)
     rows = []
     for node in nodes:
@@ -354,8 +391,55 @@ def format_board(nodes: list[ApplianceNode], supervisor: Supervisor, statuses: d
                 ready,
                 child.restarts,
                 uptime,
-                child.last_exit or "",
+                problems.get(node.name) or child.last_exit or "",
             ]
         )
     headers = ["NODE", "ROLE", "STATE", "PID", "PORTS", "CONNS", "READY", "RESTARTS", "UP", "LAST EXIT"]
     return "\n".join(format_table(headers, rows, numeric={3, 5, 7}))
+
+
+# -- a node that could not bind ------------------------------------------------------------
+#: what ``junction run`` logs when it cannot bind (Twisted's CannotListenError after "could not start: ")
+_LISTEN_ERROR = re.compile(
+    r"Couldn't listen on (?P<host>\S*):(?P<port>\d+): (?:\[Errno (?P<errno>\d+)\] )?(?P<reason>.*?)\.?$"
+)
+
+
+def _port_user(config, port: int) -> str | None:
+    """What of a node's config listens on *port*: ``acceptor stomp`` or ``management API``."""
+    names = [f"acceptor {a.name}" for a in config.acceptors if a.port == port]
+    if config.management_port == port:
+        names.append("management API")
+    return ", ".join(names) or None
+
+
+def bind_problem(node: ApplianceNode, error: str | None, *, owner: Callable[[int], str | None] | None = None) -> str | None:
+    """Why *node* could not start, from the error line it logged, when it could not bind a port.
+
+    ``8161 in use (management API), by pid 4242 (java)``; ``80 needs privileges
+    (acceptor web)``; None for any other error.  ``owner(port)`` names the
+    process listening on the port (default: :func:`~junction.management.portowner.describe_listener`).
+    """
+    found = _LISTEN_ERROR.search(error or "")
+    if found is None:
+        return None
+    port = int(found["port"])
+    code = int(found["errno"]) if found["errno"] else None
+    holder = None
+    if code == errno.EADDRINUSE:
+        text = f"{port} in use"
+        if owner is None:
+            from junction.management.portowner import describe_listener as owner
+        holder = owner(port)
+    elif code == errno.EACCES:
+        text = f"{port} needs privileges"
+    elif code == errno.EADDRNOTAVAIL:
+        text = f"{found['host']} is not an address of this host (port {port})"
+    else:
+        text = f"cannot listen on {port}: {found['reason']}"
+    what = _port_user(node.config, port)
+    if what:
+        text += f" ({what})"
+    if holder:
+        text += f", by {holder}"
+    return text

@@ -10,6 +10,7 @@ older or newer nodes whose status has fewer or more fields.
 
 from __future__ import annotations
 
+import http.client
 import ipaddress
 import json
 import urllib.error
@@ -19,6 +20,8 @@ import urllib.request
 __all__ = [
     "DEFAULT_URL",
     "StatusFetchError",
+    "NotAJunctionNode",
+    "check_node",
     "fetch_status",
     "format_status",
     "status_url",
@@ -40,6 +43,18 @@ class StatusFetchError(OSError):
     An :class:`OSError` so callers that already handle network errors (the
     CLI catches ``OSError``) also handle an error answer or a non-JSON body.
     """
+
+
+class NotAJunctionNode(StatusFetchError):
+    """Something answered at the URL, but not a Junction node's management API.
+
+    Another program has the port (an Artemis console listens on 8161 too), or
+    the URL names a node's messaging port.  ``port`` is the URL's port.
+    """
+
+    def __init__(self, message: str, port: int | None = None):
+        super().__init__(message)
+        self.port = port
 
 
 # -- fetching -------------------------------------------------------------------------
@@ -83,28 +98,58 @@ def fetch_status(url: str = DEFAULT_URL, timeout: float = 5) -> dict:
     own host into a proxy error.
     """
     target = status_url(url)
+    port = urllib.parse.urlsplit(target).port
     request = urllib.request.Request(target, headers={"Accept": "application/json"})
     handlers = []
     if _is_loopback(urllib.parse.urlsplit(target).hostname):
         handlers.append(urllib.request.ProxyHandler({}))
     opener = urllib.request.build_opener(*handlers)
+    not_junction = f"{target} is not a Junction node's management API"
     try:
         with opener.open(request, timeout=timeout) as response:
             body = response.read()
+            kind = response.headers.get_content_type()
     except urllib.error.HTTPError as exc:
-        detail = _error_detail(exc.read() if exc.fp is not None else b"") or exc.reason
-        raise StatusFetchError(f"{target}: HTTP {exc.code}: {detail}") from exc
+        raw = exc.read() if exc.fp is not None else b""
+        if not _junction_error(raw):  # a Junction node's errors are JSON objects with an error text
+            detail = _error_detail(raw) or exc.reason
+            raise NotAJunctionNode(f"{not_junction}: it answered HTTP {exc.code}: {detail}", port) from exc
+        raise StatusFetchError(f"{target}: HTTP {exc.code}: {_error_detail(raw)}") from exc
     except urllib.error.URLError as exc:
         raise StatusFetchError(f"cannot reach {target}: {exc.reason}") from exc
-    except OSError as exc:  # timeouts while reading, resets
+    except (http.client.HTTPException, ConnectionResetError) as exc:  # connected, but no HTTP answer
+        raise NotAJunctionNode(f"{not_junction}: it did not answer HTTP ({exc!r})", port) from exc
+    except OSError as exc:  # timeouts while reading
         raise StatusFetchError(f"cannot read {target}: {exc}") from exc
     try:
         status = json.loads(body)
     except ValueError as exc:
-        raise StatusFetchError(f"{target} did not answer JSON: {exc}") from exc
+        raise NotAJunctionNode(f"{not_junction}: it did not answer JSON ({kind})", port) from exc
     if not isinstance(status, dict):
-        raise StatusFetchError(f"{target} answered {type(status).__name__}, not a status object")
+        raise NotAJunctionNode(f"{not_junction}: it answered {type(status).__name__}, not a status object", port)
+    if not status.get("node_id") or "name" not in status:
+        raise NotAJunctionNode(f"{not_junction}: its JSON has no node_id and name", port)
     return status
+
+
+def _junction_error(body: bytes) -> bool:
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        return False
+    return isinstance(payload, dict) and bool(payload.get("error") or payload.get("problems"))
+
+
+def check_node(status: dict, expected: str | None, url: str) -> str | None:
+    """None when *status* is the node the caller meant, else why not, in one line.
+
+    *expected* is a node's name or node id (either matches; None accepts any
+    Junction node).
+    """
+    if expected is None or expected in (status.get("name"), status.get("node_id")):
+        return None
+    return (f"{url} is node {status.get('name')} ({status.get('node_id')}), not {expected}: "
+            "another node has this port")
 
 
 def route_url(url: str, router: str, key: str) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import shutil
 
 import pytest
@@ -279,3 +280,145 @@ def test_one_junction_up_per_appliance_folder(tmp_path):
         os.close(fd)
     fd = lock_appliance(str(tmp_path))  # released with its holder: free again
     os.close(fd)
+
+
+# -- --port-offset ------------------------------------------------------------------------
+def test_a_port_offset_moves_every_port_of_every_node_and_reaches_the_children():
+    shipped = {n.name: n.config for n in load_appliance(ETC)}
+    nodes = load_appliance(ETC, port_offset=1000)
+    for node in nodes:
+        before = shipped[node.name]
+        assert [a.port for a in node.config.acceptors] == [a.port + 1000 for a in before.acceptors]
+        assert [c.port for c in node.config.connectors] == [c.port + 1000 for c in before.connectors]
+        assert node.config.management_port == before.management_port + 1000
+        assert node.management_url.endswith(f":{before.management_port + 1000}")
+    gateway = next(n for n in nodes if n.role == "gateway")
+    assert sorted(a.port for a in gateway.config.acceptors) == [6672, 62613, 62616]
+    for spec in child_specs(nodes, ETC, port_offset=1000):
+        i = spec.argv.index("--port-offset")
+        assert spec.argv[i + 1] == "1000" and spec.argv.index("--supervised") > i
+    assert "--port-offset" not in child_specs(nodes, ETC)[0].argv
+
+
+def test_a_port_offset_that_leaves_the_port_range_names_every_port():
+    with pytest.raises(ApplianceErrors) as info:
+        load_appliance(ETC, port_offset=4000)
+    text = "\n".join(info.value.problems)
+    assert re.search(r"gateway\.xml:\d+: acceptor 'all': port 61616 moved by --port-offset 4000 is 65616, "
+                     r"outside 1\.\.65535", text)
+    assert re.search(r"core2\.xml:\d+: connector 'core3': port 61719 moved", text)
+    assert "acceptor 'amqp'" not in text  # 5672 + 4000 is fine
+
+
+def test_a_port_offset_moves_group_ports_and_leaves_any_port_alone():
+    from junction.config.loader import parse_config
+    from junction.config.ports import offset_ports
+
+    config = parse_config("""<configuration xmlns="urn:activemq"><core xmlns="urn:activemq:core">
+      <security-enabled>false</security-enabled>
+      <acceptors><acceptor name="any">tcp://127.0.0.1:0</acceptor></acceptors>
+      <connectors><connector name="me">tcp://127.0.0.1:61616</connector></connectors>
+      <broadcast-groups><broadcast-group name="bg"><group-address>231.7.7.7</group-address>
+        <group-port>9876</group-port><local-bind-port>9875</local-bind-port><connector-ref>me</connector-ref>
+      </broadcast-group></broadcast-groups>
+      <discovery-groups><discovery-group name="dg"><group-address>231.7.7.7</group-address>
+        <group-port>9876</group-port></discovery-group></discovery-groups>
+      <junction><management port="0"/></junction>
+    </core></configuration>""")
+    moved = offset_ports(config, 10)
+    assert moved.acceptors[0].port == 0 and moved.management_port == 0  # any free port stays so
+    assert moved.connectors[0].port == 61626
+    assert (moved.broadcast_groups[0].group_port, moved.broadcast_groups[0].local_bind_port) == (9886, 9885)
+    assert moved.discovery_groups[0].group_port == 9886
+    assert offset_ports(config, 0) is config
+
+
+# -- a node that cannot bind ----------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("error", "expected"),
+    [
+        ("could not start: Couldn't listen on 127.0.0.1:8161: [Errno 98] Address already in use.",
+         "8161 in use (management API), by pid 7 (java)"),
+        ("could not start: Couldn't listen on 127.0.0.1:61613: [Errno 98] Address already in use.",
+         "61613 in use (acceptor stomp), by pid 7 (java)"),
+        ("could not start: Couldn't listen on 127.0.0.1:5672: [Errno 13] Permission denied.",
+         "5672 needs privileges (acceptor amqp)"),
+        ("could not start: Couldn't listen on 10.9.9.9:61616: [Errno 99] Cannot assign requested address.",
+         "10.9.9.9 is not an address of this host (port 61616) (acceptor all)"),
+        ("could not start: Couldn't listen on 127.0.0.1:1234: [Errno 24] Too many open files.",
+         "cannot listen on 1234: Too many open files"),
+        ("data directory data/gateway/journal is locked by another process", None),
+        (None, None),
+    ],
+)
+def test_a_bind_failure_says_which_port_what_of_the_node_and_who_holds_it(error, expected):
+    from junction.gateway.appliance import bind_problem
+
+    gateway = next(n for n in load_appliance(ETC) if n.role == "gateway")
+    assert bind_problem(gateway, error, owner=lambda port: "pid 7 (java)") == expected
+
+
+def test_the_board_shows_why_a_node_could_not_start(world):
+    from junction.gateway.appliance import StatusBoard
+
+    s, clock, spawn, events, _ = world
+    nodes = [n for n in load_appliance(ETC) if n.name in ("gateway", "core1", "core2")]
+    lines: list[str] = []
+    board = StatusBoard(nodes, s, reactor=clock, write=lines.append, live=False, agent=object())
+    s.on_event = board.event
+    s.start()
+    spawn.last("gateway").protocol.childDataReceived(
+        2, b"2026-11-22 10:00:01,000 ERROR junction: could not start: Couldn't listen on 127.0.0.1:8161: "
+           b"[Errno 98] Address already in use.\n")
+    spawn.last("gateway").end(code=3)
+    row = next(line for line in board.render().splitlines() if line.startswith("gateway "))
+    assert "restarting in" in row and row.rstrip().endswith("8161 in use (management API)")
+    assert any(line.endswith("gateway: exited (exit 3): 8161 in use (management API)\n") for line in lines)
+    clock.advance(1)  # restarted, and this time it dies of something else
+    spawn.last("gateway").end(code=1)
+    row = next(line for line in board.render().splitlines() if line.startswith("gateway "))
+    assert row.rstrip().endswith("exit 1") and "in use" not in row
+
+
+class _Response:
+    """What readBody needs of a Twisted web response."""
+
+    def __init__(self, code: int, body: bytes):
+        self.code, self.phrase, self.body = code, b"OK", body
+
+    def deliverBody(self, protocol):
+        from twisted.web.client import ResponseDone
+
+        protocol.dataReceived(self.body)
+        protocol.connectionLost(Failure(ResponseDone()))
+
+
+class _Agent:
+    def __init__(self):
+        self.answers: dict[bytes, tuple[int, bytes]] = {}
+
+    def request(self, method, url):
+        from twisted.internet import defer
+
+        return defer.succeed(_Response(*self.answers[url]))
+
+
+def test_the_board_counts_only_the_node_s_own_answer(world):
+    import json
+
+    from junction.gateway.appliance import StatusBoard
+
+    s, clock, spawn, events, _ = world
+    nodes = [n for n in load_appliance(ETC) if n.name in ("gateway", "core1", "core2")]
+    agent = _Agent()
+    board = StatusBoard(nodes, s, reactor=clock, write=lambda text: None, live=False, agent=agent)
+    s.start()
+    pid = s.child("core1").pid
+    # core1's management port answers for another node (core1 itself could not bind it)
+    agent.answers = {f"{n.management_url}/api/status".encode(): (200, json.dumps({"name": "other", "pid": pid}).encode())
+                     for n in nodes}
+    board.tick()
+    assert board.statuses["core1"] is None and s.child("core1").state is ChildState.STARTING
+    agent.answers[b"http://127.0.0.1:8162/api/status"] = (200, json.dumps({"name": "core1", "pid": pid}).encode())
+    board.tick()
+    assert board.statuses["core1"]["name"] == "core1" and s.child("core1").state is ChildState.RUNNING

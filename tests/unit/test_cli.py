@@ -73,3 +73,123 @@ def test_invalid_config_reports_every_error_and_exits_2(tmp_path, capsys):
 def test_version(capsys):
     assert run("version") == 0
     assert capsys.readouterr().out.startswith("junction ")
+
+
+# -- junction run --port-offset ---------------------------------------------------------------
+def test_a_port_offset_out_of_the_port_range_is_a_config_error(etc, capsys):
+    with pytest.raises(SystemExit) as exc:
+        run("run", "--config", str(etc / "broker.xml"), "--port-offset", "10000")
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "acceptor 'stomp': port 61613 moved by --port-offset 10000 is 71613, outside 1..65535" in err
+    assert "the management API: port 8161" not in err  # 18161 is a port
+
+
+# -- junction status / route: the node meant ---------------------------------------------------
+STATUS = {"name": "core1", "node_id": "6f1c-0001", "pid": 1, "acceptors": []}
+
+
+@pytest.fixture
+def answering(monkeypatch):
+    monkeypatch.setattr("junction.management.status_table.fetch_status", lambda url, timeout=5: dict(STATUS))
+
+
+@pytest.mark.parametrize("node", [None, "core1", "6f1c-0001"])
+def test_status_of_the_node_meant_by_name_or_id(answering, capsys, node):
+    assert run("status", *(("--node", node) if node else ())) == 0
+    assert capsys.readouterr().out.startswith("Node         core1 (6f1c-0001)")
+
+
+def test_status_and_route_of_another_node_exit_3_and_say_which_answered(answering, capsys):
+    assert run("status", "--url", "127.0.0.1:8162", "--node", "gateway") == 3
+    assert capsys.readouterr().err == (
+        "junction: 127.0.0.1:8162 is node core1 (6f1c-0001), not gateway: another node has this port\n")
+    assert run("route", "shard", "admin", "--node", "gateway") == 3
+    assert "is node core1 (6f1c-0001), not gateway" in capsys.readouterr().err
+
+
+@pytest.fixture
+def other_program():
+    """A TCP server on a free port answering each connection with *answer* (another program)."""
+    import socket
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    box = {"answer": b""}
+
+    def serve():
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn:
+                conn.recv(65536)
+                conn.sendall(box["answer"])
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield server.getsockname()[1], box
+    finally:
+        server.shutdown(socket.SHUT_RDWR)  # wakes the accept
+        server.close()
+        thread.join(5)
+
+
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        (b"HTTP/1.0 404 Not Found\r\nContent-Type: text/html\r\n\r\n<html>Not Found</html>",
+         "it answered HTTP 404: <html>Not Found</html>"),
+        (b"HTTP/1.0 200 OK\r\nContent-Type: text/html\r\n\r\n<html>console</html>",
+         "it did not answer JSON (text/html)"),
+        (b'HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n{"status": "UP"}',
+         "its JSON has no node_id and name"),
+        (b"ERROR\nmessage:unknown command\n\n\x00", "it did not answer HTTP"),  # a STOMP port
+        (b"", "it did not answer HTTP"),  # closed without a word
+    ],
+)
+def test_a_port_that_is_not_a_junction_node_is_said_with_its_process(other_program, capsys, answer, said):
+    import os
+
+    port, box = other_program
+    box["answer"] = answer
+    assert run("status", "--url", f"http://127.0.0.1:{port}") == 3
+    err = capsys.readouterr().err
+    assert err.startswith(f"junction: http://127.0.0.1:{port}/api/status is not a Junction node's management API: ")
+    assert said in err
+    assert err.rstrip().endswith(f"port {port} here is held by pid {os.getpid()} ({_comm()})")
+    assert run("route", "shard", "admin", "--url", f"http://127.0.0.1:{port}") == 3
+
+
+def _comm() -> str:
+    with open("/proc/self/comm") as f:
+        return f.read().strip()
+
+
+def test_an_unreachable_node_is_exit_1(capsys):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert run("status", "--url", f"127.0.0.1:{port}") == 1
+    assert "cannot reach" in capsys.readouterr().err
+
+
+def test_the_listener_of_a_port_is_found_on_this_host():
+    import os
+    import socket
+
+    from junction.management.portowner import describe_listener, listener
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        port = s.getsockname()[1]
+        assert listener(port) == (os.getpid(), _comm())
+        assert describe_listener(port) == f"pid {os.getpid()} ({_comm()})"
+    assert listener(port) is None  # nothing listens there now

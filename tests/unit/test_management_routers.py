@@ -339,6 +339,9 @@ def answers(monkeypatch):
         return seen["answer"]
 
     monkeypatch.setattr("junction.management.status_table.fetch_route", fake_fetch)
+    # `junction route` first checks, from its status, which node it reached
+    monkeypatch.setattr("junction.management.status_table.fetch_status",
+                        lambda url, timeout=5: {"name": "gw", "node_id": "gw-id"})
     return seen
 
 
@@ -350,6 +353,7 @@ def test_cli_route_remote(answers, capsys):
     assert answers["url"] == "http://h:8161/api/routers/r/target?key=app+1"
     out = capsys.readouterr().out
     assert "node-b-id" in out and "broker-b 10.0.0.2:61617" in out and "local:     no" in out
+    assert "router:    r on node gw (gw-id)" in out
 
 
 def test_cli_route_local_and_refusal(answers, capsys):
