@@ -477,7 +477,8 @@ class StompProtocol(Protocol):
         prefix, so every other client's CONNECTED is unchanged and the count
         (one pass over the sessions) is paid only by probes.  As in the AMQP
         Open properties: the node id, active, and the node's client
-        connections now, this one included.
+        connections now -- the distinct connections holding a session, every
+        acceptor and protocol, this one included.
         """
         live = len({s.connection.id for s in self.server.sessions})
         return [
