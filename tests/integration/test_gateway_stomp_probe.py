@@ -129,6 +129,7 @@ def test_a_stomp_only_core_is_ready_and_clients_are_forwarded_to_it(broker_facto
     target = wait_target(gateway, "core", "ready", lambda t: t["ready"])
     assert target["node_id"] == core.status()["node_id"]
     assert target["probe"] == "STOMP" and target["problem"] is None and target["note"] is None
+    assert target["connection_count"] == 0
 
     client = client_to(gateway).connect("app", "app-secret", **{"client-id": "stomp-only-1"})
     try:
@@ -137,6 +138,8 @@ def test_a_stomp_only_core_is_ready_and_clients_are_forwarded_to_it(broker_facto
         # forwarded: the client and its queue are on the core, not on the gateway's own core
         assert "stomp-only-1" in {c["client_id"] for c in core.status()["connections"]}
         assert address_status(core, queue) is not None and address_status(gateway, queue) is None
+        # the core's CONNECTED counts the forwarded client (the probe leaves itself out)
+        wait_target(gateway, "core", "counting the client", lambda t: t["connection_count"] == 1)
     finally:
         client.conn.disconnect()
 
