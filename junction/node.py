@@ -402,16 +402,17 @@ class Node:
             connection.add_member_listener(pool.sync_entries)
 
     def _router_probe(self, router_config):
-        """The readiness probe of a router's pool: AMQP to each target, in-process for the local one."""
+        """The readiness probe of a router's pool: AMQP or STOMP to each target, as the
+        target serves (``probeProtocols=`` on its connector), in-process for the local one."""
         try:
-            from junction.gateway.amqp_probe import AmqpTargetProbe
+            from junction.gateway.multi_probe import build_readiness_probe
         except ImportError as exc:
             raise RuntimeError(
-                f"connection router {router_config.name!r}: its pool needs the AMQP readiness "
-                f"probe (junction.gateway.amqp_probe), which cannot be imported: {exc}"
+                f"connection router {router_config.name!r}: its pool needs the readiness "
+                f"probes (junction.gateway.multi_probe), which cannot be imported: {exc}"
             ) from exc
         pool = router_config.pool
-        return AmqpTargetProbe(
+        return build_readiness_probe(
             username=pool.username,
             password=pool.password,
             reactor=self.reactor,

@@ -75,6 +75,10 @@ _SEND_RESERVED = frozenset(
     }
 )
 _SECURITY_ERRORS: tuple = ()
+#: Client ids of a gateway router's own probe connections start with this
+#: (Artemis's ``ConnectionRouter.CLIENT_ID_PREFIX``; the gateway's
+#: ``INTERNAL_CLIENT_ID_PREFIX``, which the broker core cannot import).
+ROUTER_PROBE_CLIENT_ID_PREFIX = "$.artemis.internal.router.client."
 
 
 def _security_error_types():
@@ -457,12 +461,31 @@ class StompProtocol(Protocol):
             self._accepted_at = events.clock()
             events.connection_accepted(info.id, remote=peer, acceptor=info.acceptor, protocol="STOMP")
         headers = [("version", version), ("session", self.session_id), ("server", f"Junction/{__version__}")]
+        if client_id is not None and client_id.startswith(ROUTER_PROBE_CLIENT_ID_PREFIX):
+            headers += self._probe_headers()
         if version != "1.0":
             cx, cy = _heart_beat(frame.get("heart-beat"))
             # We send every cy ms if the client wants beats; we expect the client's every cx.
             headers.append(("heart-beat", f"{cy},{cx}"))
             self._start_heartbeats(send_ms=cy, recv_ms=cx)
         self._write(Frame("CONNECTED", tuple(headers)))
+
+    def _probe_headers(self) -> list:
+        """What a gateway pool's STOMP readiness probe reads (junction/gateway/stomp_probe.py).
+
+        Said only to a connection whose client-id has the routers' internal
+        prefix, so every other client's CONNECTED is unchanged and the count
+        (one pass over the sessions) is paid only by probes.  As in the AMQP
+        Open properties: the node id, active, and the node's client
+        connections now -- the distinct connections holding a session, every
+        acceptor and protocol, this one included.
+        """
+        live = len({s.connection.id for s in self.server.sessions})
+        return [
+            ("junction-node-id", str(getattr(self.server, "node_id", None) or "junction")),
+            ("junction-active", "true"),
+            ("junction-connections", str(live)),
+        ]
 
     def _connect_timed_out(self):
         self._connect_timer = None

@@ -1232,6 +1232,9 @@ CONNECTOR_PARAMS = _TRANSPORT_COMMON | frozenset(
         # Junction's: the gateway writes a PROXY v2 header on connections it forwards
         # through this connector (docs/configuration.md)
         "proxyProtocolEnabled", "proxyEnabled",
+        # Junction's: the protocols a router pool's readiness probe speaks to the
+        # target behind this connector (docs/configuration.md)
+        model.PROBE_PROTOCOLS_PARAM,
     }
 )
 
@@ -1385,6 +1388,35 @@ def parse_transport_url(text: str, kind: str = "acceptor") -> tuple[ParsedURL | 
                 errors.append(f"parameter {key}: {e}")
         params[key] = value
     return ParsedURL(scheme, host, port, params), errors
+
+
+def parse_probe_protocols(text: str) -> tuple[tuple[str, ...], list[str]]:
+    """A connector's ``probeProtocols=``: a comma list of AMQP and STOMP, in the order to try.
+
+    Names are case-insensitive; an empty list, an unknown name, a protocol the
+    probe does not speak (CORE, OPENWIRE) and a repeat are errors.
+    """
+    names = [p.strip().upper() for p in text.split(",") if p.strip()]
+    errors = []
+    speaks = " and ".join(model.PROBE_PROTOCOLS)
+    if not names:
+        errors.append(f"probeProtocols= is empty; name {speaks}, or one of them")
+    out: list[str] = []
+    for name in names:
+        if name in out:
+            errors.append(f"probeProtocols= names {name} twice")
+        elif name in model.PROBE_PROTOCOLS:
+            out.append(name)
+        elif name in PROTOCOLS or name in UNSUPPORTED_PROTOCOLS:
+            errors.append(
+                f"probeProtocols= names {name}: the readiness probe speaks {speaks} only"
+            )
+        else:
+            errors.append(
+                f"probeProtocols= names an unknown protocol {name!r}"
+                f"{_suggest(name, model.PROBE_PROTOCOLS)}"
+            )
+    return tuple(out), errors
 
 
 def parse_protocols(text: str) -> tuple[frozenset[str], list[str]]:
@@ -1821,6 +1853,10 @@ class _Loader:
             if url is None:
                 continue
             self._proxy_params(child, f"connector {name!r}", url.params, acceptor=False)
+            probe_text = url.params.get(model.PROBE_PROTOCOLS_PARAM)
+            if probe_text is not None:
+                for p in parse_probe_protocols(probe_text)[1]:
+                    self.error(child, f"connector {name!r}: {p}")
             tls, tls_problems = parse_client_tls(url.params, self._path)
             if tls is not None:
                 tls_problems = check_client_tls(tls)

@@ -34,6 +34,12 @@ PERMISSION_TYPES = (
 
 ADDRESS_FULL_POLICIES = ("BLOCK", "FAIL", "DROP", "PAGE")
 
+#: Protocols a gateway pool's readiness probe can speak, as a connector's
+#: ``probeProtocols=`` names them (Junction's; Artemis's pools probe over CORE).
+PROBE_PROTOCOLS = ("AMQP", "STOMP")
+#: The connector URL parameter that chooses them.
+PROBE_PROTOCOLS_PARAM = "probeProtocols"
+
 
 @dataclass(frozen=True)
 class Acceptor:
@@ -72,6 +78,22 @@ class Connector:
     source: Source = ("", 0)
     #: TLS settings when ``sslEnabled=true`` (:class:`junction.tls.client.ClientTLS`)
     tls: Any = None
+
+    @property
+    def probe_protocols(self) -> tuple[str, ...]:
+        """``probeProtocols=``: the protocols a pool's readiness probe tries on this
+        connector, in order (upper-cased, known ones, no repeats); ``()`` when not
+        given (the probe's default order).  The loader rejects bad values in the
+        file; a connector announced by another node is read the same, leniently."""
+        text = (self.params or {}).get(PROBE_PROTOCOLS_PARAM)
+        if not text:
+            return ()
+        names = []
+        for name in str(text).split(","):
+            name = name.strip().upper()
+            if name in PROBE_PROTOCOLS and name not in names:
+                names.append(name)
+        return tuple(names)
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ from collections.abc import Iterable, Mapping
 from twisted.internet import defer
 from twisted.python.failure import Failure
 
-from junction.gateway.probe import PROBE_TIMEOUT, ProbeResult, TargetProbe
+from junction.gateway.probe import PROBE_TIMEOUT, ProbeResult, TargetProbe, describe_failure
 from junction.gateway.targets import Target
 
 __all__ = [
@@ -93,12 +93,6 @@ def _check_quorum_timeout(value) -> None:
         raise ValueError(f"quorum-timeout must be 0 ms or more, got {value!r}")
 
 
-def _describe(failure: Failure) -> str:
-    if failure.check(defer.TimeoutError):
-        return "probe timed out"
-    return f"probe failed: {failure.getErrorMessage() or failure.type.__name__}"
-
-
 class TargetMonitor:
     """Keeps one target's ``ready``, ``node_id`` and ``connection_count`` current.
 
@@ -135,6 +129,12 @@ class TargetMonitor:
         self._generation = 0
         self._checking = False
         self._problem: str | None = None
+        #: the protocol the readiness probe's last answer came over (None: none yet,
+        #: or the local target, answered in-process); kept while the target is down
+        self.protocol: str | None = None
+        #: what the readiness probe's last answer says about a ready target (another
+        #: broker: node id and count stand in), None when there is nothing to say
+        self.note: str | None = None
         #: checks completed (ready or not), for tests and the management API
         self.checks = 0
 
@@ -231,7 +231,7 @@ class TargetMonitor:
         if generation != self._generation:
             return
         self._pending = None
-        self._finish(generation, results, _describe(failure), failure)
+        self._finish(generation, results, describe_failure(failure), failure)
 
     def _bug(self, failure: Failure, generation) -> None:
         """An error in the monitor's own callbacks: logged, and the target is not ready."""
@@ -257,6 +257,11 @@ class TargetMonitor:
                     self.target.node_id = node_id
                 elif problem is None:
                     problem = f"answered as node {node_id}, expected {self.target.node_id}"
+            if results:
+                self.protocol = results[0].protocol or self.protocol
+                self.note = results[0].note
+            else:
+                self.note = None
             if failure is not None:
                 self.target.connection_count = None
             else:
@@ -601,7 +606,13 @@ class AbstractPool:
         return len(self._waits)
 
     def status(self) -> list[dict]:
-        """One dict per target, in pool order, for the management API."""
+        """One dict per target, in pool order, for the management API.
+
+        ``problem``: why the target is not ready (None when it is); ``probe``:
+        the protocol its readiness probe last got an answer over; ``note``:
+        what that answer says about a ready target that is not a Junction
+        core (its node id stands in, its connection count is unknown).
+        """
         out = []
         for target in self._order:
             monitor = self._monitors[target]
@@ -613,6 +624,8 @@ class AbstractPool:
                     "connection_count": target.connection_count,
                     "local": target.local,
                     "problem": monitor.problem,
+                    "probe": monitor.protocol,
+                    "note": monitor.note if target.ready else None,
                 }
             )
         return out

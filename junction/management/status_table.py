@@ -412,22 +412,26 @@ def format_status(status: dict) -> str:
         rows = []
         for name, router in routers.items():
             for target in router.get("targets") or []:
+                # why a target is not ready, or what to know about a ready one
+                # (another broker: its node id stands in, its count is unknown)
+                why = target.get("problem") if not target.get("ready") else target.get("note")
                 rows.append(
                     [
                         truncate(name),
                         truncate(target.get("name")),
                         target.get("node_id"),
                         "yes" if target.get("ready") else "no",
+                        target.get("probe") or "",
                         target.get("connection_count"),
                         "local" if target.get("local") else "",
-                        target.get("problem") or "",
+                        why or "",
                     ]
                 )
         lines += _section(
             "Router targets",
-            ["ROUTER", "TARGET", "NODE ID", "READY", "CONNECTIONS", "LOCAL", "PROBLEM"],
+            ["ROUTER", "TARGET", "NODE ID", "READY", "PROBE", "CONNECTIONS", "LOCAL", "PROBLEM / NOTE"],
             rows,
-            {4},
+            {5},
         )
 
     rows = []

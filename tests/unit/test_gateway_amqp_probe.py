@@ -10,165 +10,40 @@ test_gateway_probe.py`` runs it again against real ``junction run`` processes.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 
 import pytest
 from twisted.internet import defer, error
-from twisted.internet.testing import MemoryReactorClock, StringTransport
+from twisted.internet.testing import MemoryReactorClock
 from twisted.python.failure import Failure
 
 from junction.config.model import Connector
 from junction.gateway.amqp_probe import AmqpTargetProbe, ProbeError
-from junction.gateway.probe import PROBE_TIMEOUT, ProbeResult, TargetProbe
+from junction.gateway.probe import ProbeResult, TargetProbe
 from junction.gateway.router import INTERNAL_CLIENT_ID_PREFIX
 from junction.gateway.targets import Target
 from junction.protocols.proxy import encode_v2_local
-from tests.unit.probe_fixtures import REFUSE, SILENT, CoreOpening
+from tests.unit.probe_fixtures import (
+    HANG,
+    NO_CONNECT,
+    REFUSE,
+    REFUSED,
+    SILENT,
+    CoreOpening,
+    InMemoryContract,
+    MemoryWorld,
+    make_target,
+)
 from tests.unit.test_gateway_pool import TargetProbeContract, outcome
 
-_ports = itertools.count(20000)
 
-#: what sits behind a port in the memory world
-REFUSED = "refused"
-HANG = "hang"  # accepts, never says anything (not even the SASL header)
-NO_CONNECT = "no-connect"  # the TCP connect itself never completes
-
-
-def make_target(**params) -> Target:
-    port = next(_ports)
-    return Target(
-        connector=Connector(
-            name=f"core{port}", scheme="tcp", host="127.0.0.1", port=port, params=params
-        )
-    )
-
-
-class _Link:
-    """One probe connection in memory: the probe's protocol, its transport, the core behind it."""
-
-    def __init__(self, protocol, transport, core):
-        self.protocol = protocol
-        self.transport = transport
-        self.core = core
-        self.lost = False
-
-    def lose(self) -> None:
-        if not self.lost:
-            self.lost = True
-            self.protocol.connectionLost(Failure(error.ConnectionDone()))
-
-
-class MemoryWorld:
-    """Cores by port; drives the probe's connections until nothing moves."""
-
-    def __init__(self, reactor: MemoryReactorClock, *, byte_at_a_time: bool = False):
-        self.reactor = reactor
-        self.cores: dict = {}
-        self.links: list[_Link] = []
-        self.byte_at_a_time = byte_at_a_time
-        self._handled = 0
-
-    def put(self, target: Target, core) -> Target:
-        """``core``: a CoreOpening factory (called per connection), REFUSED, HANG or NO_CONNECT."""
-        self.cores[target.connector.port] = core
-        return target
-
-    def accept_new(self) -> bool:
-        """Answer the connection attempts made since the last call."""
-        moved = False
-        while self._handled < len(self.reactor.tcpClients):
-            host, port, factory, _timeout, _bind = self.reactor.tcpClients[self._handled]
-            connector = self.reactor.connectors[self._handled]
-            self._handled += 1
-            moved = True
-            core = self.cores.get(port, REFUSED)
-            if core == NO_CONNECT:
-                continue
-            if core == REFUSED:
-                factory.clientConnectionFailed(connector, Failure(error.ConnectionRefusedError()))
-                continue
-            protocol = factory.buildProtocol(None)
-            transport = StringTransport()
-            protocol.makeConnection(transport)
-            self.links.append(_Link(protocol, transport, None if core == HANG else core()))
-        return moved
-
-    def pump(self) -> None:
-        """Move bytes both ways on every live connection until nothing moves."""
-        while True:
-            moved = self.accept_new()
-            for link in self.links:
-                if link.lost:
-                    continue
-                out = link.transport.value()
-                if out:
-                    link.transport.clear()
-                    moved = True
-                    if link.core is not None:
-                        link.core.receive_data(out)
-                if link.core is not None:
-                    back = link.core.data_to_send()
-                    if back:
-                        moved = True
-                        if self.byte_at_a_time:
-                            for i in range(len(back)):
-                                link.protocol.dataReceived(back[i : i + 1])
-                        else:
-                            link.protocol.dataReceived(back)
-                if link.transport.disconnecting or (link.core is not None and link.core.finished):
-                    link.lose()
-                    moved = True
-            if not moved:
-                return
-
-    def live_links(self) -> list[_Link]:
-        return [link for link in self.links if not link.lost and not link.transport.disconnecting]
-
-
-class TestAmqpProbeContractInMemory(TargetProbeContract):
-    def make_probe(self):
-        self.reactor = MemoryReactorClock()
-        self.world = MemoryWorld(self.reactor)
+class TestAmqpProbeContractInMemory(InMemoryContract, TargetProbeContract):
+    def build_probe(self, reactor, local_status):
         return AmqpTargetProbe(
-            username="pool",
-            password="secret",
-            reactor=self.reactor,
-            local_status=lambda: ProbeResult(active=True, node_id="local-node", connection_count=0),
+            username="pool", password="secret", reactor=reactor, local_status=local_status
         )
 
-    def serving_target(self, node_id, connection_count):
-        # the core counts the probe's own connection too
-        return self.world.put(
-            make_target(), lambda: CoreOpening(node_id=node_id, connections=connection_count + 1)
-        )
-
-    def passive_target(self, node_id):
-        return self.world.put(
-            make_target(), lambda: CoreOpening(node_id=node_id, active=False, connections=1)
-        )
-
-    def unreachable_target(self):
-        return self.world.put(make_target(), REFUSED)
-
-    def hanging_target(self):
-        return self.world.put(make_target(), HANG)
-
-    def local_target(self, node_id):
-        return Target(local=True, node_id=node_id)
-
-    def resolve(self, d):
-        self.world.pump()
-        if not d.called:
-            self.reactor.advance(PROBE_TIMEOUT)
-            self.world.pump()
-        return outcome(d)
-
-    def leftovers(self):
-        return (
-            self.probe.outstanding()
-            + [c for c in self.reactor.getDelayedCalls() if c.active()]
-            + self.world.live_links()
-        )
+    def opening(self, *, node_id, active=True, connections=1):
+        return CoreOpening(node_id=node_id, active=active, connections=connections)
 
 
 # -- the probe against the stand-in core ------------------------------------------------
@@ -206,7 +81,7 @@ def test_reads_the_open_properties_and_subtracts_its_own_connection(reactor):
     d = probe.check(target)
     host, port, _f, _t, _b = reactor.tcpClients[0]
     assert (host, port) == ("127.0.0.1", target.connector.port)
-    assert run(world, d) == ProbeResult(active=True, node_id="n1", connection_count=6)
+    assert run(world, d) == ProbeResult(active=True, node_id="n1", connection_count=6, protocol="AMQP")
     assert probe.outstanding() == [] and reactor.getDelayedCalls() == []
 
 
@@ -243,14 +118,29 @@ def test_wrong_password_fails_with_unauthorized_access(reactor):
     assert probe.outstanding() == []
 
 
-def test_an_open_without_the_junction_properties_is_not_a_core(reactor):
+def test_an_open_without_the_junction_properties_is_another_broker_and_ready(reactor):
+    """Another AMQP broker answers: active, its node id stands in from the connector, count unknown."""
     probe, world = probe_and_world(reactor)
     target = world.put(make_target(), lambda: CoreOpening(properties={"product": "SomeBroker"}))
     result = run(world, probe.check(target))
+    assert result.active is True and result.protocol == "AMQP"
+    assert result.node_id == f"tcp://127.0.0.1:{target.connector.port}"
+    assert result.connection_count is None
+    assert "not a Junction core (SomeBroker)" in result.note
+    # the same on every check
+    assert run(world, probe.check(target)).node_id == result.node_id
+
+
+def test_an_open_with_some_junction_properties_broken_fails(reactor):
+    probe, world = probe_and_world(reactor)
+    target = world.put(
+        make_target(), lambda: CoreOpening(properties={"junction:node-id": "n", "product": "X"})
+    )
+    result = run(world, probe.check(target))
     assert isinstance(result, Failure) and result.check(ProbeError)
     message = result.getErrorMessage()
-    assert "not a Junction broker core" in message
-    for name in ("junction:node-id", "junction:active", "junction:connections"):
+    assert "not a valid Junction broker core open" in message
+    for name in ("junction:active", "junction:connections"):
         assert name in message
 
 
@@ -311,7 +201,7 @@ def test_fed_one_byte_at_a_time(reactor):
     probe, world = probe_and_world(reactor, byte_at_a_time=True)
     target = world.put(make_target(), lambda: CoreOpening(node_id="n1", connections=3))
     assert run(world, probe.check(target)) == ProbeResult(
-        active=True, node_id="n1", connection_count=2
+        active=True, node_id="n1", connection_count=2, protocol="AMQP"
     )
 
 
@@ -319,7 +209,7 @@ def test_passive_core_answers_not_active(reactor):
     probe, world = probe_and_world(reactor)
     target = world.put(make_target(), lambda: CoreOpening(node_id="b", active=False, connections=1))
     assert run(world, probe.check(target)) == ProbeResult(
-        active=False, node_id="b", connection_count=0
+        active=False, node_id="b", connection_count=0, protocol="AMQP"
     )
 
 

@@ -74,9 +74,9 @@ class RecordingProbe(FakeProbe):
 @pytest.fixture
 def probe_module(monkeypatch):
     RecordingProbe.made = []
-    module = types.ModuleType("junction.gateway.amqp_probe")
-    module.AmqpTargetProbe = RecordingProbe
-    monkeypatch.setitem(sys.modules, "junction.gateway.amqp_probe", module)
+    module = types.ModuleType("junction.gateway.multi_probe")
+    module.build_readiness_probe = RecordingProbe
+    monkeypatch.setitem(sys.modules, "junction.gateway.multi_probe", module)
     return module
 
 
@@ -108,7 +108,7 @@ def test_router_acceptors_listen_with_the_gateway_in_front_of_the_local_core(nod
     assert (tmp_path / "data" / "routers").is_dir()
 
 
-def test_each_pool_gets_an_amqp_probe_with_its_credentials_and_the_local_status(node, probe_module):
+def test_each_pool_gets_a_readiness_probe_with_its_credentials_and_the_local_status(node, probe_module):
     node.start()
     (probe,) = RecordingProbe.made  # only "shard" has a pool
     assert probe.kwargs["username"] == "prober" and probe.kwargs["password"] == "pw"
@@ -146,8 +146,8 @@ def test_stop_stops_the_routers_and_closes_the_probes(node, probe_module):
 
 
 def test_a_pool_without_the_probe_module_fails_the_start_clearly(node, monkeypatch):
-    monkeypatch.setitem(sys.modules, "junction.gateway.amqp_probe", None)
-    with pytest.raises(RuntimeError, match="connection router 'shard': its pool needs the AMQP readiness probe"):
+    monkeypatch.setitem(sys.modules, "junction.gateway.multi_probe", None)
+    with pytest.raises(RuntimeError, match="connection router 'shard': its pool needs the readiness probes"):
         node.start()
     node._unlock()
     node.server.stop()

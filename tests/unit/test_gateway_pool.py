@@ -916,6 +916,8 @@ def test_local_target_is_first_always_ready_but_still_probed():
         "connection_count": 2,
         "local": True,
         "problem": pool.monitor_of(local).problem,
+        "probe": None,
+        "note": None,
     }
     pool.stop()
     assert clock.getDelayedCalls() == []
@@ -940,6 +942,8 @@ def test_status_and_ready_count():
             "connection_count": 5,
             "local": False,
             "problem": None,
+            "probe": None,
+            "note": None,
         },
         {
             "name": "node1",
@@ -948,6 +952,8 @@ def test_status_and_ready_count():
             "connection_count": 5,
             "local": False,
             "problem": "not active",
+            "probe": None,
+            "note": None,
         },
     ]
     pool.stop()
