@@ -156,7 +156,6 @@ class ConfigReloader:
         self.restart_needed: list[str] = []
         #: the errors of the file on disk (``file:line: message``), None when it is valid
         self.errors: list[str] | None = None
-        self._first = True
 
     # -- the timer -----------------------------------------------------------------
     def start(self) -> None:
@@ -200,9 +199,9 @@ class ConfigReloader:
     def reload(self) -> dict | None:
         """Load broker.xml and apply what can be applied at run time; the result (also :attr:`last`).
 
-        The first check only compares the file with the configuration the node
-        started with (it may have been edited while the node recovered its
-        journal); None when they are the same.
+        None when the file says what the node runs (the first check finds the
+        file the node started with, unless it was edited while the node
+        recovered its journal; comments and moved lines are no change).
         """
         taken = self.watch.stamps()
         try:
@@ -214,12 +213,13 @@ class ConfigReloader:
         if self.errors is not None:
             log.info("configuration file %s is valid again", self.path)
         self.errors = None
-        first, self._first = self._first, False
         parts = _changed_parts(self.config, new)
         restart = restart_needed(self.config, new)
         period_changed = new.configuration_file_refresh_period != self.period_ms
-        if first and not (parts or restart or period_changed):
-            return None  # the file the node started with, checked once
+        if not (parts or restart or period_changed or restart != self.restart_needed):
+            # the file the node runs (comments, moved lines, a touch, a racy stamp read again)
+            log.debug("configuration file %s: no change", self.path)
+            return None
         log.info("configuration file %s changed: reloading", self.path)
         done, problems = self._apply(new, parts)
         self.restart_needed = restart
@@ -229,8 +229,6 @@ class ConfigReloader:
                 self.path, ", ".join(restart),
             )
         result = "applied" if parts else ("restart needed" if restart else "nothing to apply")
-        if not (parts or restart):
-            log.info("configuration file %s: nothing to apply", self.path)
         self.last = {
             "at": round(self._wall(), 3),
             "result": result,

@@ -243,9 +243,13 @@ def node(tmp_path, files):
     server.stop()
 
 
-def test_the_first_check_finds_the_file_the_node_started_with(node):
+def test_the_first_check_finds_the_file_the_node_started_with_and_comments_are_no_change(node, caplog):
+    caplog.set_level(logging.INFO, logger="junction.reload")
     node.tick()
     assert node.reloader.checks == 1 and node.reloader.last is None and node.applied == []
+    node.path.write_text("<!-- a comment -->\n\n" + node.path.read_text())
+    node.tick()
+    assert node.reloader.last is None and node.applied == [] and caplog.records == []
 
 
 def test_an_edit_applies_address_settings_security_settings_and_addresses_within_a_period(node, caplog):
