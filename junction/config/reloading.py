@@ -156,7 +156,8 @@ class ReloadingUserStore(ReloadingFiles):
         return self.current.users
 
     def _describe(self, value) -> str:
-        return f"{len(value.users)} users from {', '.join(self.paths)}"
+        count = len(value.users)
+        return f"{count} user{'' if count == 1 else 's'} from {', '.join(self.paths)}"
 
     def status(self) -> dict:
         status = super().status()

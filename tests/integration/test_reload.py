@@ -195,7 +195,7 @@ def test_a_half_written_users_file_keeps_the_users_the_node_had(broker_factory):
     stomp_roundtrip(admin, "still-here")
     admin.disconnect()
     stomp_refused(broker.stomp_address, "bob", "b0b")
-    assert "users and roles files changed but cannot be used; keeping 1 users" in broker.log_text()
+    assert "users and roles files changed but cannot be used; keeping 1 user from" in broker.log_text()
 
     replace(users, whole)  # the writer finishes: bob logs in at once, the status is clear
     stomp_login(broker.stomp_address, "bob", "b0b").disconnect()

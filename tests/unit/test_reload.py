@@ -140,7 +140,7 @@ def test_a_half_written_users_file_keeps_the_users_loaded_before(files, caplog):
     line = cut.count("\n") + 1
     assert error.startswith(f"{files.users_file}:{line}: user 'bob': ENC(")
     logged = [r.getMessage() for r in caplog.records]
-    assert sum("cannot be used; keeping 1 users" in m for m in logged) == 1, logged  # said once
+    assert sum("cannot be used; keeping 1 user from" in m for m in logged) == 1, logged  # said once
     # the writer finishes: bob can log in, the error is gone
     with open(files.users_file, "w") as fh:
         fh.write(whole)
