@@ -7,13 +7,13 @@ it dies, with a live status table; Ctrl-C stops them all gracefully.
 stops gracefully on SIGTERM or Ctrl-C (in-flight journal syncs finish).
 ``junction status`` prints a running node's state as a table.
 ``junction route ROUTER KEY`` asks a running node's connection router where a key goes.
-``junction user add|list|rm`` edits the users and roles files beside a config.
+``junction user add|passwd|rm|list`` edits the users and roles files; running nodes
+take the changes at their next login.
 """
 
 from __future__ import annotations
 
 import argparse
-import getpass
 import json
 import logging
 import os
@@ -288,44 +288,10 @@ def cmd_route(args) -> int:
     return 1
 
 
-def _user_files(args):
-    config = _load(args.config)
-    return config.users_file, config.roles_file
-
-
 def cmd_user(args) -> int:
-    from junction.config import properties
+    from junction.user_command import run
 
-    users_path, roles_path = _user_files(args)
-    try:
-        return _user_command(args, properties, users_path, roles_path)
-    except (ValueError, KeyError) as exc:
-        message = exc.args[0] if exc.args else str(exc)
-        print(f"junction: {message}", file=sys.stderr)
-        return 1
-
-
-def _user_command(args, properties, users_path, roles_path) -> int:
-    if args.user_command == "add":
-        password = args.password
-        if password is None:
-            password = getpass.getpass(f"password for {args.name}: ")
-        roles = [r for r in (args.role or "").split(",") if r]
-        existed = any(name == args.name for name, _ in properties.list_users(users_path, roles_path))
-        if existed:
-            properties.remove_user(users_path, roles_path, args.name)
-        properties.add_user(users_path, roles_path, args.name, password, roles)
-        verb = "updated in" if existed else "added to"
-        print(f"user {args.name} {verb} {users_path} with roles {','.join(roles) or '(none)'}")
-    elif args.user_command == "rm":
-        if not any(name == args.name for name, _ in properties.list_users(users_path, roles_path)):
-            raise ValueError(f"no user {args.name!r} in {users_path}")
-        properties.remove_user(users_path, roles_path, args.name)
-        print(f"user {args.name} removed")
-    else:
-        for name, roles in properties.list_users(users_path, roles_path):
-            print(f"{name}\t{','.join(sorted(roles))}")
-    return 0
+    return run(args)
 
 
 def cmd_version(args) -> int:
@@ -378,19 +344,29 @@ def build_parser() -> argparse.ArgumentParser:
                        "exit 3 if the URL answers for another node or another program")
     route.set_defaults(func=cmd_route)
 
-    user = sub.add_parser("user", help="manage users and roles (Artemis properties files)")
-    user.add_argument("--config", default=DEFAULT_CONFIG, help="broker.xml naming the users and roles files")
-    # --config may also follow the subcommand (junction user add bob --config ...).
-    config_arg = argparse.ArgumentParser(add_help=False)
-    config_arg.add_argument("--config", default=argparse.SUPPRESS, help="broker.xml naming the users and roles files")
+    user = sub.add_parser(
+        "user",
+        help="manage users and roles (Artemis properties files); running nodes take changes at once",
+        description="Which files: --config's, else --etc's, else those of etc/appliance (junction up's "
+        "default), else those of etc/broker.xml (junction run's default).",
+    )
+    user.add_argument("--config", default=None, help="broker.xml naming the users and roles files")
+    user.add_argument("--etc", default=None, help="an appliance folder: the users file its nodes share")
+    # --config and --etc may also follow the subcommand (junction user add bob --config ...).
+    where = argparse.ArgumentParser(add_help=False)
+    where.add_argument("--config", default=argparse.SUPPRESS, help="broker.xml naming the users and roles files")
+    where.add_argument("--etc", default=argparse.SUPPRESS, help="an appliance folder: the users file its nodes share")
     user_sub = user.add_subparsers(dest="user_command", required=True)
-    add = user_sub.add_parser("add", help="add a user, or replace its password and roles", parents=[config_arg])
+    add = user_sub.add_parser("add", help="add a user, or replace its password and roles", parents=[where])
     add.add_argument("name")
     add.add_argument("--password", help="the password (prompted for when omitted)")
     add.add_argument("--role", help="comma-separated roles")
-    rm = user_sub.add_parser("rm", help="remove a user", parents=[config_arg])
+    passwd = user_sub.add_parser("passwd", help="change a user's password (its roles stay)", parents=[where])
+    passwd.add_argument("name")
+    passwd.add_argument("--password", help="the new password (prompted for when omitted)")
+    rm = user_sub.add_parser("rm", help="remove a user", parents=[where])
     rm.add_argument("name")
-    user_sub.add_parser("list", help="list users and their roles", parents=[config_arg])
+    user_sub.add_parser("list", help="list users and their roles", parents=[where])
     user.set_defaults(func=cmd_user)
 
     version = sub.add_parser("version", help="print the version")

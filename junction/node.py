@@ -24,12 +24,14 @@ from junction.brokercore.acceptor import (
 )
 from junction.brokercore.admission import ADMISSION_PARAMS, wrap_admission
 from junction.brokercore.amqp_server import AMQP_ACCEPTOR_PARAMS, AmqpFactory
+from junction.brokercore.config_reload import ConfigReloader
 from junction.brokercore.events import MessageEvents
 from junction.brokercore.security import SecurityManager
 from junction.brokercore.server import BrokerServer
 from junction.brokercore.stomp_server import STOMP_ACCEPTOR_PARAMS, StompFactory
 from junction.brokercore.wildcard import WildcardSyntax
 from junction.config.loader import load_certificate_users
+from junction.config.reloading import watch_certificate_users, watch_user_store
 from junction.events.node import NodeEvents
 from junction.events.writer import EventLog
 from junction.gateway.build import build_router
@@ -137,6 +139,8 @@ class Node:
         #: and the parts' view of it (:class:`junction.events.node.NodeEvents`); None when off
         self.event_log = None
         self.events = None
+        #: ``configuration-file-refresh-period``: broker.xml and the users files checked for changes
+        self.reloader: ConfigReloader | None = None
 
     @property
     def name(self) -> str:
@@ -195,6 +199,14 @@ class Node:
             any_words=config.wildcard_addresses.any_words,
             single_word=config.wildcard_addresses.single_word,
         )
+        # the users, roles and certificate-user files are read again when they change
+        if self.user_store is not None and config.security_enabled:
+            self.user_store = watch_user_store(config, self.user_store)
+        certificate_users = self.certificate_users
+        if certificate_users is None:
+            certificate_users = load_certificate_users(config)
+        if certificate_users is not None and config.security_enabled:
+            certificate_users = watch_certificate_users(config, certificate_users)
         security = SecurityManager(
             self.user_store,
             config.security_settings,
@@ -205,9 +217,7 @@ class Node:
             authentication_cache_size=config.authentication_cache_size,
             invalidation_interval=config.security_invalidation_interval / 1000,
             clock=self.reactor,
-            certificate_users=self.certificate_users
-            if self.certificate_users is not None
-            else load_certificate_users(config),
+            certificate_users=certificate_users,
         )
         self.server = BrokerServer(
             config, reactor=self.reactor, security=security, journal=self.journal, node_id=self.node_id
@@ -231,6 +241,10 @@ class Node:
         if self.cluster is not None:
             self.cluster.start()
         self._start_management()
+        self.reloader = ConfigReloader(
+            config, self.server, reactor=self.reactor, on_applied=self._reloaded, warnings=unimplemented_settings
+        )
+        self.reloader.start()
         log.info(
             "node %s (%s) started: config %s, journal %s, persistence %s",
             config.name,
@@ -586,10 +600,17 @@ class Node:
             self.relay = RelayEngine(self.reactor)
         return self.relay
 
+    def _reloaded(self, config) -> None:
+        """A configuration reload applied: the node and its broker core run ``config`` now."""
+        self.config = config
+        self.server.config = config
+
     @defer.inlineCallbacks
     def stop(self):
         """Stop listening, close connections, flush the journal (syncs finish)."""
         log.info("node %s stopping", self.config.name)
+        if self.reloader is not None:
+            self.reloader.stop()
         for port in list(self.listeners.values()):
             yield defer.maybeDeferred(port.stopListening)
         self.listeners.clear()
@@ -816,6 +837,8 @@ class Node:
             cluster["discovery_groups"] = [g.status() for g in self.discovery_groups.values()]
             status["cluster"] = cluster
         status["config"] = self.config.config_path
+        if self.reloader is not None:
+            status["reload"] = self.reloader.status()
         status["data_dirs"] = self.data_dirs
         if self.management_port is not None:
             status["management"] = {

@@ -175,6 +175,26 @@ class SecurityManager:
 
     # -- authentication ---------------------------------------------------
 
+    def refresh_users(self) -> bool:
+        """Read the users, roles and certificate-user files again if they changed.
+
+        A store that reloads (:class:`junction.config.reloading.ReloadingUserStore`)
+        has a ``refresh()``; others are left as they are.  Called at every login,
+        as Artemis's properties login module with ``reload=true`` checks at every
+        login, and by the node's periodic configuration check.  When a file
+        changed, every remembered login is forgotten, so a removed user or a
+        changed password is refused from the next login on; sessions already
+        open stay, as in Artemis.  Cost when nothing changed: a ``stat`` per file.
+        """
+        changed = False
+        for store in (self.user_store, self.certificate_users):
+            refresh = getattr(store, "refresh", None)
+            if refresh is not None and refresh():
+                changed = True
+        if changed:
+            self._logins.clear()
+        return changed
+
     def authenticate(self, user: str | None, password: str | None) -> Principal | None:
         """The principal for a login, or None if the login must be refused.
 
@@ -190,6 +210,7 @@ class SecurityManager:
             user = None
         if not self.enabled:
             return Principal(user, frozenset())
+        self.refresh_users()
         if user is None:
             if self.anonymous_user is None:
                 return None
@@ -217,6 +238,8 @@ class SecurityManager:
         """
         user = None
         if subject is not None and self.certificate_users is not None:
+            if self.enabled:
+                self.refresh_users()
             user = self.certificate_users.user_for(subject)
         if not self.enabled:
             return Principal(user, frozenset())

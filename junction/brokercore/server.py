@@ -273,29 +273,10 @@ class BrokerServer:
             )
 
     def _deploy_configured(self) -> None:
-        self._topology_changed()
-        for addr in self.config.addresses:
-            address = self.addresses.get(addr.name)
-            if address is None:
-                address = self._add_address(addr.name, set(addr.routing_types), auto_created=False, persist=False)
-            else:
-                address.routing_types |= set(addr.routing_types)
-                address.auto_created = False
-            for qc in addr.queues:
-                if qc.name in self.queues:
-                    continue
-                defn = QueueDefinition(
-                    name=qc.name,
-                    address=addr.name,
-                    routing_type=qc.routing_type,
-                    filter=qc.filter,
-                    durable=qc.durable,
-                    max_consumers=qc.max_consumers,
-                    purge_on_no_consumers=qc.purge_on_no_consumers,
-                    exclusive=qc.exclusive,
-                    user=qc.user,
-                )
-                self.create_queue(defn)
+        from junction.brokercore.deploy import deploy_addresses
+
+        for problem in deploy_addresses(self, self.config.addresses)[1]:
+            log.warning("%s", problem)
 
     # -- scheduling helpers used by queues ------------------------------------------
     def call_soon(self, fn) -> None:
@@ -323,6 +304,14 @@ class BrokerServer:
         for address in self.addresses.values():
             address.settings = None
         self._topology_changed()
+        # new limits (a configuration reload) may leave room: release BLOCKed sends, depage
+        for address in self.addresses.values():
+            if address.blocked and self.address_full(address, 0) is None:
+                waiting, address.blocked = address.blocked, []
+                for d in waiting:
+                    d.callback(None)
+            if address.page_store is not None:
+                self._schedule_depage(address)
 
     # -- addresses and queues --------------------------------------------------------
     def _topology_changed(self) -> None:
@@ -356,6 +345,36 @@ class BrokerServer:
                 self.storage.delete_address(address.record_id)
             address.record_id = self.storage.store_address(name, address.routing_types, address.auto_created)
         return address
+
+    def declare_address(self, name: str, routing_types) -> tuple[Address, set]:
+        """An address ``<addresses>`` declares: created (not journaled: the configuration
+        brings it back at each start) or given the routing types it lacks, and no longer
+        auto-created.  Returns the address and the routing types it gained."""
+        address = self.addresses.get(name)
+        if address is None:
+            return self._add_address(name, set(routing_types), auto_created=False, persist=False), set(routing_types)
+        added = set(routing_types) - address.routing_types
+        if added:
+            self._topology_changed()
+            address.routing_types |= added
+        address.auto_created = False
+        return address, added
+
+    def remove_routing_type(self, name: str, routing_type) -> list[str]:
+        """Take ``routing_type`` off an address unless queues of that type are bound: their names."""
+        address = self.addresses.get(name)
+        if address is None or routing_type not in address.routing_types:
+            return []
+        bound = sorted(q.name for q in address.queues.values() if q.routing_type == routing_type)
+        if bound:
+            return bound
+        self._topology_changed()
+        address.routing_types.discard(routing_type)
+        self._wildcard_cache.clear()
+        if address.record_id:
+            self.storage.delete_address(address.record_id)
+            address.record_id = self.storage.store_address(name, address.routing_types, address.auto_created)
+        return []
 
     def delete_address(self, name: str) -> None:
         address = self.addresses.pop(name, None)

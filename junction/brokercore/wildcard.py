@@ -412,6 +412,8 @@ class ResolvedAddressSettings:
     default_ring_size: int
     enable_metrics: bool
     management_browse_page_size: int
+    config_delete_queues: str
+    config_delete_addresses: str
     matched: tuple[str, ...] = ()
 
 

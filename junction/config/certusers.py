@@ -69,6 +69,13 @@ class CertificateUsers:
         roles = UserStore.load(users_file, os.fspath(roles_path)) if roles_path else UserStore({}, {}, {})
         return cls(exact, patterns, roles)
 
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, CertificateUsers):
+            return NotImplemented
+        return (self._exact, self._patterns, self._roles) == (other._exact, other._patterns, other._roles)
+
+    __hash__ = None
+
     def user_for(self, subject: str) -> str | None:
         """The user a certificate with this subject DN logs in as, or None."""
         user = self._exact.get(normalise_dn(subject))

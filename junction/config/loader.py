@@ -598,7 +598,6 @@ _JVM = "tuning for the Java broker (threads, JMX, JVM memory); no effect in Junc
 _JOURNAL = "tuning for Artemis's journal implementation; Junction's journal sizes itself"
 _MONITOR = "monitoring of the Java broker; Junction has its own management API and metrics"
 _PAGING = "paging read-ahead tuning for the Java broker; no effect in Junction"
-_NO_RELOAD = "Junction does not reload broker.xml while running; restart the node to apply changes"
 _MQTT = "MQTT is not supported by Junction, so this MQTT setting has no effect"
 _MIRROR = "AMQP mirroring is not supported by Junction, so this setting has no effect"
 
@@ -710,7 +709,9 @@ CORE_ELEMENTS: dict[str, Value | Section | Ignored | DefaultOnly | Unsupported] 
         integer(1, minus_one=True), "disk monitoring of the Java broker; no effect in Junction"
     ),
     "connection-ttl-check-interval": Ignored(integer(1, long=True), _JVM),
-    "configuration-file-refresh-period": Ignored(integer(1, minus_one=True, long=True), _NO_RELOAD),
+    "configuration-file-refresh-period": Value(
+        "configuration_file_refresh_period", integer(1, minus_one=True, long=True)
+    ),
     "transaction-timeout-scan-period": Ignored(integer(1, long=True), _JVM),
     "message-expiry-scan-period": Ignored(integer(1, minus_one=True, long=True), _JVM),
     "message-expiry-thread-priority": Ignored(integer(0, 9), _JVM),
@@ -884,8 +885,8 @@ ADDRESS_SETTING_ELEMENTS: dict[str, Value | Ignored | DefaultOnly | Unsupported]
     ),
     "auto-delete-queues-skip-usage-check": DefaultOnly(boolean, False),
     "auto-delete-addresses-skip-usage-check": DefaultOnly(boolean, False),
-    "config-delete-queues": DefaultOnly(choice("OFF", "FORCE"), "OFF"),
-    "config-delete-addresses": DefaultOnly(choice("OFF", "FORCE"), "OFF"),
+    "config-delete-queues": Value("config_delete_queues", choice("OFF", "FORCE")),
+    "config-delete-addresses": Value("config_delete_addresses", choice("OFF", "FORCE")),
     "config-delete-diverts": DefaultOnly(choice("OFF", "FORCE"), "OFF"),
     "retroactive-message-count": DefaultOnly(integer(0, long=True), 0),
     "enable-ingress-timestamp": DefaultOnly(boolean, False),

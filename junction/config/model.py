@@ -200,6 +200,10 @@ class AddressSettings:
     default_ring_size: int | None = None
     enable_metrics: bool | None = None
     management_browse_page_size: int | None = None
+    #: what a configuration reload does with a queue / an address that is no longer
+    #: in ``<addresses>``: ``OFF`` keeps it, ``FORCE`` removes it and its messages
+    config_delete_queues: str | None = None
+    config_delete_addresses: str | None = None
     source: Source = ("", 0)
 
 
@@ -256,6 +260,8 @@ ADDRESS_SETTINGS_DEFAULTS = dict(
     default_ring_size=-1,
     enable_metrics=True,
     management_browse_page_size=200,
+    config_delete_queues="OFF",
+    config_delete_addresses="OFF",
 )
 
 
@@ -574,6 +580,9 @@ class BrokerConfig:
     authorization_cache_size: int = 1000
     #: milliseconds a remembered login stays valid (Artemis's security-invalidation-interval)
     security_invalidation_interval: int = 10_000
+    #: milliseconds between checks of broker.xml (and the users and roles files) for
+    #: changes to apply at run time; -1: never (Artemis's default is 5000)
+    configuration_file_refresh_period: int = 5000
     acceptors: tuple[Acceptor, ...] = ()
     connectors: tuple[Connector, ...] = ()
     #: ``<connection-routers>``; an acceptor's ``router=`` names one of them.

@@ -390,7 +390,8 @@ def _split_users(value: str) -> list[str]:
 class UserStore:
     """The users and roles of one node, loaded from the two properties files.
 
-    Immutable once loaded; reload by calling :meth:`load` again.
+    Immutable once loaded; reload by calling :meth:`load` again
+    (:class:`junction.config.reloading.ReloadingUserStore` does, when the files change).
     """
 
     def __init__(
@@ -421,6 +422,12 @@ class UserStore:
                     _parse_hash(e.value)
                 except ValueError as err:
                     raise PropertiesError(users_file, e.line, f"user {e.key!r}: {err}") from None
+            elif e.value.startswith("ENC("):
+                # Artemis would take this for a plain-text password; it is a hash cut
+                # short (a file read while it was being written, or a bad paste)
+                raise PropertiesError(
+                    users_file, e.line, f"user {e.key!r}: ENC(... password has no closing parenthesis"
+                )
             users[e.key] = e.value
         roles: dict[str, set[str]] = {}
         patterns: dict[str, re.Pattern] = {}
@@ -437,6 +444,14 @@ class UserStore:
                 continue
             roles.setdefault(e.key, set()).update(_split_users(e.value))
         return cls(users, {r: frozenset(u) for r, u in roles.items()}, patterns)
+
+    def __eq__(self, other) -> bool:
+        """Same users, passwords and roles (a reload compares the new files with the old)."""
+        if not isinstance(other, UserStore):
+            return NotImplemented
+        return (self._users, self._roles, self._patterns) == (other._users, other._roles, other._patterns)
+
+    __hash__ = None  # mutable contents in spirit: not a dict key
 
     @property
     def users(self) -> frozenset[str]:
@@ -482,30 +497,8 @@ def _check_name(what: str, name: str) -> None:
         )
 
 
-def add_user(
-    users_path: str | os.PathLike,
-    roles_path: str | os.PathLike,
-    user: str,
-    password: str,
-    roles: Iterable[str] = (),
-    *,
-    plaintext: bool = False,
-    iterations: int = HASH_ITERATIONS,
-) -> None:
-    """Add ``user`` with ``password`` (hashed unless ``plaintext``) and ``roles``.
-
-    Creates either file when missing.  ValueError when the user exists.
-    """
-    _check_name("user", user)
-    roles = list(dict.fromkeys(roles))
-    for r in roles:
-        _check_name("role", r)
-    users_file, roles_file = os.fspath(users_path), os.fspath(roles_path)
-    uentries = _read_entries(users_file, missing_ok=True)
-    if any(e.key == user for e in uentries):
-        raise ValueError(f"user {user!r} already exists in {users_file}")
-    stored = password if plaintext else hash_password(password, iterations=iterations)
-    rentries = _read_entries(roles_file, missing_ok=True)
+def _add_to_roles(rentries: list[_Entry], user: str, roles: list[str]) -> None:
+    """Put ``user`` in each of ``roles`` (a missing role is appended; ``/regexp/`` roles are left alone)."""
     for role in roles:
         current = None
         for e in reversed(rentries):
@@ -518,10 +511,69 @@ def add_user(
         if user not in members:
             members.append(user)
         _set(rentries, role, ",".join(members))
+
+
+def _remove_from_roles(rentries: list[_Entry], user: str, keep: Iterable[str] = ()) -> tuple[list[_Entry], bool]:
+    """``rentries`` with ``user`` taken out of every role but ``keep``; a role left empty goes.
+
+    Returns the new entries and whether anything changed.
+    """
+    keep = set(keep)
+    changed = False
+    nl = _newline_of(rentries)
+    kept = []
+    for e in rentries:
+        if e.key is not None and e.key not in keep and not _is_regexp(e.value):
+            members = _split_users(e.value)
+            if user in members:
+                changed = True
+                members = [m for m in members if m != user]
+                if not members:
+                    continue
+                e.raw = [_format(e.key, ",".join(members), nl)]
+                e.value = ",".join(members)
+        kept.append(e)
+    return kept, changed
+
+
+def add_user(
+    users_path: str | os.PathLike,
+    roles_path: str | os.PathLike,
+    user: str,
+    password: str,
+    roles: Iterable[str] = (),
+    *,
+    plaintext: bool = False,
+    iterations: int = HASH_ITERATIONS,
+    replace: bool = False,
+) -> None:
+    """Add ``user`` with ``password`` (hashed unless ``plaintext``) and ``roles``.
+
+    Creates either file when missing.  When the user exists: ValueError, or
+    with ``replace`` the user gets the new password and exactly ``roles``, its
+    line keeping its place.  Each file is written once (roles first), so a
+    node reloading the files in between never finds the user missing or
+    without its roles.
+    """
+    _check_name("user", user)
+    roles = list(dict.fromkeys(roles))
+    for r in roles:
+        _check_name("role", r)
+    users_file, roles_file = os.fspath(users_path), os.fspath(roles_path)
+    uentries = _read_entries(users_file, missing_ok=True)
+    exists = any(e.key == user for e in uentries)
+    if exists and not replace:
+        raise ValueError(f"user {user!r} already exists in {users_file}")
+    stored = password if plaintext else hash_password(password, iterations=iterations)
+    rentries = _read_entries(roles_file, missing_ok=True)
+    before = _render(rentries)
+    if exists:
+        rentries = _remove_from_roles(rentries, user, keep=roles)[0]
+    _add_to_roles(rentries, user, roles)
     _set(uentries, user, stored)
-    _write_atomic(users_file, _render(uentries))
-    if roles:
+    if _render(rentries) != before:
         _write_atomic(roles_file, _render(rentries), default_mode=0o644)
+    _write_atomic(users_file, _render(uentries))
 
 
 def set_password(
@@ -550,21 +602,7 @@ def remove_user(users_path: str | os.PathLike, roles_path: str | os.PathLike, us
     uentries = _read_entries(users_file, missing_ok=False)
     if not _delete(uentries, user):
         raise KeyError(user)
-    rentries = _read_entries(roles_file, missing_ok=True)
-    changed = False
-    nl = _newline_of(rentries)
-    kept = []
-    for e in rentries:
-        if e.key is not None and not _is_regexp(e.value):
-            members = _split_users(e.value)
-            if user in members:
-                changed = True
-                members = [m for m in members if m != user]
-                if not members:
-                    continue
-                e.raw = [_format(e.key, ",".join(members), nl)]
-                e.value = ",".join(members)
-        kept.append(e)
+    kept, changed = _remove_from_roles(_read_entries(roles_file, missing_ok=True), user)
     _write_atomic(users_file, _render(uentries))
     if changed:
         _write_atomic(roles_file, _render(kept), default_mode=0o644)

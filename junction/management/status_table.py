@@ -329,6 +329,24 @@ def _journal_lines(status: dict) -> list[str]:
     return lines
 
 
+def _reload_lines(reload) -> list[tuple[str, str]]:
+    """Header lines for a configuration reload that failed or waits for a restart (none when all is well)."""
+    if not isinstance(reload, dict):
+        return []
+    lines = []
+    errors = reload.get("errors") or []
+    if errors:
+        more = f" and {len(errors) - 1} more" if len(errors) > 1 else ""
+        lines.append(("CONFIG NOT RELOADED", f"{errors[0]}{more} (the running configuration is kept)"))
+    if reload.get("restart_needed"):
+        lines.append(("Restart needed", "changed in the file: " + ", ".join(map(str, reload["restart_needed"]))))
+    for key, what in (("users", "USERS FILE"), ("certificate_users", "CERT USERS FILE")):
+        problem = (reload.get(key) or {}).get("error")
+        if problem:
+            lines.append((f"{what} NOT RELOADED", f"{problem[0]} (the users loaded before are kept)"))
+    return lines
+
+
 def format_status(status: dict) -> str:
     """The status dict from ``/api/status`` as readable, aligned plain text.
 
@@ -353,6 +371,7 @@ def format_status(status: dict) -> str:
     header.append(("Uptime", format_duration(status.get("uptime_s"))))
     if status.get("config"):
         header.append(("Config", str(status["config"])))
+    header.extend(_reload_lines(status.get("reload")))
     persistence = _journal_lines(status)
     header.append(("Persistence", persistence[0]))
     header.extend(("", line) for line in persistence[1:])

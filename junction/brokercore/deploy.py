@@ -1,0 +1,169 @@
+"""What ``<addresses>`` declares, put into a running broker core: at start and at each reload.
+
+:func:`deploy_addresses` creates the declared addresses and queues that do
+not exist (start-up and every configuration reload, as Artemis's
+``deployAddressesFromConfiguration``).  :func:`undeploy_addresses` removes
+what a reloaded configuration no longer declares, as Artemis's
+``undeployAddressesAndQueueNotInConfiguration``, under the address settings'
+deletion policies:
+
+* ``config-delete-addresses`` ``FORCE``: an address that is not in the file,
+  was not auto-created and is not one of Junction's internal ones
+  (``$.junction.``) is removed with its queues and their messages.  As in
+  Artemis this includes addresses created through the management API.
+* ``config-delete-queues`` ``FORCE``: a queue the previous configuration
+  declared on an address and the new one does not is removed with its
+  messages.  (Artemis marks such queues "configuration managed" in its
+  journal; Junction takes the running configuration's ``<addresses>``.)
+* ``OFF`` (the default for both): nothing is removed, and the log says what
+  was kept, so an operator can remove it through the management API.
+
+Queue attributes of an existing declared queue are not updated (Artemis
+updates them; Junction reports the difference instead, see
+:func:`changed_queues`).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from junction.brokercore import errors
+from junction.brokercore.queue import QueueDefinition
+
+__all__ = ["INTERNAL_PREFIX", "changed_queues", "deploy_addresses", "undeploy_addresses"]
+
+log = logging.getLogger("junction.reload")
+
+#: Junction's own addresses and queues (cluster store-and-forward ...): never undeployed
+INTERNAL_PREFIX = "$.junction."
+
+
+def _types(routing_types) -> str:
+    return ",".join(sorted(t.name for t in routing_types))
+
+
+def _where(item) -> str:
+    return f"{item.source[0]}:{item.source[1]}"
+
+
+def deploy_addresses(server, addresses, *, exact: bool = False) -> tuple[list[str], list[str]]:
+    """Create the declared addresses and queues that are missing on ``server``.
+
+    An existing declared address gains the routing types it lacks; an existing
+    queue is left as it is.  With ``exact`` (a reload, as Artemis's
+    ``addOrUpdateAddressInfo``) a routing type the address no longer declares
+    is removed too, unless a queue of that type is still bound.  Returns
+    ``(done, problems)``: what was deployed (for the log) and ``file:line:``
+    lines for what could not be.
+    """
+    done: list[str] = []
+    problems: list[str] = []
+    for addr in addresses:
+        declared = set(addr.routing_types)
+        existed = addr.name in server.addresses
+        _address, added = server.declare_address(addr.name, declared)
+        if not existed:
+            done.append(f"address {addr.name} supporting {_types(declared)}")
+        elif added:
+            done.append(f"address {addr.name} now supporting {_types(added)} too")
+        for qc in addr.queues:
+            existing = server.queues.get(qc.name)
+            if existing is not None:
+                if existing.address != addr.name:
+                    problems.append(
+                        f"{_where(qc)}: queue {qc.name} exists on address {existing.address}, "
+                        f"not {addr.name}; left there"
+                    )
+                continue
+            defn = QueueDefinition(
+                name=qc.name,
+                address=addr.name,
+                routing_type=qc.routing_type,
+                filter=qc.filter,
+                durable=qc.durable,
+                max_consumers=qc.max_consumers,
+                purge_on_no_consumers=qc.purge_on_no_consumers,
+                exclusive=qc.exclusive,
+                user=qc.user,
+            )
+            try:
+                server.create_queue(defn)
+            except errors.BrokerError as exc:
+                problems.append(f"{_where(qc)}: queue {qc.name}: {exc}")
+                continue
+            done.append(f"{qc.routing_type.name} queue {qc.name} on address {addr.name}")
+        if exact:
+            for routing_type in sorted(set(server.addresses[addr.name].routing_types) - declared, key=lambda t: t.name):
+                bound = server.remove_routing_type(addr.name, routing_type)
+                if bound:
+                    problems.append(
+                        f"{_where(addr)}: address {addr.name} keeps {routing_type.name}: "
+                        f"queue {', '.join(bound)} uses it"
+                    )
+                else:
+                    done.append(f"address {addr.name} no longer supporting {routing_type.name}")
+    return done, problems
+
+
+def undeploy_addresses(server, old_addresses, new_addresses) -> tuple[list[str], list[str]]:
+    """Remove what ``new_addresses`` no longer declares, per the deletion policies (module docstring).
+
+    ``old_addresses`` is the running configuration's ``<addresses>``.  Returns
+    ``(done, kept)``: what was removed, and what stays because its policy is
+    ``OFF`` (both for the log).
+    """
+    declared = {a.name for a in new_addresses}
+    new_queues = {(q.name, a.name) for a in new_addresses for q in a.queues}
+    old_queues = {(q.name, a.name) for a in old_addresses for q in a.queues}
+    old_names = {a.name for a in old_addresses}
+    done: list[str] = []
+    kept: list[str] = []
+    for name in sorted(server.addresses):
+        address = server.addresses.get(name)
+        if address is None or name.startswith(INTERNAL_PREFIX):
+            continue
+        settings = server.settings_for(name)
+        if name not in declared and not address.auto_created:
+            if settings.config_delete_addresses == "FORCE":
+                for queue in sorted(address.queues):
+                    server.destroy_queue(queue)
+                    done.append(f"queue {queue}")
+                server.delete_address(name)
+                done.append(f"address {name}")
+                continue
+            if name in old_names:
+                kept.append(f"address {name} (config-delete-addresses OFF)")
+        for queue in sorted(address.queues):
+            if (queue, name) not in old_queues or (queue, name) in new_queues:
+                continue
+            if settings.config_delete_queues == "FORCE":
+                server.destroy_queue(queue)
+                done.append(f"queue {queue}")
+            else:
+                kept.append(f"queue {queue} (config-delete-queues OFF)")
+    return done, kept
+
+
+def changed_queues(server, old_addresses, new_addresses) -> list[str]:
+    """Declared queues that exist and whose declaration changed: not applied (see the module docstring)."""
+    before = {(q.name, a.name): q for a in old_addresses for q in a.queues}
+    changed = []
+    for addr in new_addresses:
+        for qc in addr.queues:
+            old = before.get((qc.name, addr.name))
+            if old is None or qc.name not in server.queues:
+                continue
+            if _declaration(old) != _declaration(qc):
+                changed.append(
+                    f"{_where(qc)}: queue {qc.name} changed; the existing queue keeps its attributes "
+                    "(remove it through the management API and the next reload creates it anew)"
+                )
+    return changed
+
+
+def _declaration(qc) -> tuple:
+    return (
+        qc.routing_type, qc.filter, qc.durable, qc.max_consumers, qc.purge_on_no_consumers,
+        qc.exclusive, qc.user, qc.given, qc.last_value, qc.last_value_key, qc.non_destructive,
+        qc.group_rebalance, qc.group_buckets, qc.group_first_key, qc.ring_size,
+    )
