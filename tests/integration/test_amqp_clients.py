@@ -701,33 +701,38 @@ def test_unsettled_accept(abroker, clients):
     assert q["messages_acknowledged"] == 1
 
 
-def test_rcv_settle_second_on_a_client_sender(abroker, clients):
+def test_rcv_settle_second_asked_by_a_sender_is_answered_first(abroker, clients):
+    """A sender asking rcv-settle-mode second gets first, as from Artemis, and settled outcomes."""
     c = clients(abroker)
     address = unique("second-in")
     s = c.create_sender(address, options=RcvSettleSecond())
-    assert s.link.remote_rcv_settle_mode == Link.RCV_SECOND
-    dlv = s.link.send(Message(body="settle second"))
-    c.wait(lambda: dlv.remote_state, timeout=TIMEOUT, msg="the broker's outcome")
+    assert s.link.remote_rcv_settle_mode == Link.RCV_FIRST
+    # The broker settles its outcome without waiting for the client to settle first.
+    dlv = s.link.send(Message(body="raw", durable=True))
+    c.wait(lambda: dlv.settled, timeout=TIMEOUT, msg="the broker to settle its outcome")
     assert dlv.remote_state == Delivery.ACCEPTED
-    assert not dlv.settled  # the broker (the receiver) waits for us to settle first
     dlv.settle()
-    round_trip(c)
-    r = c.create_receiver(address, credit=1)
-    pairs = take(c, r, 1)
-    assert bodies(pairs) == ["settle second"]
+    # So a client that waits for settlement (BlockingSender.send does) completes its sends.
+    for body in ("settle second 1", "settle second 2"):
+        done = s.send(Message(body=body, durable=True))
+        assert done.settled and done.remote_state == Delivery.ACCEPTED
+    r = c.create_receiver(address, credit=3)
+    pairs = take(c, r, 3)
+    assert bodies(pairs) == ["raw", "settle second 1", "settle second 2"]
     accept_all(c, pairs)
+    wait_queue(abroker, address, message_count=0, delivering_count=0)
 
 
-def test_rcv_settle_second_on_a_client_receiver(abroker, clients):
+def test_rcv_settle_second_asked_by_a_receiver_is_answered_first(abroker, clients):
     c = clients(abroker)
     address = unique("second-out")
     c.create_sender(address).send(Message(body="x"))
     r = c.create_receiver(address, credit=1, options=RcvSettleSecond())
-    assert r.link.remote_rcv_settle_mode == Link.RCV_SECOND
+    assert r.link.remote_rcv_settle_mode == Link.RCV_FIRST  # Artemis offers first only
     [(msg, dlv)] = take(c, r, 1)
     assert msg.body == "x" and not dlv.settled
-    dlv.update(Delivery.ACCEPTED)  # our outcome, not settled yet
-    c.wait(lambda: dlv.settled, timeout=TIMEOUT, msg="the broker to settle first")
+    dlv.update(Delivery.ACCEPTED)  # an outcome, not settled: the broker settles and acks
+    c.wait(lambda: dlv.settled, timeout=TIMEOUT, msg="the broker to settle")
     dlv.settle()
     q = wait_queue(abroker, address, message_count=0, delivering_count=0)
     assert q["messages_acknowledged"] == 1
