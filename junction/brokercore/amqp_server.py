@@ -639,6 +639,12 @@ class _Sender(_Context):
             outcome = data[1] if len(data) > 1 else None
             code = getattr(outcome, "descriptor", None)
             if tx is None:
+                # Discharged (or never declared): refused as a send naming it
+                # is, with the link closed so the message goes back to its
+                # queue rather than sit unsettled on the link.
+                text = f"unknown transaction id {txid!r}: discharged or never declared"
+                log.info("AMQP %s: disposition on %s refused: %s", self.protocol.peer, self.link.name, text)
+                self.protocol.close_link(self.link, "amqp:transaction:unknown-id", text)
                 return
             del self.unsettled[tag]
             if code == ACCEPTED_CODE:

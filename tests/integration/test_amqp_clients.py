@@ -1194,6 +1194,35 @@ def test_transactional_acceptance_rollback_and_commit(abroker, clients):
     assert r.fetcher.has_message == 0  # committed: gone for good
 
 
+def test_transactional_acceptance_naming_a_discharged_transaction_is_refused(abroker, clients):
+    c = clients(abroker)
+    address = unique("tx-gone")
+    send_all(c.create_sender(address), texts("one", "two"))
+    r = c.create_receiver(address, credit=0)
+    r.link.flow(2)
+    [(_, d1), (_, d2)] = take(c, r, 2)
+    tx = Tx(c)
+    stale_id = tx.txn.id
+    tx.txn.accept(d1)
+    tx.commit()
+    wait_queue(abroker, address, message_count=1, delivering_count=1)  # "one" is gone, "two" is out
+    # The same (now discharged) transaction names the second acceptance.
+    d2.local.data = [stale_id, Described(ulong(0x24), [])]
+    d2.update(0x34)
+    with pytest.raises(LinkDetached) as detached:
+        c.wait(lambda: r.link.state & Endpoint.REMOTE_CLOSED, timeout=TIMEOUT, msg="the link refused")
+    assert detached.value.condition == "amqp:transaction:unknown-id"
+    assert "unknown transaction id" in r.link.remote_condition.description
+    # Not acknowledged, not stuck: "two" is back in the queue for the next receiver.
+    wait_queue(abroker, address, message_count=1, delivering_count=0, consumer_count=0)
+    again = c.create_receiver(address, credit=1, name=unique("again"))
+    [(msg, dlv)] = take(c, again, 1)
+    assert msg.body == "two" and msg.delivery_count == 1  # redelivered
+    accept_all(c, [(msg, dlv)])
+    q = wait_queue(abroker, address, message_count=0, delivering_count=0)
+    assert q["messages_acknowledged"] == 2
+
+
 # --------------------------------------------------------------------------- 12. address full
 
 FULL_SETTINGS = (
