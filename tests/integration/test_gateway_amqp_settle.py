@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import pytest
 from proton import Delivery, Link, Message
-from proton.reactor import LinkOption
-from proton.utils import BlockingConnection
 
+from tests.integration.test_amqp_clients import RcvSettleSecond
+from tests.integration.test_gateway_amqp import connect
 from tests.integration.test_gateway_stomp import (
     TIMEOUT,
     make_core,
@@ -28,28 +28,12 @@ from tests.integration.test_gateway_stomp import (
 pytestmark = pytest.mark.timeout(120)
 
 
-class RcvSettleSecond(LinkOption):
-    """Ask for rcv-settle-mode second on the link."""
-
-    def apply(self, link: Link) -> None:
-        link.rcv_settle_mode = Link.RCV_SECOND
-
-
 def test_a_sender_asking_rcv_settle_second_completes_its_sends_through_the_gateway(broker_factory):
     core = make_core(broker_factory, "core1").start()
     params = ";routerMode=forward"
     gateway = make_gateway(broker_factory, [core], protocols="STOMP,AMQP", params=params).start()
     wait_ready(gateway, core1=True)
-    host, port = gateway.routed_address
-    conn = BlockingConnection(
-        f"amqp://{host}:{port}",
-        timeout=TIMEOUT,
-        container_id=new_id("settle-second"),
-        user="app",
-        password="app-secret",
-        allowed_mechs="PLAIN",
-        allow_insecure_mechs=True,
-    )
+    conn = connect(gateway.routed_address, new_id("settle-second"))
     try:
         queue = new_id("settle-q")
         sender = conn.create_sender(queue, options=RcvSettleSecond())
