@@ -1026,6 +1026,24 @@ def test_two_connections_get_the_same_message_id_for_a_topic_message(sbroker, cl
     assert got[0][0].headers["message-id"] != got[0][1].headers["message-id"]
 
 
+def test_message_id_survives_a_restart(make_broker, clients):
+    """A durable message keeps its id in the journal: the same message-id after a kill -9."""
+    broker = make_broker()
+    producer = clients(broker, "1.2").connect()
+    producer.send("/queue/mid-restart", "kept", persistent="true")
+    consumer = clients(broker, "1.2").connect()
+    consumer.subscribe("/queue/mid-restart", "s", ack="client-individual")
+    [before] = consumer.rec.wait_messages(1)
+    broker.restart(kill=True)
+    again = clients(broker, "1.2").connect()
+    well_behaved_roundtrip_on(again, "/queue/mid-warm-up")  # not this connection's first delivery
+    again.subscribe("/queue/mid-restart", "s", ack="client-individual")
+    after = again.rec.wait_messages(2)[1]
+    assert after.body == "kept" and after.headers["message-id"] == before.headers["message-id"]
+    again.ack(after)
+    wait_queue(broker, "mid-restart", message_count=0)
+
+
 def well_behaved_roundtrip_on(client: Client, destination: str) -> None:
     """``client`` subscribes to ``destination`` and gets one message there (and nothing else yet)."""
     client.subscribe(destination, new_id("warm-up"))
