@@ -18,8 +18,10 @@ header ttl, absolute-expiry   ``expiration`` (epoch ms; ttl wins, as Artemis)
 properties user-id            ``user_id``
 properties to                 the address (anonymous relay)
 properties subject            property ``JMSType`` (STOMP ``type``)
+properties message-id         property ``NATIVE_MESSAGE_ID`` (Artemis's text
+                              form, junction.brokercore.amqp_ids)
 properties reply-to           ``reply_to``
-properties correlation-id     ``correlation_id`` (text)
+properties correlation-id     ``correlation_id`` (Artemis's text form)
 properties content-type       property ``content-type`` (STOMP's header)
 properties content-encoding   property ``JMS_AMQP_CONTENT_ENCODING``
 properties creation-time      ``timestamp``
@@ -35,9 +37,13 @@ other bodies                  ``MAP`` / ``STREAM`` / ``OBJECT``, the encoded
                               body sections as the body bytes
 ============================  =============================================
 
-Message annotations, delivery annotations, the footer and the message id have
-no neutral meaning and travel only in the native bytes (delivery annotations
-are hop-by-hop and are dropped).  Properties the broker adds itself (where a
+Message annotations, delivery annotations and the footer have no neutral
+meaning and travel only in the native bytes (delivery annotations are
+hop-by-hop and are dropped); the message id travels there too, and as text in
+``NATIVE_MESSAGE_ID`` for consumers of other protocols.  Outbound, that
+property (or else ``ID:<the broker's message id>``) is the message-id, and a
+correlation id written in the typed text form is rebuilt as that type, as
+Artemis's core-to-AMQP conversion does.  Properties the broker adds itself (where a
 dead-lettered or expired message came from) reach AMQP consumers as message
 annotations ``x-opt-ORIG-ADDRESS`` and friends, Artemis's names.
 """
@@ -47,6 +53,12 @@ from __future__ import annotations
 import time
 import uuid
 
+from junction.brokercore.amqp_ids import (
+    NATIVE_MESSAGE_ID,
+    correlation_id_text,
+    id_object,
+    message_id_text,
+)
 from junction.brokercore.message import (
     ACTUAL_EXPIRY,
     GROUP_ID,
@@ -80,7 +92,9 @@ _BROKER_ANNOTATIONS = {
     ACTUAL_EXPIRY: Symbol("x-opt-ACTUAL-EXPIRY"),
 }
 #: Properties that are AMQP properties-section fields, not application properties.
-_MAPPED = frozenset({JMS_TYPE, CONTENT_TYPE, CONTENT_ENCODING, REPLY_TO_GROUP_ID, GROUP_ID, GROUP_ID_JMS, GROUP_SEQUENCE})
+_MAPPED = frozenset(
+    {JMS_TYPE, CONTENT_TYPE, CONTENT_ENCODING, REPLY_TO_GROUP_ID, GROUP_ID, GROUP_ID_JMS, GROUP_SEQUENCE, NATIVE_MESSAGE_ID}
+)
 
 #: AMQP widths the core model keeps as Typed (the rest become plain values)
 _TYPED_KINDS = {"byte": "byte", "short": "short", "int": "int", "float": "float", "char": "char"}
@@ -111,14 +125,6 @@ def _property_value(value):
     if isinstance(value, int):
         return int(value)
     raise ConversionError(f"application property value of type {type(value).__name__} is not supported")
-
-
-def _id_text(value) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, bytes):
-        return value.hex()
-    return str(value)
 
 
 def to_core(data: bytes, address: str | None, *, now_ms: int | None = None) -> Message:
@@ -157,7 +163,9 @@ def to_core(data: bytes, address: str | None, *, now_ms: int | None = None) -> M
         if props.subject is not None:
             properties[JMS_TYPE] = props.subject
         reply_to = props.reply_to
-        correlation_id = _id_text(props.correlation_id)
+        if props.message_id is not None:
+            properties[NATIVE_MESSAGE_ID] = message_id_text(props.message_id)
+        correlation_id = correlation_id_text(props.correlation_id)
         if props.content_type is not None:
             properties[CONTENT_TYPE] = str(props.content_type)
         if props.content_encoding is not None:
@@ -290,13 +298,19 @@ def _from_core(message: Message) -> bytes:
     content_encoding = props.get(CONTENT_ENCODING)
     subject = props.get(JMS_TYPE)
     reply_to_group = props.get(REPLY_TO_GROUP_ID)
+    native_id = props.get(NATIVE_MESSAGE_ID)
+    if native_id is not None:
+        message_id = id_object(str(plain(native_id)))
+    else:
+        message_id = f"ID:{message.message_id}" if message.message_id else None
+    correlation_id = message.correlation_id
     properties = Properties(
-        message_id=f"ID:{message.message_id}" if message.message_id else None,
+        message_id=message_id,
         user_id=message.user_id.encode("utf-8") if message.user_id else None,
         to=message.address,
         subject=None if subject is None else str(plain(subject)),
         reply_to=message.reply_to,
-        correlation_id=message.correlation_id,
+        correlation_id=None if correlation_id is None else id_object(correlation_id),
         content_type=None if content_type is None else Symbol(str(plain(content_type))),
         content_encoding=None if content_encoding is None else Symbol(str(plain(content_encoding))),
         absolute_expiry_time=message.expiration or None,

@@ -157,7 +157,6 @@ _partial = lib.pn_delivery_partial
 _readable = lib.pn_delivery_readable
 _pending = lib.pn_delivery_pending
 _remote_settled = lib.pn_delivery_settled
-_local_state = lib.pn_delivery_local_state
 _remote_state = lib.pn_delivery_remote_state
 _settle = lib.pn_delivery_settle
 _update = lib.pn_delivery_update
@@ -355,9 +354,11 @@ class _Receiver(_Context):
             link.target.address = address
         link.source.copy(link.remote_source)
         link.snd_settle_mode = link.remote_snd_settle_mode
-        link.rcv_settle_mode = link.remote_rcv_settle_mode
+        # Artemis answers rcv-settle-mode first whatever the client asked, and
+        # settles each outcome at once: a client that asked for second settles
+        # on seeing it (AMQP 1.0 2.7.3 lets the receiver pick its own mode).
+        link.rcv_settle_mode = Link.RCV_FIRST
         link.max_message_size = protocol.max_message_size
-        self.second = link.remote_rcv_settle_mode == Link.RCV_SECOND
         self.link_impl = link._impl
         link.context = self
         sctx.links.add(self)
@@ -394,8 +395,6 @@ class _Receiver(_Context):
                 )
             return
         if not _readable(dlv):
-            if self.second and _remote_settled(dlv) and _local_state(dlv):
-                _settle(dlv)  # rcv-settle-mode second: the client settled after our outcome
             return
         link = self.link_impl
         _, data = _recv(link, _pending(dlv))
@@ -446,15 +445,13 @@ class _Receiver(_Context):
 
     def _accept(self, dlv) -> None:
         _update(dlv, _PN_ACCEPTED)
-        if not self.second:
-            _settle(dlv)
+        _settle(dlv)
 
     def _reject(self, dlv, name: str, text: str) -> None:
         wrapped = Delivery.wrap(dlv)
         wrapped.local.condition = Condition(name, text)
         wrapped.update(Delivery.REJECTED)
-        if not self.second:
-            wrapped.settle()
+        wrapped.settle()
 
     def _synced(self, _, dlv) -> None:
         if self.closed:
@@ -542,7 +539,7 @@ class _Sender(_Context):
         if selector_entry is not None:
             link.source.filter.put_dict({selector_entry[0]: selector_entry[1]})
         link.snd_settle_mode = link.remote_snd_settle_mode
-        link.rcv_settle_mode = link.remote_rcv_settle_mode
+        link.rcv_settle_mode = Link.RCV_FIRST  # as Artemis: second is not offered
         self.consumer = self.session.create_consumer(
             destination,
             self._deliver,
@@ -642,6 +639,12 @@ class _Sender(_Context):
             outcome = data[1] if len(data) > 1 else None
             code = getattr(outcome, "descriptor", None)
             if tx is None:
+                # Discharged (or never declared): refused as a send naming it
+                # is, with the link closed so the message goes back to its
+                # queue rather than sit unsettled on the link.
+                text = f"unknown transaction id {txid!r}: discharged or never declared"
+                log.info("AMQP %s: disposition on %s refused: %s", self.protocol.peer, self.link.name, text)
+                self.protocol.close_link(self.link, "amqp:transaction:unknown-id", text)
                 return
             del self.unsettled[tag]
             if code == ACCEPTED_CODE:

@@ -18,7 +18,6 @@ what the client did wrong.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import time
 from collections import deque
@@ -37,6 +36,7 @@ from junction.brokercore.acceptor import (
 )
 from junction.brokercore.message import BodyType, Message, RoutingType, Typed, plain
 from junction.brokercore.session import ConnectionInfo, ServerSession
+from junction.brokercore.stomp_acks import AckNotFound, find, joined, release
 from junction.events.node import close_reason
 from junction.protocols.errors import RemoteProtocolError
 from junction.protocols.stomp import Frame, HeartBeat, StompCodec, StompLimits
@@ -107,7 +107,7 @@ class _Subscription:
         self.ack = ack
         self.prefix = prefix
         self.consumer = None
-        #: delivery tag -> ref for client / client-individual acks, in order
+        #: message id (text) -> ref for client / client-individual acks, in delivery order
         self.pending: dict = {}
         self.durable_name = durable_name
 
@@ -153,8 +153,8 @@ class StompProtocol(Protocol):
         self.version = None
         self.subscriptions: dict[str, _Subscription] = {}
         self.transactions: dict = {}
-        self._tags = itertools.count(1)
-        self._by_tag: dict[str, tuple] = {}
+        #: message id -> the subscription(s) holding it unacknowledged (see stomp_acks)
+        self._holders: dict = {}
         self._confirm: deque = deque()
         #: MESSAGE frames of the delivery pass in progress, written together
         #: at its end (_end_batch), before anything else is written, or once
@@ -242,7 +242,7 @@ class StompProtocol(Protocol):
             self.session.close()
             self.session = None
         self.subscriptions.clear()
-        self._by_tag.clear()
+        self._holders.clear()
         self._confirm.clear()
         self._out.clear()
         self._out_size = 0
@@ -716,8 +716,8 @@ class StompProtocol(Protocol):
         if sub is None and not durable_name:
             raise StompError(f"no subscription with id {sub_id} on this connection")
         if sub is not None:
-            for tag in list(sub.pending):
-                self._by_tag.pop(tag, None)
+            for mid in sub.pending:
+                release(self._holders, mid, sub)
             sub.pending.clear()
             sub.consumer.close()
         if durable_name:
@@ -733,18 +733,21 @@ class StompProtocol(Protocol):
         destination = sub.destination
         if destination is None or "#" in destination or "*" in destination:
             destination = None  # per message: the prefix and the message's address
-        tags = self._tags
         pending = sub.pending
-        by_tag = self._by_tag
+        holders = self._holders
         message_bytes = self._message_bytes
         out = self._out  # written by _end_batch when the delivery pass ends
 
         def deliver(server_consumer, ref):
-            tag = str(next(tags))
+            mid = str(ref.message.message_id)
             if client_ack:
-                pending[tag] = ref
-                by_tag[tag] = (sub, ref)
-            data = message_bytes(sub, ref, tag, head, ack_header, destination)
+                pending[mid] = ref
+                held = holders.setdefault(mid, sub)
+                if held is not sub:
+                    holders[mid] = joined(held, sub)
+            # 1.2's ack header, as Artemis writes it: <consumer id>,<message id>
+            ack = f"{server_consumer.id},{mid}" if ack_header else None
+            data = message_bytes(sub, ref, mid, head, ack, destination)
             out.append(data)
             self._out_size += len(data)
             if self._out_size >= MAX_BATCH_BYTES:
@@ -752,8 +755,8 @@ class StompProtocol(Protocol):
 
         return deliver
 
-    def _message_bytes(self, sub: _Subscription, ref, tag: str, head: str, ack_header: bool, destination) -> bytes:
-        """The wire bytes of ``codec.send(self._message_frame(sub, ref, tag))``, built directly.
+    def _message_bytes(self, sub: _Subscription, ref, mid: str, head: str, ack: str | None, destination) -> bytes:
+        """The wire bytes of ``codec.send(self._message_frame(sub, ref, mid, ack))``, built directly.
 
         The header text is laid out as the codec lays out the frame's headers;
         when it passes the codec's own no-escaping test (no colon or LF but
@@ -765,15 +768,15 @@ class StompProtocol(Protocol):
         if destination is None:
             destination = sub.prefix + message.address
         count = 8
-        if ack_header:
+        if ack is not None:
             text = (
-                f"{head}{tag}\nack:{tag}\npersistent:{'true' if message.durable else 'false'}"
+                f"{head}{mid}\nack:{ack}\npersistent:{'true' if message.durable else 'false'}"
                 f"\npriority:{message.priority}\ntimestamp:{message.timestamp}\nexpires:{message.expiration}"
             )
             count = 9
         else:
             text = (
-                f"{head}{tag}\npersistent:{'true' if message.durable else 'false'}"
+                f"{head}{mid}\npersistent:{'true' if message.durable else 'false'}"
                 f"\npriority:{message.priority}\ntimestamp:{message.timestamp}\nexpires:{message.expiration}"
             )
         parts = [text]
@@ -813,9 +816,9 @@ class StompProtocol(Protocol):
             and "\n:" not in text
         ):
             return b"".join((("MESSAGE\n" + text + "\n\n").encode(), body, b"\0"))
-        return self.codec.send(self._message_frame(sub, ref, tag))
+        return self.codec.send(self._message_frame(sub, ref, mid, ack))
 
-    def _message_frame(self, sub: _Subscription, ref, tag: str) -> Frame:
+    def _message_frame(self, sub: _Subscription, ref, mid: str, ack: str | None = None) -> Frame:
         message = ref.message
         destination = sub.destination
         if destination is None or "#" in destination or "*" in destination:
@@ -824,10 +827,10 @@ class StompProtocol(Protocol):
         # always writable; the rest came from a producer and are checked.
         headers = [
             ("subscription", sub.id),
-            ("message-id", tag),
+            ("message-id", mid),
         ]
-        if self.version == "1.2" and sub.ack != "auto":
-            headers.append(("ack", tag))
+        if ack is not None:
+            headers.append(("ack", ack))
         headers.append(("persistent", "true" if message.durable else "false"))
         headers.append(("priority", str(message.priority)))
         headers.append(("timestamp", str(message.timestamp)))
@@ -857,37 +860,33 @@ class StompProtocol(Protocol):
 
     # -- ACK / NACK -----------------------------------------------------------------------------------
     def _ack_target(self, frame: Frame):
+        """The refs an ACK or NACK settles (one, or a cumulative run in ``client`` mode)."""
         if self.version == "1.2":
-            tag = frame.get("id")
-            if tag is None:
+            given = frame.get("id")
+            if given is None:
                 raise StompError(f"{frame.command} needs an id header (the MESSAGE's ack header) in STOMP 1.2")
         else:
-            tag = frame.get("message-id")
-            if tag is None:
+            given = frame.get("message-id")
+            if given is None:
                 raise StompError(f"{frame.command} needs a message-id header")
-        found = self._by_tag.get(tag)
-        if found is None:
-            raise StompError(f"{frame.command}: no unacknowledged message with id {tag} on this connection")
-        sub, ref = found
-        sub_header = frame.get("subscription")
-        if self.version == "1.1" and sub_header is not None and sub_header != sub.id:
-            raise StompError(f"{frame.command}: message {tag} was not delivered to subscription {sub_header}")
+        holders = self._holders
+        try:
+            sub, mid = find(holders, self.subscriptions, given, frame.get("subscription"))
+        except AckNotFound as exc:
+            raise StompError(f"{frame.command}: {exc}") from None
+        pending = sub.pending
         if sub.ack != "client":
-            r = sub.pending.pop(tag, None)
-            self._by_tag.pop(tag, None)
-            return [] if r is None else [r]
-        tags = []
-        for pending_tag in sub.pending:
-            tags.append(pending_tag)
-            if pending_tag == tag:
+            release(holders, mid, sub)
+            return [pending.pop(mid)]
+        # client: every delivery of this subscription up to this one, in order
+        mids = []
+        for pending_mid in pending:
+            mids.append(pending_mid)
+            if pending_mid == mid:
                 break
-        refs = []
-        for t in tags:
-            r = sub.pending.pop(t, None)
-            self._by_tag.pop(t, None)
-            if r is not None:
-                refs.append(r)
-        return refs
+        for m in mids:
+            release(holders, m, sub)
+        return [pending.pop(m) for m in mids]
 
     def _on_ack(self, frame: Frame) -> None:
         refs = self._ack_target(frame)

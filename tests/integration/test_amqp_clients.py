@@ -701,33 +701,38 @@ def test_unsettled_accept(abroker, clients):
     assert q["messages_acknowledged"] == 1
 
 
-def test_rcv_settle_second_on_a_client_sender(abroker, clients):
+def test_rcv_settle_second_asked_by_a_sender_is_answered_first(abroker, clients):
+    """A sender asking rcv-settle-mode second gets first, as from Artemis, and settled outcomes."""
     c = clients(abroker)
     address = unique("second-in")
     s = c.create_sender(address, options=RcvSettleSecond())
-    assert s.link.remote_rcv_settle_mode == Link.RCV_SECOND
-    dlv = s.link.send(Message(body="settle second"))
-    c.wait(lambda: dlv.remote_state, timeout=TIMEOUT, msg="the broker's outcome")
+    assert s.link.remote_rcv_settle_mode == Link.RCV_FIRST
+    # The broker settles its outcome without waiting for the client to settle first.
+    dlv = s.link.send(Message(body="raw", durable=True))
+    c.wait(lambda: dlv.settled, timeout=TIMEOUT, msg="the broker to settle its outcome")
     assert dlv.remote_state == Delivery.ACCEPTED
-    assert not dlv.settled  # the broker (the receiver) waits for us to settle first
     dlv.settle()
-    round_trip(c)
-    r = c.create_receiver(address, credit=1)
-    pairs = take(c, r, 1)
-    assert bodies(pairs) == ["settle second"]
+    # So a client that waits for settlement (BlockingSender.send does) completes its sends.
+    for body in ("settle second 1", "settle second 2"):
+        done = s.send(Message(body=body, durable=True))
+        assert done.settled and done.remote_state == Delivery.ACCEPTED
+    r = c.create_receiver(address, credit=3)
+    pairs = take(c, r, 3)
+    assert bodies(pairs) == ["raw", "settle second 1", "settle second 2"]
     accept_all(c, pairs)
+    wait_queue(abroker, address, message_count=0, delivering_count=0)
 
 
-def test_rcv_settle_second_on_a_client_receiver(abroker, clients):
+def test_rcv_settle_second_asked_by_a_receiver_is_answered_first(abroker, clients):
     c = clients(abroker)
     address = unique("second-out")
     c.create_sender(address).send(Message(body="x"))
     r = c.create_receiver(address, credit=1, options=RcvSettleSecond())
-    assert r.link.remote_rcv_settle_mode == Link.RCV_SECOND
+    assert r.link.remote_rcv_settle_mode == Link.RCV_FIRST  # Artemis offers first only
     [(msg, dlv)] = take(c, r, 1)
     assert msg.body == "x" and not dlv.settled
-    dlv.update(Delivery.ACCEPTED)  # our outcome, not settled yet
-    c.wait(lambda: dlv.settled, timeout=TIMEOUT, msg="the broker to settle first")
+    dlv.update(Delivery.ACCEPTED)  # an outcome, not settled: the broker settles and acks
+    c.wait(lambda: dlv.settled, timeout=TIMEOUT, msg="the broker to settle")
     dlv.settle()
     q = wait_queue(abroker, address, message_count=0, delivering_count=0)
     assert q["messages_acknowledged"] == 1
@@ -1187,6 +1192,35 @@ def test_transactional_acceptance_rollback_and_commit(abroker, clients):
     r.link.flow(5)
     round_trip(c)
     assert r.fetcher.has_message == 0  # committed: gone for good
+
+
+def test_transactional_acceptance_naming_a_discharged_transaction_is_refused(abroker, clients):
+    c = clients(abroker)
+    address = unique("tx-gone")
+    send_all(c.create_sender(address), texts("one", "two"))
+    r = c.create_receiver(address, credit=0)
+    r.link.flow(2)
+    [(_, d1), (_, d2)] = take(c, r, 2)
+    tx = Tx(c)
+    stale_id = tx.txn.id
+    tx.txn.accept(d1)
+    tx.commit()
+    wait_queue(abroker, address, message_count=1, delivering_count=1)  # "one" is gone, "two" is out
+    # The same (now discharged) transaction names the second acceptance.
+    d2.local.data = [stale_id, Described(ulong(0x24), [])]
+    d2.update(0x34)
+    with pytest.raises(LinkDetached) as detached:
+        c.wait(lambda: r.link.state & Endpoint.REMOTE_CLOSED, timeout=TIMEOUT, msg="the link refused")
+    assert detached.value.condition == "amqp:transaction:unknown-id"
+    assert "unknown transaction id" in r.link.remote_condition.description
+    # Not acknowledged, not stuck: "two" is back in the queue for the next receiver.
+    wait_queue(abroker, address, message_count=1, delivering_count=0, consumer_count=0)
+    again = c.create_receiver(address, credit=1, name=unique("again"))
+    [(msg, dlv)] = take(c, again, 1)
+    assert msg.body == "two" and msg.delivery_count == 1  # redelivered
+    accept_all(c, [(msg, dlv)])
+    q = wait_queue(abroker, address, message_count=0, delivering_count=0)
+    assert q["messages_acknowledged"] == 2
 
 
 # --------------------------------------------------------------------------- 12. address full

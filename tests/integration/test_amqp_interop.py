@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections.abc import Callable
 
 import pytest
 import stomp
-from proton import Message, symbol
+from proton import Message, symbol, ulong
 from proton.reactor import Container, LinkOption
 from proton.utils import BlockingConnection
 
@@ -291,6 +292,67 @@ def test_amqp_message_received_over_stomp_with_headers_intact(interop, clients, 
     assert h["type"] == "blob"
     assert h["persistent"] == "false"
     assert "correlation-id" not in h
+
+
+#: AMQP message-id / correlation-id -> the text a STOMP consumer sees (``NATIVE_MESSAGE_ID`` and
+#: ``correlation-id``), as Artemis's AMQP-to-core conversion writes them (AMQPMessageIdHelper)
+ID_CASES = [
+    ("ID:order-1", "ID:order-1", "ID:order-1"),
+    ("order-2", "ID:AMQP_NO_PREFIX:order-2", "order-2"),
+    ("ID:AMQP_ULONG:7", "ID:AMQP_STRING:ID:AMQP_ULONG:7", "ID:AMQP_STRING:ID:AMQP_ULONG:7"),
+    (ulong(42), "ID:AMQP_ULONG:42", "ID:AMQP_ULONG:42"),
+    (
+        uuid.UUID("12345678-9abc-def0-1234-56789abcdef0"),
+        "ID:AMQP_UUID:12345678-9abc-def0-1234-56789abcdef0",
+        "ID:AMQP_UUID:12345678-9abc-def0-1234-56789abcdef0",
+    ),
+    (b"\x01\xab\xff", "ID:AMQP_BINARY:01ABFF", "ID:AMQP_BINARY:01ABFF"),
+]
+
+
+def test_amqp_message_id_reaches_stomp_consumers_as_artemis_maps_it(interop, clients):
+    amqp = clients.amqp(interop.amqp_url("dedicated"), "ids-sender")
+    sender = amqp.create_sender("interop.ids")
+    for n, (value, _, _) in enumerate(ID_CASES):
+        sender.send(Message(id=value, correlation_id=value, body=f"m{n}"), timeout=TIMEOUT)
+    conn, rec = clients.stomp(interop.stomp_address("dedicated"))
+    conn.subscribe("/queue/interop.ids", id="sub", ack="client-individual")
+    frames = rec.wait_messages(len(ID_CASES))
+    assert [f.body for f in frames] == [f"m{n}".encode() for n in range(len(ID_CASES))]
+    for frame, (_, native_id, correlation) in zip(frames, ID_CASES, strict=True):
+        h = frame.headers
+        assert h["NATIVE_MESSAGE_ID"] == native_id
+        assert h["correlation-id"] == correlation
+        # message-id is the broker's own id of the message, as for any STOMP consumer
+        assert h["message-id"].isdigit()
+        conn.ack(h["ack"], receipt=f"ack-{h['message-id']}")
+        rec.wait_receipt(f"ack-{h['message-id']}")
+    # An AMQP consumer still gets each id exactly as it was sent.
+    native = amqp.create_sender("interop.ids-native")
+    native.send(Message(id=ulong(9), correlation_id=b"\x00\x01", body="native"), timeout=TIMEOUT)
+    receiver = amqp.create_receiver("interop.ids-native", credit=1)
+    got = receiver.receive(timeout=TIMEOUT)
+    receiver.accept()
+    assert got.id == 9  # (proton reads a ulong id back as an int)
+    assert bytes(got.correlation_id) == b"\x00\x01"
+
+
+def test_a_typed_correlation_id_from_stomp_reaches_amqp_typed(interop, clients):
+    """The way back, as Artemis's core-to-AMQP conversion reads the text forms."""
+    conn, rec = clients.stomp(interop.stomp_address("dedicated"))
+    for n, (_, _, correlation) in enumerate(ID_CASES):
+        conn.send("/queue/interop.corr", f"c{n}", headers={"correlation-id": correlation})
+    conn.send("/queue/interop.corr", "last", headers={"receipt": "sent"})
+    rec.wait_receipt("sent")
+    amqp = clients.amqp(interop.amqp_url("dedicated"), "corr-receiver")
+    receiver = amqp.create_receiver("interop.corr", credit=10)
+    for value, _, _ in ID_CASES:
+        got = receiver.receive(timeout=TIMEOUT)
+        receiver.accept()
+        assert got.correlation_id == value
+        if isinstance(value, (str, uuid.UUID)):  # (proton reads ulong as int, binary as memoryview)
+            assert type(got.correlation_id) is type(value)
+        assert str(got.id).startswith("ID:")
 
 
 # --------------------------------------------------------------------------- a topic, both ways

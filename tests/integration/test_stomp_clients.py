@@ -979,6 +979,113 @@ def test_nack_is_not_stomp_1_0(sbroker, clients):
     c.rec.wait_disconnected()
 
 
+# --------------------------------------------------------------------------- message-id
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_message_id_is_the_same_across_a_redelivery_and_a_reconnect(sbroker, clients, version):
+    """The message's own id, as Artemis: not a number the connection gave its delivery."""
+    producer = clients(sbroker, version).connect()
+    producer.send("/queue/mid", "first")
+    producer.send("/queue/mid", "second")
+    consumer = clients(sbroker, version).connect()
+    consumer.subscribe("/queue/mid", "s", ack="client-individual" if version != "1.0" else "client")
+    first, second = consumer.rec.wait_messages(2)
+    ids = {m.body: m.headers["message-id"] for m in (first, second)}
+    assert ids["first"] != ids["second"]
+    if version != "1.0":
+        consumer.nack(first)  # redelivered on the same connection
+        again = consumer.rec.wait_messages(3)[2]
+        assert again.body == "first" and again.headers["redelivered"] == "true"
+        assert again.headers["message-id"] == ids["first"]
+        if version == "1.2":
+            assert again.headers["ack"] == first.headers["ack"]  # <consumer id>,<message id>
+    consumer.disconnect()  # nothing acknowledged: both go to the next connection
+    later = clients(sbroker, version).connect()
+    well_behaved_roundtrip_on(later, "/queue/mid-other")  # this connection has had a delivery
+    later.subscribe("/queue/mid", "s2", ack="client")
+    redelivered = later.rec.wait_messages(3)[1:]
+    assert {m.body: m.headers["message-id"] for m in redelivered} == ids
+    assert all(m.headers["redelivered"] == "true" for m in redelivered)
+    later.ack(redelivered[1])  # cumulative: both
+    wait_queue(sbroker, "mid", message_count=0, messages_acknowledged=2)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_two_connections_get_the_same_message_id_for_a_topic_message(sbroker, clients, version):
+    subscribers = [clients(sbroker, version).connect() for _ in range(2)]
+    well_behaved_roundtrip_on(subscribers[0], "/queue/warm-up")  # one connection has had more deliveries
+    for i, c in enumerate(subscribers):
+        c.subscribe("/topic/mid", f"sub-{i}")
+    producer = clients(sbroker, version).connect()
+    for body in ("t1", "t2"):
+        producer.send("/topic/mid", body)
+    got = [subscribers[0].rec.wait_messages(3)[1:], subscribers[1].rec.wait_messages(2)]
+    assert [[m.body for m in msgs] for msgs in got] == [["t1", "t2"], ["t1", "t2"]]
+    assert [m.headers["message-id"] for m in got[0]] == [m.headers["message-id"] for m in got[1]]
+    assert got[0][0].headers["message-id"] != got[0][1].headers["message-id"]
+
+
+def test_message_id_survives_a_restart(make_broker, clients):
+    """A durable message keeps its id in the journal: the same message-id after a kill -9."""
+    broker = make_broker()
+    producer = clients(broker, "1.2").connect()
+    producer.send("/queue/mid-restart", "kept", persistent="true")
+    consumer = clients(broker, "1.2").connect()
+    consumer.subscribe("/queue/mid-restart", "s", ack="client-individual")
+    [before] = consumer.rec.wait_messages(1)
+    broker.restart(kill=True)
+    again = clients(broker, "1.2").connect()
+    well_behaved_roundtrip_on(again, "/queue/mid-warm-up")  # not this connection's first delivery
+    again.subscribe("/queue/mid-restart", "s", ack="client-individual")
+    after = again.rec.wait_messages(2)[1]
+    assert after.body == "kept" and after.headers["message-id"] == before.headers["message-id"]
+    again.ack(after)
+    wait_queue(broker, "mid-restart", message_count=0)
+
+
+def well_behaved_roundtrip_on(client: Client, destination: str) -> None:
+    """``client`` subscribes to ``destination`` and gets one message there (and nothing else yet)."""
+    client.subscribe(destination, new_id("warm-up"))
+    well_behaved_roundtrip(client, destination, "warm-up")
+
+
+def _topic_queues(broker: BrokerProcess, address: str) -> list[dict]:
+    return [q for q in broker.status()["queues"] if q["address"] == address]
+
+
+@pytest.mark.parametrize("version", ESCAPING_VERSIONS)
+def test_ack_and_nack_with_two_subscriptions_to_one_message_on_one_connection(sbroker, clients, version):
+    """Both subscriptions get the same message-id; each ACK or NACK settles its own delivery."""
+    c = clients(sbroker, version).connect()
+    c.subscribe("/topic/pair", "one", ack="client-individual")
+    c.subscribe("/topic/pair", "two", ack="client-individual")
+    clients(sbroker, version).connect().send("/topic/pair", "m")
+    msgs = c.rec.wait_messages(2)
+    by_sub = {m.headers["subscription"]: m for m in msgs}
+    assert set(by_sub) == {"one", "two"}
+    assert by_sub["one"].headers["message-id"] == by_sub["two"].headers["message-id"]
+    if version == "1.2":
+        assert by_sub["one"].headers["ack"] != by_sub["two"].headers["ack"]
+    c.nack(by_sub["one"])  # back to subscription one only
+    again = c.rec.wait_messages(3)[2]
+    assert again.headers["subscription"] == "one" and again.headers["redelivered"] == "true"
+    c.ack(by_sub["two"])
+    wait_for(
+        lambda: sorted((q["message_count"], q["delivering_count"]) for q in _topic_queues(sbroker, "pair"))
+        == [(0, 0), (1, 1)],
+        TIMEOUT,
+        what="subscription two's copy acknowledged, one's redelivered and out",
+    )
+    c.ack(again)
+    wait_for(
+        lambda: [q["message_count"] for q in _topic_queues(sbroker, "pair")] == [0, 0],
+        TIMEOUT,
+        what="both copies acknowledged",
+    )
+    assert not c.rec.errors
+
+
 # --------------------------------------------------------------------------- selectors
 
 

@@ -9,7 +9,6 @@ it stands for, including the cases that must fall back to it.
 
 from __future__ import annotations
 
-import itertools
 import re
 
 import pytest
@@ -50,6 +49,12 @@ class _Queue:
     name = "q"
 
 
+class _Consumer:
+    """Enough of a ServerConsumer for a delivery: its id."""
+
+    id = 3
+
+
 def _protocol(version: str) -> StompProtocol:
     broker = Broker()
     proto = StompProtocol(broker.server, acceptor=ACCEPTOR, reactor=broker.clock)
@@ -80,21 +85,21 @@ def test_message_bytes_are_what_the_codec_writes(
     correlation_id, reply_to, properties,
 ):
     proto = _protocol(version)
-    proto._tags = itertools.count(7)
     sub = _Subscription(sub_id, destination, ack, "/topic/", None)
     deliver = proto._deliver_callback(sub)
     message = Message(
         address=address, body=body, durable=durable, priority=priority, expiration=expiration, timestamp=123,
-        properties=properties, correlation_id=correlation_id, reply_to=reply_to,
+        properties=properties, correlation_id=correlation_id, reply_to=reply_to, message_id=7,
     )
     ref = MessageRef(message, _Queue(), delivery_count=delivery_count)
+    ack_header = "3,7" if version == "1.2" and ack != "auto" else None
     try:
-        expected = proto.codec.send(proto._message_frame(sub, ref, "7"))
+        expected = proto.codec.send(proto._message_frame(sub, ref, "7", ack_header))
     except LocalProtocolError as exc:
         with pytest.raises(LocalProtocolError, match=re.escape(str(exc))):
-            deliver(None, ref)
+            deliver(_Consumer(), ref)
         return
-    deliver(None, ref)
+    deliver(_Consumer(), ref)
     assert proto._out == [expected]
 
 

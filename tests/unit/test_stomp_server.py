@@ -397,10 +397,13 @@ def test_nack_redelivers_then_dead_letters():
     c.send_frame("NACK", [("id", first.get("ack"))])
     second = c.one("MESSAGE")
     assert second.body == b"poison" and second.get("redelivered") == "true"
-    assert second.get("ack") != first.get("ack")
+    # the message's own id, and the same subscription: the same ids again
+    assert second.get("message-id") == first.get("message-id")
+    assert second.get("ack") == first.get("ack")
     c.send_frame("NACK", [("id", second.get("ack"))])
     dead = c.one("MESSAGE")
     assert dead.get("subscription") == "dlq"
+    assert dead.get("message-id") != first.get("message-id")  # a copy, with an id of its own
     assert dead.body == b"poison"
     assert dead.get(ORIGINAL_ADDRESS) == "q"
     assert dead.get("custom") == "v"
@@ -476,6 +479,96 @@ def test_ack_header_forms_per_version():
     m = c12.one("MESSAGE")
     c12.send_frame("ACK", [("message-id", m.get("message-id"))])
     assert "needs an id header" in error_of(c12)
+
+
+# -- message-id and ack: the message's own id ------------------------------------------
+
+
+def test_message_id_is_the_messages_own_id_on_every_connection_and_delivery():
+    b = Broker()
+    subs = [connected(b, v) for v in ("1.0", "1.1", "1.2")]
+    for i, c in enumerate(subs):
+        c.subscribe("/topic/news", f"s{i}", ack="client")
+    p = connected(b)
+    p.send("/topic/news", b"n1")
+    p.send("/topic/news", b"n2")
+    got = [c.messages() for c in subs]
+    assert [[m.body for m in msgs] for msgs in got] == [[b"n1", b"n2"]] * 3
+    first_ids = {msgs[0].get("message-id") for msgs in got}
+    second_ids = {msgs[1].get("message-id") for msgs in got}
+    assert len(first_ids) == 1 and len(second_ids) == 1 and first_ids != second_ids
+    # not a per-connection counter: the broker's id of the message
+    pending = subs[0].protocol.subscriptions["s0"].pending
+    assert [str(ref.message.message_id) for ref in pending.values()] == [m.get("message-id") for m in got[0]]
+    # 1.2's ack header is <consumer id>,<message id>, as Artemis writes it
+    ack = got[2][0].get("ack")
+    consumer_id, _, mid = ack.partition(",")
+    assert mid == got[2][0].get("message-id") and int(consumer_id) > 0
+    # a redelivery keeps both
+    subs[2].send_frame("NACK", [("id", ack)])
+    again = subs[2].messages()
+    assert again[0].body == b"n1" and again[0].get("redelivered") == "true"
+    assert again[0].get("message-id") == got[2][0].get("message-id")
+    assert again[0].get("ack") == ack
+
+
+def test_the_same_message_on_two_subscriptions_of_one_connection():
+    b = Broker()
+    c = connected(b, "1.1")
+    c.subscribe("/topic/dup", "one", ack="client-individual")
+    c.subscribe("/topic/dup", "two", ack="client-individual")
+    connected(b).send("/topic/dup", b"fan")
+    msgs = c.messages()
+    assert sorted(m.get("subscription") for m in msgs) == ["one", "two"]
+    assert msgs[0].get("message-id") == msgs[1].get("message-id")
+    mid = msgs[0].get("message-id")
+    queues = {sub.id: sub.consumer.queue for sub in c.protocol.subscriptions.values()}
+    # with the subscription named, only that subscription's delivery is acknowledged
+    c.send_frame("ACK", [("message-id", mid), ("subscription", "two"), ("receipt", "r2")])
+    assert c.one("RECEIPT").get("receipt-id") == "r2"
+    assert queues["two"].message_count == 0 and queues["one"].message_count == 1
+    # now only one subscription holds it: the bare id is enough
+    c.send_frame("ACK", [("message-id", mid), ("receipt", "r1")])
+    assert c.one("RECEIPT").get("receipt-id") == "r1"
+    assert queues["one"].message_count == 0
+    assert not c.protocol._holders
+
+
+def test_a_bare_message_id_held_by_two_subscriptions_is_an_error_naming_them():
+    b = Broker()
+    c = connected(b, "1.0")
+    c.subscribe("/topic/amb", "one", ack="client")
+    c.subscribe("/topic/amb", "two", ack="client")
+    connected(b).send("/topic/amb", b"fan")
+    m = c.messages()[0]
+    c.send_frame("ACK", [("message-id", m.get("message-id"))])
+    message = error_of(c)
+    assert "subscriptions one, two" in message and "subscription header" in message
+
+
+def test_stomp_1_2_acks_each_subscription_by_its_ack_header():
+    b = Broker()
+    c = connected(b, "1.2")
+    c.subscribe("/topic/t12", "one", ack="client")
+    c.subscribe("/topic/t12", "two", ack="client")
+    p = connected(b)
+    p.send("/topic/t12", b"a")
+    p.send("/topic/t12", b"b")
+    msgs = c.messages()
+    by_sub = {}
+    for m in msgs:
+        by_sub.setdefault(m.get("subscription"), []).append(m)
+    assert by_sub["one"][1].get("message-id") == by_sub["two"][1].get("message-id")
+    assert by_sub["one"][1].get("ack") != by_sub["two"][1].get("ack")
+    queues = {sub.id: sub.consumer.queue for sub in c.protocol.subscriptions.values()}
+    # cumulative ("client") on one subscription: a and b there, nothing on the other
+    c.send_frame("ACK", [("id", by_sub["one"][1].get("ack")), ("receipt", "r")])
+    assert c.one("RECEIPT").get("receipt-id") == "r"
+    assert queues["one"].message_count == 0 and queues["two"].message_count == 2
+    # an ack header naming a consumer that does not hold the message
+    other = by_sub["two"][0].get("ack").replace(",", "9,", 1)
+    c.send_frame("ACK", [("id", other)])
+    assert f"no unacknowledged message with id {other}" in error_of(c)
 
 
 def test_selector():
