@@ -210,6 +210,54 @@ def cmd_up(args) -> int:
 EXIT_NOT_THE_NODE = 3
 
 
+#: the gateway's management API in the shipped appliance (before any --port-offset)
+DEFAULT_MANAGEMENT_PORT = 8161
+
+
+def _node_arguments(parser) -> None:
+    """``--url``, ``--node``, ``--etc`` and ``--port-offset`` of the commands that talk to a node."""
+    parser.add_argument("--url", default=None,
+                        help="the node's management API (default: --node's in the appliance, "
+                        f"else http://127.0.0.1:{DEFAULT_MANAGEMENT_PORT} moved by --port-offset)")
+    parser.add_argument("--node", metavar="NAME", help="the node meant (its name or node id): without "
+                        "--url, found by name in the appliance (--etc); exit 3 if the URL answers "
+                        "for another node or another program")
+    parser.add_argument("--etc", default=DEFAULT_APPLIANCE_DIR,
+                        help="the appliance folder --node is looked up in (default: %(default)s)")
+    parser.add_argument("--port-offset", type=int, default=0, metavar="N",
+                        help="the offset the appliance was started with (junction up --port-offset N)")
+
+
+def _node_url(args) -> tuple[str | None, str | None]:
+    """``(management URL, None)`` for ``--url``/``--node``/``--port-offset``, or ``(None, problem)``.
+
+    ``--url`` wins.  Else ``--node NAME`` is looked up among the node configs
+    of the appliance folder (``--etc``), with their ports moved by
+    ``--port-offset`` as ``junction up`` moved them; a node id (not a name)
+    or a folder without that node falls back to the gateway's default URL,
+    where the node check then says who answered.  Without ``--node``: the
+    gateway's management API, ``127.0.0.1:8161`` moved by the offset.
+    """
+    if args.url:
+        return args.url, None
+    default = f"http://127.0.0.1:{DEFAULT_MANAGEMENT_PORT + args.port_offset}"
+    if not args.node or not os.path.isdir(args.etc):
+        return default, None
+    from junction.gateway.appliance import ApplianceErrors, load_appliance
+
+    try:
+        nodes = load_appliance(args.etc, port_offset=args.port_offset)
+    except ApplianceErrors:
+        return default, None  # the node check says who answers there
+    for node in nodes:
+        if node.name == args.node:
+            if node.management_url is None:
+                return None, (f"node {node.name} ({node.config_path}) has no management API "
+                              "(<junction><management>)")
+            return node.management_url, None
+    return default, None
+
+
 def _reach_node(args):
     """``(status, None)`` of the node at ``--url`` when it is the one meant (``--node``), else ``(None, exit code)``.
 
@@ -219,7 +267,11 @@ def _reach_node(args):
     """
     from junction.management import status_table
 
-    url = args.url.rstrip("/")
+    url, problem = _node_url(args)
+    if url is None:
+        print(f"junction: {problem}", file=sys.stderr)
+        return None, 1
+    url = args.url = url.rstrip("/")
     try:
         status = status_table.fetch_status(url)
     except status_table.NotAJunctionNode as exc:
@@ -329,19 +381,15 @@ def build_parser() -> argparse.ArgumentParser:
     up.set_defaults(func=cmd_up)
 
     status = sub.add_parser("status", help="show a running node's status")
-    status.add_argument("--url", default="http://127.0.0.1:8161", help="the node's management API")
     status.add_argument("--json", action="store_true", help="print the raw JSON")
-    status.add_argument("--node", metavar="NAME", help="the node meant (its name or node id): "
-                        "exit 3 if the URL answers for another node or another program")
+    _node_arguments(status)
     status.set_defaults(func=cmd_status)
 
     route = sub.add_parser("route", help="ask a running node's connection router where a key goes")
     route.add_argument("router", help="the connection router's name")
     route.add_argument("key", help="the routing key (client id, user name, SNI host, ...)")
-    route.add_argument("--url", default="http://127.0.0.1:8161", help="the node's management API")
     route.add_argument("--json", action="store_true", help="print the raw getTargetAsJSON object")
-    route.add_argument("--node", metavar="NAME", help="the node meant (its name or node id): "
-                       "exit 3 if the URL answers for another node or another program")
+    _node_arguments(route)
     route.set_defaults(func=cmd_route)
 
     user = sub.add_parser(

@@ -282,7 +282,7 @@ def test_the_docs_management_write_examples_work_on_the_shipped_appliance(applia
 
 
 def test_the_docs_reading_commands_work_on_the_shipped_appliance(appliance):
-    """Every `curl` GET and `junction status|route` of the docs answers, the default URL given explicitly."""
+    """Every `curl` GET and `junction status|route` of the docs answers, run with the appliance's --port-offset."""
     world, ran = appliance, []
     for doc in DOCS:
         for where, text in shell_commands(doc):
@@ -291,8 +291,8 @@ def test_the_docs_reading_commands_work_on_the_shipped_appliance(appliance):
                 code, body = run_curl(world, moved(text, world.offset))
                 assert code == 200, f"{where}: HTTP {code} {body[:200]}\n{text}"
             elif argv and argv[0].endswith("junction") and argv[1:2] in (["status"], ["route"]):
-                if "--url" not in argv:  # the documented default, moved like every other port
-                    argv += ["--url", world.url(8161)]
+                if "--url" not in argv:  # the node found as a user finds it: the folder and the offset
+                    argv += ["--etc", str(world.folder), "--port-offset", str(world.offset)]
                 result = junction(*argv[1:])
                 assert result.returncode == 0, f"{where}: {text}\n{result.stderr}"
             else:

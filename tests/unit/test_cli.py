@@ -109,6 +109,48 @@ def test_status_and_route_of_another_node_exit_3_and_say_which_answered(answerin
 
 
 @pytest.fixture
+def asked(monkeypatch):
+    """The URLs ``junction status`` fetched, answering as core1 does."""
+    urls = []
+
+    def fetch(url, timeout=5):
+        urls.append(url)
+        return dict(STATUS)
+
+    monkeypatch.setattr("junction.management.status_table.fetch_status", fetch)
+    return urls
+
+
+@pytest.mark.parametrize(
+    ("argv", "url"),
+    [
+        ((), "http://127.0.0.1:8161"),  # the gateway of the shipped appliance
+        (("--port-offset", "1000"), "http://127.0.0.1:9161"),
+        (("--node", "core1"), "http://127.0.0.1:8162"),  # found by name in the appliance's files
+        (("--node", "core1", "--port-offset", "1000"), "http://127.0.0.1:9162"),
+        (("--node", "6f1c-0001"), "http://127.0.0.1:8161"),  # a node id: asked where the gateway is
+        (("--node", "core1", "--url", "http://127.0.0.1:7000"), "http://127.0.0.1:7000"),  # --url wins
+    ],
+)
+def test_status_finds_the_node_meant_in_the_appliance_and_follows_the_port_offset(
+    etc, asked, capsys, argv, url
+):
+    assert run("status", "--etc", str(etc / "appliance"), *argv) in (0, 3)
+    assert asked == [url]
+
+
+def test_route_asks_the_node_found_by_name(etc, asked, monkeypatch, capsys):
+    routes = []
+    monkeypatch.setattr(
+        "junction.management.status_table.fetch_route",
+        lambda url, timeout=5: routes.append(url) or (200, {"target": None}),
+    )
+    run("route", "shard", "admin", "--etc", str(etc / "appliance"), "--node", "core1", "--port-offset", "7")
+    assert asked == ["http://127.0.0.1:8169"]
+    assert routes and routes[0].startswith("http://127.0.0.1:8169/")
+
+
+@pytest.fixture
 def other_program():
     """A TCP server on a free port answering each connection with *answer* (another program)."""
     import socket
