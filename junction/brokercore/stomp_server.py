@@ -455,7 +455,9 @@ class StompProtocol(Protocol):
         events = self.server.events
         if events is not None:
             self._accepted_at = events.clock()
-            events.connection_accepted(info.id, remote=peer, acceptor=info.acceptor, protocol="STOMP")
+            events.connection_accepted(
+                info.id, remote=peer, acceptor=info.acceptor, protocol="STOMP", user=self.session.user, client_id=client_id
+            )
         headers = [("version", version), ("session", self.session_id), ("server", f"Junction/{__version__}")]
         if version != "1.0":
             cx, cy = _heart_beat(frame.get("heart-beat"))

@@ -53,9 +53,9 @@ def _ev(kind, ts, node_id, **fields):
     return encode(Event(kind, float(T0 + ts), node_id.replace("node", "core"), node_id, fields))
 
 
-def sent(mid, ts, queues, address="a1", node=A, **extra):
+def sent(mid, ts, queues, address="a1", node=A, durable=True, **extra):
     return _ev("message.sent", ts, node, message_id=mid, address=address, queues=queues, size=100,
-               durable=True, user="alice", **extra)
+               durable=durable, user="alice", **extra)
 
 
 def delivered(mid, ts, queue, count=1, node=A, address="a1"):
@@ -104,15 +104,37 @@ def hand_log():
         delivered("a/12", 3100, "qg", address="g"), delivered("a/11", 3110, "qg", address="g"),
         delivered("a/13", 3120, "qg", address="g"),
         delivered("a/12", 3050, "qx", address="g"),  # not one of its sent queues: a queue of its own
+        acked("a/12", 3060, "qx", address="g"),
         *[acked(m, 3200, "qg", address="g") for m in ("a/11", "a/12", "a/13")],
         # group g2 (no group_seq: sent order) on qg: a/15 delivered first, so a/14 is out of order
         sent("a/14", 4000, ["qg"], address="g", group_id="g2"),
         sent("a/15", 4010, ["qg"], address="g", group_id="g2"),
         delivered("a/15", 4100, "qg", address="g"), delivered("a/14", 4200, "qg", address="g"),
         acked("a/15", 4300, "qg", address="g"), acked("a/14", 4300, "qg", address="g"),
-        # m16: listed q1 here, but only acknowledged on node-b: lost on the sending node
+        # m16: listed q1 here, but only acknowledged on node-b, and not recovered at node-a's
+        # restart: lost on the sending node
         sent("a/16", 5000, ["q1"]),
         _ev("topology.link_up", 5001, A, cluster="c", peer_node_id=B, peer="core-b", direction="out"),
+        # m17: never delivered, not recovered at the restart: lost
+        sent("a/17", 5500, ["q1"]),
+        # m18: delivered; its acknowledgement's event went with the crash, the journal shows it settled
+        sent("a/18", 5600, ["q1"]), delivered("a/18", 5610, "q1"),
+        # m19: not durable, gone with the restart: dropped, not lost
+        sent("a/19", 5700, ["q1"], durable=False),
+        # m23: durable, but its queue did not survive the restart (not durable): dropped
+        sent("a/23", 5850, ["tmp"]),
+        # node-a/21: delivered and acknowledged just before the crash, whose sent event the crash
+        # lost (not durable: no journal record of it): no sent event, not unexpected
+        delivered("node-a/21", 5990, "q1"), acked("node-a/21", 5995, "q1"),
+        # the restart (a crash: nothing written between it and the last events above)
+        _ev("node.started", 6000, A, recovered=2, settled=1, persistent=True,
+            queues=["q1", "q2", "qg", "t.s1", "t.s2", "t.s3"], paged=[]),
+        # m3's third subscription still holds it: in flight
+        _ev("message.recovered", 6000, A, message_id="a/3", address="t", queue="t.s3", durable=True, delivery_count=1),
+        # m20: its sent event went with the crash; recovered, then delivered and acknowledged
+        _ev("message.recovered", 6000, A, message_id="a/20", address="a1", queue="q1", durable=True, delivery_count=0),
+        _ev("message.settled", 6000, A, message_id="a/18", address="a1", queue="q1"),
+        delivered("a/20", 6100, "q1"), acked("a/20", 6110, "q1"),
     ]
     b = [
         # m6: delivered and acknowledged, never sent: unexpected
@@ -131,14 +153,14 @@ def _write(folder, name, lines):
 
 
 HAND_SUMMARY = {
-    "sent": 15, "acknowledged": 12, "lost": 3, "duplicated": 1, "unexpected": 1, "out_of_order": 2,
-    "expired": 1, "dead_lettered": 1, "in_flight": 0, "redelivered": 1, "acknowledgements": 15,
-    "sent_more_than_once": 0, "no_sent_event": 0,
+    "sent": 19, "acknowledged": 12, "lost": 2, "duplicated": 1, "unexpected": 1, "out_of_order": 2,
+    "expired": 1, "dead_lettered": 1, "in_flight": 2, "redelivered": 1, "acknowledgements": 18,
+    "sent_more_than_once": 0, "no_sent_event": 1, "settled": 1, "dropped": 2, "recovered": 2, "restarts": 1,
 }
 
 
 def _is_hand(message_id):
-    return message_id.startswith(("a/", "z/"))
+    return message_id.startswith(("a/", "z/", "node-a/"))
 
 
 @pytest.fixture(scope="module")
