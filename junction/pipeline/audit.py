@@ -2,24 +2,42 @@
 
 ``junction analyze audit --events DIR --out DIR`` follows every message by its
 ``message_id`` (the same on every node it passes through) across all nodes'
-event files, and reports:
+event files, through each *reference* to it: a (node, queue) that held it.
+References come from ``message.sent`` (the sending node's ``queues``),
+``message.recovered`` (what a restart brought back), deliveries, and forwards
+or moves to another node (``message.forwarded``, ``message.redistributed``:
+that node owes it, under ``@<node id>`` until one of its queues shows it).
+A reference is *settled* by an acknowledgement, expiry, dead-lettering, move
+(redistribution), a forward out of a store-and-forward queue, or a restart's
+``message.settled`` (the journal's newest records settled it: its own event
+may have gone with a crash).  An unsettled reference is *held* unless its
+node restarted (``node.started``) after it was last seen there -- sent,
+recovered or delivered -- without recovering it: the broker removes a
+message from a durable queue only by settling it, so that reference is gone.
 
 lost
-    A ``message.sent`` that (a) has no ``message.acknowledged`` anywhere and
-    was neither expired nor dead-lettered anywhere, or (b) lists in ``queues``
-    a local queue that never settled it on the sending node: no
-    acknowledgement, expiry, dead-lettering or redistribution (a move to
-    another node, which then owes the acknowledgement) of it from that queue.
-    (b) catches a topic message one of whose subscriptions never acknowledged
-    it; queues on other nodes are only covered by (a), since ``queues`` names
-    the sending node's queues only.
+    A message accepted (``message.sent``, or recovered) and durable with a
+    reference gone at a restart of a node that keeps durable messages
+    (``persistent``), from a queue that survived it.  Exit status 1.
+in flight
+    Not lost, with a reference still held at the end of the logs (in a
+    queue, or in an address's page files at a restart): the ``in_flight``
+    table names each node and queue.  Not a failure.
+dropped
+    Gone at a restart that promised nothing: a non-durable message, a node
+    without persistence, a queue that did not survive (not durable, deleted).
+settled
+    Settled only by a restart's ``message.settled``.
 duplicated
     A (message_id, queue) acknowledged more than once, on any nodes.  A
     redelivery acknowledged once is not a duplicate.
 unexpected
-    A message id delivered or acknowledged but never sent (no
-    ``message.sent`` anywhere): a message from outside the audited nodes, or
-    a lost log line.
+    A message id delivered or acknowledged that no event shows accepted
+    (no sent, recovered or settled), unless a crash of the node its id names
+    followed its first event within :data:`CRASH_TAIL_S` of that node's last
+    event before the restart: the crash may have taken its sent event (a
+    non-durable message: a durable one is in the journal, so recovered or
+    settled); such a message counts under ``no_sent_event``.  Exit status 1.
 out of order
     Per (group_id, queue): the first delivery of each message, in time order
     (ties by sent rank), against the sent order -- ``group_seq`` when every
@@ -29,23 +47,21 @@ out of order
 expired, dead-lettered
     (message_id, queue) pairs removed by ``message.expired`` /
     ``message.dead_lettered``; accounted for, not lost.
-in flight (``--settle SECONDS``)
-    A lost message sent in the last SECONDS before the newest event: for
-    logs copied from running nodes, whose acknowledgements may not be
-    written yet.  Off by default.
 latency
     end-to-end: first delivery - sent; acknowledgement: first
     acknowledgement - sent (milliseconds, across nodes, so clock skew between
     nodes shows up in it); p50/p90/p99/max per address with Spark's
     ``percentile_approx`` (see :data:`PERCENTILE_ACCURACY`).
 
-Everything is DataFrame operations.  The events are shuffled once, by
-``message_id``; in place, they become one row per (message, queue) -- a
-message's ``message.sent`` and forwards meet in its row without a queue --
-and then one row per message, which is kept (memory, then disk) for the
-tables.  Only bounded samples (the report's examples, per-address and
-per-minute figures) reach the driver.  A message group's deliveries are
-ordered in one task, so one giant group is one long task.
+Everything is DataFrame operations.  The restarts (``node.started``, at most
+:data:`MAX_RESTARTS`) are collected to the driver: each node's start times
+become a literal map, so "the next restart after this time" is an array
+lookup, not a join.  The events are shuffled once, by ``message_id``; in
+place, they become one row per reference (a message's own sent and forwards
+in a row of their own), then one row per message, which is kept (memory,
+then disk) for the tables.  Only bounded samples (the report's examples,
+per-address and per-minute figures) reach the driver.  A message group's
+deliveries are ordered in one task, so one giant group is one long task.
 Exit status 1 when anything is lost or unexpected.
 """
 
