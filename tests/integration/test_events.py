@@ -126,7 +126,38 @@ def test_message_sampling_and_categories(broker_factory, tmp_path):
     client.send_all("/queue/orders", ["a", "b"])
     client.close()
     events = wait_events(events_dir, lambda ev: of_kind(ev, "connection.closed"), "the closed connection")
-    assert {e["kind"] for e in events} == {"connection.accepted", "connection.closed"}
+    # no message is sampled; the node's restart marker is not a message's
+    assert {e["kind"] for e in events} == {"connection.accepted", "connection.closed", "node.started"}
+
+
+def test_a_restart_tells_what_the_journal_held_under_the_ids_the_messages_were_sent_with(broker_factory, tmp_path):
+    """node.started, then a message.recovered per message the journal held, with its sent id; a
+    broker core's connection.accepted names the client."""
+    events_dir = tmp_path / "events"
+    node = broker_factory(
+        "ev", extra_junction_xml=EVENTS_XML.format(dir=events_dir), extra_core_xml=QUEUE_XML,
+        stomp_acceptor_params={"anycastPrefix": "/queue/"},
+    ).start()
+    producer = StompClient(node, client_id="keeper")
+    producer.send_all("/queue/orders", ["k0", "k1", "k2"])
+    producer.close()
+    assert node.stop() == 0
+    node.start()
+    events = wait_events(
+        events_dir, lambda ev: len(of_kind(ev, "node.started")) == 2 and len(of_kind(ev, "message.recovered")) == 3,
+        "two starts and three recovered messages",
+    )
+    first, second = sorted(of_kind(events, "node.started"), key=lambda e: e["ts"])
+    assert (first["recovered"], first["persistent"], second["recovered"], second["persistent"]) == (0, True, 3, True)
+    assert "orders" in second["queues"] and second["paged"] == []
+    recovered = of_kind(events, "message.recovered")
+    sent = of_kind(events, "message.sent")
+    assert sorted(e["message_id"] for e in recovered) == sorted(e["message_id"] for e in sent)
+    assert {(e["queue"], e["address"], e["durable"], e["delivery_count"], e["ts"]) for e in recovered} == {
+        ("orders", "orders", True, 0, second["ts"])
+    }
+    accepted = of_kind(events, "connection.accepted")
+    assert [(e["client_id"], e["protocol"], e["user"]) for e in accepted] == [("keeper", "STOMP", None)]
 
 
 def test_a_message_keeps_its_id_across_the_cluster(broker_factory, tmp_path):
