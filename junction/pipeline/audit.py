@@ -159,7 +159,8 @@ def _run_of(times, node, ts):
     """How many of ``node``'s restarts (``times``: :func:`_times_map`) came at or before ``ts``."""
     from pyspark.sql import functions as F
 
-    return F.coalesce(F.size(F.filter(times[node], lambda t: t <= ts)), F.lit(0))
+    starts = times[node]
+    return F.when(starts.isNull(), F.lit(0)).otherwise(F.size(F.filter(starts, lambda t: t <= ts)))
 
 
 def run(spark, events: str, out: str, *, examples: int = DEFAULT_EXAMPLES, **_ignored) -> JobResult:
