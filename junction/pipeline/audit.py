@@ -174,7 +174,11 @@ def run(spark, events: str, out: str, *, examples: int = DEFAULT_EXAMPLES, **_ig
 
     with progress(spark, "audit") as shown:
         shown.phase(f"reading events from {events}")
-        raw = read_events(spark, events, READ_KINDS)
+        # parsed once and kept: the restarts, the runs' ends and the audit itself read it
+        raw = read_events(spark, events, READ_KINDS).select(
+            "kind", "ts", "node", "node_id", "message_id", "address", "queues", "group_id", "group_seq", "queue",
+            "to_node", "user", "durable", "persistent", "paged",
+        ).persist(StorageLevel.MEMORY_AND_DISK)
         times, start_rows = _restarts(raw)
         starts = spark.createDataFrame(
             start_rows, "start_node string, start_index int, persistent boolean, kept_queues array<string>, "
@@ -636,6 +640,7 @@ def run(spark, events: str, out: str, *, examples: int = DEFAULT_EXAMPLES, **_ig
         path = report.write(os.path.join(out, "audit.html"))
         shown.phase(f"wrote {path}")
         base.unpersist()
+        raw.unpersist()
 
     exit_code = 1 if summary["lost"] or summary["unexpected"] else 0
     return JobResult(job="audit", summary=summary, exit_code=exit_code, report=path, tables=tables)
