@@ -696,11 +696,17 @@ def _firsts(refs):
 
 
 _DEFINITIONS = (
-    "Lost: a message.sent with no message.acknowledged anywhere (and not expired or dead-lettered), or "
-    "one of the queues listed in its sent event that never settled it on the sending node (no "
-    "acknowledgement, expiry, dead-lettering or redistribution there).  Duplicated: a (message, queue) "
-    "acknowledged more than once; a redelivery acknowledged once is not a duplicate.  Unexpected: a "
-    "message delivered or acknowledged that no node recorded as sent.\n\n"
+    "Each message is followed through every (node, queue) that held it: the sending node's queues, "
+    "what a restart recovered (message.recovered), where it was delivered, and a node it was forwarded "
+    "or moved to.  Settled: acknowledged, expired, dead-lettered, moved, forwarded out of a "
+    "store-and-forward queue, or shown settled by the journal at a restart (message.settled).\n\n"
+    "Lost: accepted (sent, or recovered) and durable, and gone from a queue at a restart of its node "
+    "that did not recover it, with nothing settling it.  In flight: not settled and still held at the "
+    "end of the logs, in the queue named (not a failure).  Dropped: gone at a restart that promised "
+    "nothing (a non-durable message, a node without persistence, a queue that did not survive).  "
+    "Duplicated: a (message, queue) acknowledged more than once; a redelivery acknowledged once is not "
+    "a duplicate.  Unexpected: delivered or acknowledged, but no event shows it accepted, and no crash "
+    "of the node its id names just after it explains the missing sent event.\n\n"
     "Out of order: per (group, queue), the first delivery of each message in time order against the "
     "sent order (group_seq when every message of the group has one, else the sent time); a message is out "
     "of order when a message of its group sent later was delivered before it.  Expired and dead-lettered "

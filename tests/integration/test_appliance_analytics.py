@@ -14,6 +14,7 @@ probes apart from the clients.
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import signal
 import socket
@@ -24,6 +25,7 @@ import pytest
 from proton import Message
 
 from junction.pipeline import audit, routing
+from junction.pipeline.common import get_spark
 from tests.integration.test_appliance import TIMEOUT, amqp, run_appliance, wait_all_ready
 from tests.integration.test_stomp_clients import Client
 from tests.pipeline.test_audit import SMALL_INPUT_CONF
@@ -59,6 +61,10 @@ def test_the_audit_and_routing_reports_tell_exactly_what_went_through_the_applia
     world = appliance
     began = time.monotonic()
     wait_all_ready(world)
+    # the Spark session's JVM starts while the clients run (it takes seconds)
+    starting = concurrent.futures.ThreadPoolExecutor(1)
+    session = starting.submit(get_spark, "local[2]")
+    starting.shutdown(wait=False)
     gateway = SimpleNamespace(stomp_address=("127.0.0.1", world.ports[61613]))
     consumer = Client(gateway, "1.2").connect("alice", "alice")
     consumer.subscribe("/queue/audit-stomp", "s1", ack="client-individual")
@@ -95,10 +101,7 @@ def test_the_audit_and_routing_reports_tell_exactly_what_went_through_the_applia
     assert {n.split("-")[1] for n in names} == {"gateway", "core1", "core2", "core3"}, names
 
     analysed = time.monotonic()
-    # one Spark session for both jobs, started once the appliance is done with the machine
-    from junction.pipeline.common import get_spark
-
-    spark = get_spark("local[2]")
+    spark = session.result(timeout=120)  # one Spark session for both jobs
     try:
         for key, value in SMALL_INPUT_CONF.items():  # a few hundred events: no generated code
             spark.conf.set(key, value)
