@@ -70,6 +70,14 @@ from __future__ import annotations
 import argparse
 import os
 
+from junction.pipeline.audit_refs import (
+    duplicated_details,
+    duplicated_queues,
+    firsts,
+    restarts,
+    run_of,
+    times_map,
+)
 from junction.pipeline.common import JobResult, PipelineError, progress, read_events, write_table
 from junction.pipeline.report import Report
 
@@ -122,47 +130,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _restarts(raw):
-    """The node.started events, collected: ``(times, rows)``, ``times`` node id -> its
-    start times in order, ``rows`` (node_id, index from 1, persistent, queues, paged)."""
-    from pyspark.sql import functions as F
-
-    found = (
-        raw.filter(F.col("kind") == "node.started")
-        .select("node_id", "ts", "persistent", "queues", "paged")
-        .limit(MAX_RESTARTS + 1)
-        .collect()
-    )
-    if len(found) > MAX_RESTARTS:
-        raise PipelineError(f"more than {MAX_RESTARTS:,} node restarts (node.started) in the events: audit fewer at once")
-    times: dict[str, list] = {}
-    for row in sorted(found, key=lambda r: (r["node_id"] or "", r["ts"])):
-        times.setdefault(row["node_id"] or "", []).append(row)
-    rows = [
-        (node_id, i + 1, bool(r["persistent"]), list(r["queues"] or []), list(r["paged"] or []))
-        for node_id, starts in times.items() for i, r in enumerate(starts)
-    ]
-    return {node_id: [r["ts"] for r in starts] for node_id, starts in times.items()}, rows
-
-
-def _times_map(times: dict):
-    """A literal map node id -> array of times (an empty map of that type when there are none)."""
-    from pyspark.sql import functions as F
-
-    if not times:
-        return F.create_map().cast("map<string,array<double>>")
-    return F.create_map(*[x for node_id, ts in times.items()
-                          for x in (F.lit(node_id), F.array(*[F.lit(float(t)) for t in ts]))])
-
-
-def _run_of(times, node, ts):
-    """How many of ``node``'s restarts (``times``: :func:`_times_map`) came at or before ``ts``."""
-    from pyspark.sql import functions as F
-
-    starts = times[node]
-    return F.when(starts.isNull(), F.lit(0)).otherwise(F.size(F.filter(starts, lambda t: t <= ts)))
-
-
 def run(spark, events: str, out: str, *, examples: int = DEFAULT_EXAMPLES, **_ignored) -> JobResult:
     """Audit the message events under ``events``; tables and ``audit.html`` under ``out``."""
     from pyspark import StorageLevel
@@ -179,12 +146,12 @@ def run(spark, events: str, out: str, *, examples: int = DEFAULT_EXAMPLES, **_ig
             "kind", "ts", "node", "node_id", "message_id", "address", "queues", "group_id", "group_seq", "queue",
             "to_node", "user", "durable", "persistent", "paged",
         ).persist(StorageLevel.MEMORY_AND_DISK)
-        times, start_rows = _restarts(raw)
+        times, start_rows = restarts(raw, MAX_RESTARTS)
         starts = spark.createDataFrame(
             start_rows, "start_node string, start_index int, persistent boolean, kept_queues array<string>, "
             "paged array<string>",
         )
-        times_map = _times_map(times)
+        restart_times = times_map(times)
         partitions = max(int(spark.conf.get("spark.sql.shuffle.partitions")), raw.rdd.getNumPartitions())
         kind = F.col("kind")
         ts = F.col("ts")
@@ -193,7 +160,7 @@ def run(spark, events: str, out: str, *, examples: int = DEFAULT_EXAMPLES, **_ig
         if times:
             run_rows = (
                 raw.filter(F.col("node_id").isin(list(times)))
-                .groupBy("node_id", _run_of(times_map, F.col("node_id"), ts).alias("run"))
+                .groupBy("node_id", run_of(restart_times, F.col("node_id"), ts).alias("run"))
                 .agg(F.max("ts").alias("last"))
                 .collect()
             )
@@ -280,9 +247,9 @@ def run(spark, events: str, out: str, *, examples: int = DEFAULT_EXAMPLES, **_ig
             .withColumn("message_address", F.first("address", ignorenulls=True).over(per_message))
             .filter(F.col("rnode").isNotNull() & ~F.col("covered"))
             # the first restart of the reference's node after it was last seen there
-            .withColumn("start_index", _run_of(times_map, F.col("rnode"), F.col("last_seen")) + 1)
+            .withColumn("start_index", run_of(restart_times, F.col("rnode"), F.col("last_seen")) + 1)
             .join(F.broadcast(starts), (F.col("rnode") == F.col("start_node")) & (at == F.col("s_index")), "left")
-            .withColumn("restart_ts", F.try_element_at(times_map[F.col("rnode")], at))
+            .withColumn("restart_ts", F.try_element_at(restart_times[F.col("rnode")], at))
         )
         settled_here = (
             (F.col("acknowledged") + F.col("expired") + F.col("dead_lettered") + F.col("redistributed")
@@ -339,8 +306,8 @@ def run(spark, events: str, out: str, *, examples: int = DEFAULT_EXAMPLES, **_ig
         # last CRASH_TAIL_S of that node's run that ended in a restart
         origin = F.substring_index("message_id", "/", 1)
         first = F.least(F.col("first_ts"), F.col("refs_first_ts"))
-        run = _run_of(times_map, origin, first)
-        run_end = F.try_element_at(_times_map(run_ends)[origin], run + 1)
+        run = run_of(restart_times, origin, first)
+        run_end = F.try_element_at(times_map(run_ends)[origin], run + 1)
         crash_tail = run_end.isNotNull() & (first >= run_end - CRASH_TAIL_S * 1000.0)
         lost_refs = refs_where(lambda r: r["fate"] == "lost")
         in_flight_refs = refs_where(lambda r: r["fate"] == "in_flight")
@@ -367,15 +334,15 @@ def run(spark, events: str, out: str, *, examples: int = DEFAULT_EXAMPLES, **_ig
             F.array_sort(F.array_distinct(F.transform(lost_refs, lambda r: r["rnode"]))).alias("lost_on"),
             queues_of(in_flight_refs).alias("in_flight_queues"),
             queues_of(dropped_refs).alias("dropped_queues"),
-            _duplicated_queues(F.col("refs")).alias("duplicated_queues"),
-            _duplicated_details(F.col("refs")).alias("duplicates"),
+            duplicated_queues(F.col("refs")).alias("duplicated_queues"),
+            duplicated_details(F.col("refs")).alias("duplicates"),
             F.array_sort(F.array_distinct(F.transform(
                 refs_where(lambda r: r["delivered"] + r["acknowledged"] > 0), lambda r: r["rqueue"]
             ))).alias("queues_seen"),
             F.coalesce(F.col("expired_queues"), zero).alias("expired_queues"),
             F.coalesce(F.col("dead_lettered_queues"), zero).alias("dead_lettered_queues"),
             F.coalesce(F.col("redelivered_queues"), zero).alias("redelivered_queues"),
-            F.when(was_sent & F.col("sent.group_id").isNotNull(), _firsts(F.col("refs"))).alias("firsts"),
+            F.when(was_sent & F.col("sent.group_id").isNotNull(), firsts(F.col("refs"))).alias("firsts"),
             was_sent.alias("was_sent"), accepted.alias("accepted"), seen.alias("seen"),
             crash_tail.alias("crash_tail"),
             F.coalesce(F.col("refs"), F.array()).alias("refs"),
@@ -400,14 +367,14 @@ def run(spark, events: str, out: str, *, examples: int = DEFAULT_EXAMPLES, **_ig
         # -- out of order, per (group, queue) ------------------------------------------------
         shown.phase("checking delivery order of message groups")
         # each group message's first delivery on each of its queues
-        firsts = (
+        group_firsts = (
             base.filter(F.col("firsts").isNotNull())
             .select("message_id", "group_id", "group_seq", "sent_ts", F.explode("firsts").alias("f"))
             .select("message_id", "group_id", "group_seq", "sent_ts", "f.queue", "f.first_delivery_ts")
         )
         by_group = Window.partitionBy("group_id")
         ranked = (
-            firsts.withColumn("by_seq", F.min(F.col("group_seq").isNotNull().cast("int")).over(by_group) == 1)
+            group_firsts.withColumn("by_seq", F.min(F.col("group_seq").isNotNull().cast("int")).over(by_group) == 1)
             .withColumn(
                 "rank", F.when(F.col("by_seq"), F.col("group_seq").cast("double")).otherwise(F.col("sent_ts"))
             )
@@ -644,55 +611,6 @@ def run(spark, events: str, out: str, *, examples: int = DEFAULT_EXAMPLES, **_ig
 
     exit_code = 1 if summary["lost"] or summary["unexpected"] else 0
     return JobResult(job="audit", summary=summary, exit_code=exit_code, report=path, tables=tables)
-
-
-def _queue_names(refs):
-    """The distinct queue names of ``refs`` (an array of reference structs)."""
-    from pyspark.sql import functions as F
-
-    return F.array_distinct(F.filter(F.transform(refs, lambda r: r["rqueue"]), lambda q: q.isNotNull()))
-
-
-def _over_queue(refs, queue, field, how="sum"):
-    """``field`` of the references of ``queue`` on every node: their sum (or their minimum)."""
-    from pyspark.sql import functions as F
-
-    mine = F.filter(refs, lambda r: r["rqueue"] == queue)
-    if how == "min":
-        return F.array_min(F.transform(mine, lambda r: r[field]))
-    return F.aggregate(mine, F.lit(0).cast("long"), lambda acc, r: acc + r[field].cast("long"))
-
-
-def _duplicated_queues(refs):
-    """The queues that acknowledged the message more than once (on any nodes), sorted."""
-    from pyspark.sql import functions as F
-
-    refs = F.coalesce(refs, F.array())
-    return F.array_sort(F.filter(_queue_names(refs), lambda q: _over_queue(refs, q, "acknowledged") > 1))
-
-
-def _duplicated_details(refs):
-    """(queue, acks, deliveries, first_ack_ts) of each duplicated queue, or null when none."""
-    from pyspark.sql import functions as F
-
-    refs = F.coalesce(refs, F.array())
-    details = F.transform(_duplicated_queues(refs), lambda q: F.struct(
-        q.alias("queue"), _over_queue(refs, q, "acknowledged").alias("acks"),
-        _over_queue(refs, q, "delivered").alias("deliveries"),
-        _over_queue(refs, q, "first_ack_ts", "min").alias("first_ack_ts"),
-    ))
-    return F.when(F.size(details) > 0, details)
-
-
-def _firsts(refs):
-    """(queue, first_delivery_ts) of every queue that delivered the message: its first delivery there."""
-    from pyspark.sql import functions as F
-
-    refs = F.coalesce(refs, F.array())
-    delivered = F.filter(_queue_names(refs), lambda q: _over_queue(refs, q, "delivered") > 0)
-    return F.transform(delivered, lambda q: F.struct(
-        q.alias("queue"), _over_queue(refs, q, "first_delivery_ts", "min").alias("first_delivery_ts")
-    ))
 
 
 _DEFINITIONS = (
