@@ -160,6 +160,28 @@ def test_a_restart_tells_what_the_journal_held_under_the_ids_the_messages_were_s
     assert [(e["client_id"], e["protocol"], e["user"]) for e in accepted] == [("keeper", "STOMP", None)]
 
 
+def test_a_paged_message_is_sent_under_the_id_it_is_delivered_with(broker_factory, tmp_path):
+    """A send that pages (address-full-policy PAGE) is logged under the message's own id, the one
+    its delivery after depaging carries (not the id it had before paging gave it one)."""
+    from tests.integration.test_paging import PAGE_SETTINGS, PREFIXES
+
+    events_dir = tmp_path / "events"
+    node = broker_factory(
+        "ev", extra_junction_xml=EVENTS_XML.format(dir=events_dir), address_settings_xml=PAGE_SETTINGS,
+        stomp_acceptor_params=PREFIXES,
+    ).start()
+    producer = StompClient(node)
+    producer.send_all("/queue/paged.events", ["p" * 1024 for _ in range(40)])  # 40 KiB against 16 KiB
+    producer.close()
+    consumer = StompClient(node)
+    consumer.subscribe("/queue/paged.events")
+    consumer.wait_count(40)
+    consumer.close()
+    events = wait_events(events_dir, lambda ev: len(of_kind(ev, "message.acknowledged")) >= 40, "40 acknowledgements")
+    sent = {e["message_id"] for e in of_kind(events, "message.sent")}
+    assert len(sent) == 40 and sent == {e["message_id"] for e in of_kind(events, "message.delivered")}
+
+
 def test_a_message_keeps_its_id_across_the_cluster(broker_factory, tmp_path):
     events_dir = tmp_path / "events"
     nodes = start_all(
