@@ -17,6 +17,7 @@ queue the test leaves unconsumed -- 0 lost, 0 unexpected, exit status 0.
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import random
 
 import pytest
@@ -46,13 +47,16 @@ LEFT_QUEUE = "/queue/left"
 SEND_TIMEOUT = 20.0
 
 
-@pytest.fixture(scope="module")
-def spark():
+@pytest.fixture
+def spark_soon():
+    """A Spark session starting in the background (its JVM takes seconds) while the broker runs."""
     from junction.pipeline.common import get_spark
 
-    session = get_spark("local[2]")
+    starting = concurrent.futures.ThreadPoolExecutor(1)
+    session = starting.submit(get_spark, "local[2]")
+    starting.shutdown(wait=False)
     yield session
-    session.stop()
+    session.result(timeout=120).stop()
 
 
 def _leave(broker, count: int) -> set[int]:
@@ -78,7 +82,7 @@ def _leave(broker, count: int) -> set[int]:
 
 
 def test_an_audit_over_a_kill9_under_receipted_load_finds_nothing_lost_and_lists_what_is_left(
-    broker_factory, tmp_path, spark
+    broker_factory, tmp_path, spark_soon
 ):
     rng = random.Random(_seed("audit-kill9"))
     events = tmp_path / "events"
@@ -93,6 +97,7 @@ def test_an_audit_over_a_kill9_under_receipted_load_finds_nothing_lost_and_lists
     _leave(broker, LEFT)
     assert broker.stop() == 0  # a clean stop: the node's last events reach the files
 
+    spark = spark_soon.result(timeout=120)
     result = audit.run(spark, str(events), str(tmp_path / "audit"), examples=5)
     s = result.summary
     print(f"[audit-kill9] kill after {cycle.kill_at} receipts: {s}")
