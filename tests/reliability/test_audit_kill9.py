@@ -23,6 +23,7 @@ import random
 import pytest
 
 from junction.pipeline import audit
+from tests.pipeline.test_audit import SMALL_INPUT_CONF
 from tests.reliability.test_kill9 import (
     ROUTING,
     Cycle,
@@ -98,6 +99,8 @@ def test_an_audit_over_a_kill9_under_receipted_load_finds_nothing_lost_and_lists
     assert broker.stop() == 0  # a clean stop: the node's last events reach the files
 
     spark = spark_soon.result(timeout=120)
+    for key, value in SMALL_INPUT_CONF.items():  # a few thousand events: no generated code
+        spark.conf.set(key, value)
     result = audit.run(spark, str(events), str(tmp_path / "audit"), examples=5)
     s = result.summary
     print(f"[audit-kill9] kill after {cycle.kill_at} receipts: {s}")
