@@ -1078,7 +1078,10 @@ class AmqpProtocol(Protocol):
         events = self.server.events
         if events is not None:
             self._accepted_at = events.clock()
-            events.connection_accepted(self.info.id, remote=self.peer, acceptor=self.info.acceptor, protocol="AMQP")
+            events.connection_accepted(
+                self.info.id, remote=self.peer, acceptor=self.info.acceptor, protocol="AMQP",
+                user=getattr(self.principal, "user", None), client_id=container,
+            )
         conn.container = self.server.node_id if getattr(self.server, "node_id", None) else "junction"
         conn.offered_capabilities = [ANONYMOUS_RELAY, SHARED_SUBS]
         # What a gateway pool's readiness probe reads (junction/gateway/amqp_probe.py;

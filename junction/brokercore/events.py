@@ -370,6 +370,45 @@ class MessageEvents:
     acknowledged = _delivery_method(ACKNOWLEDGED, False, "``consumer``: the ServerConsumer that held the delivery, or None.")
     del _delivery_method
 
+    def restarted(self, recovered, queue_names: dict, *, persistent: bool, paged=()) -> None:
+        """What a restart tells the audit, spooled at once (the log's ``write_now``: a
+        journal may hold far more messages than the event queue): ``node.started``, then
+        ``message.recovered`` for each message reference the journal held (back in its
+        queue, with its delivery count), and ``message.settled`` for each reference the
+        journal's newest records show settled (``recovered.settled``: acknowledged, expired,
+        dead-lettered or moved before the restart, whose own events a crash may have lost).
+
+        ``queue_names`` maps the recovered queues' ids to their names (a reference to a
+        queue that no longer exists is left out); ``paged`` names the addresses whose page
+        files hold messages (they are in no queue yet).  All are stamped alike, now."""
+        now = self._clock() * 1000.0
+        entries = []
+        for item in recovered.messages:
+            message = item.message
+            trace = self._trace(message)
+            if trace is None:
+                continue
+            dup = _dup_text(message)
+            for queue_id, count in item.refs.items():
+                name = queue_names.get(queue_id)
+                if name is not None:
+                    entries.append(("message.recovered", now, trace, dup, message.address, name, message.durable, count))
+        references = len(entries)
+        for message, queue_ids in recovered.settled:
+            trace = self._trace(message)
+            if trace is None:
+                continue
+            dup = _dup_text(message)
+            for queue_id in queue_ids:
+                name = queue_names.get(queue_id)
+                if name is not None:
+                    entries.append(("message.settled", now, trace, dup, message.address, name))
+        started = (
+            "node.started", now, references, len(entries) - references, persistent,
+            sorted(queue_names.values()), sorted(paged),
+        )
+        self.log.write_now([started, *entries])
+
     def _entry(self, kind: str, *values) -> None:
         """The rarer kinds: one event, stamped now."""
         self.put((kind, self._clock() * 1000.0, *values))

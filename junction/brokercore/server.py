@@ -57,6 +57,10 @@ EXPIRY_SCAN_PERIOD_S = 30.0
 MAX_BLOCKED_SENDS_PER_ADDRESS = 100_000
 #: Wildcard-address match results remembered per concrete address.
 WILDCARD_CACHE_SIZE = 10_000
+#: With message events on, the newest bytes of the journal whose settlements a start reports
+#: (``message.settled``): a crash loses the event log's last moments (under a second), and
+#: this covers many seconds of a busy node's journal records.
+SETTLED_TAIL_BYTES = 16 * 1024 * 1024
 #: Paged messages moved back into memory per depage pass (records / bytes).
 DEPAGE_BATCH_RECORDS = 500
 DEPAGE_BATCH_BYTES = 1024 * 1024
@@ -200,10 +204,15 @@ class BrokerServer:
     # -- lifecycle ------------------------------------------------------------------
     def start(self) -> None:
         """Recover from the journal, deploy configured addresses, start timers."""
-        recovered = self.storage.load()
+        events = self.message_events
+        recovered = self.storage.load(settled_tail_bytes=0 if events is None else SETTLED_TAIL_BYTES)
         self.storage.start()
         self._recover(recovered)
         self._recover_pages(recovered.page_cursors)
+        if events is not None:  # what the delivery audit needs to know of this restart
+            paged = [name for name, address in self.addresses.items() if address.paging]
+            names = {queue_id: queue.name for queue_id, queue in self._queues_by_id.items() if queue.durable}
+            events.restarted(recovered, names, persistent=self.storage.persistent, paged=paged)
         self._deploy_configured()
         self.started = True
         self._expiry_call = self.reactor.callLater(EXPIRY_SCAN_PERIOD_S, self._expiry_scan)

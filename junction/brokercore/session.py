@@ -323,8 +323,9 @@ class ServerSession:
             if not queues:
                 return self._route(message, routing_type, None, address=address, queues=queues)
             events = server.message_events
-            entry = None if events is None else events.sent_entry(message, queues, self)
             paged = server.page_message(address, message, queues)
+            # after page_message, which gives the message its id (and trace id)
+            entry = None if events is None else events.sent_entry(message, queues, self)
             if entry is not None:
                 paged.addCallback(put_after, events.put, entry)
             return paged

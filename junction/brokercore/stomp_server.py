@@ -459,7 +459,9 @@ class StompProtocol(Protocol):
         events = self.server.events
         if events is not None:
             self._accepted_at = events.clock()
-            events.connection_accepted(info.id, remote=peer, acceptor=info.acceptor, protocol="STOMP")
+            events.connection_accepted(
+                info.id, remote=peer, acceptor=info.acceptor, protocol="STOMP", user=self.session.user, client_id=client_id
+            )
         headers = [("version", version), ("session", self.session_id), ("server", f"Junction/{__version__}")]
         if client_id is not None and client_id.startswith(ROUTER_PROBE_CLIENT_ID_PREFIX):
             headers += self._probe_headers()

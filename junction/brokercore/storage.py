@@ -71,6 +71,9 @@ class Recovered:
     messages: list = field(default_factory=list)  # RecoveredMessage, by id
     duplicates: list = field(default_factory=list)  # (record id, address, dup id)
     page_cursors: dict = field(default_factory=dict)  # address -> (record id, position bytes)
+    #: (message, queue ids) the journal's newest records show settled before the restart
+    #: (``load(settled_tail_bytes=...)``): deleted messages, and the acked queues of live ones
+    settled: list = field(default_factory=list)
     torn_tail: bool = False
     notes: list = field(default_factory=list)
 
@@ -121,7 +124,7 @@ class NullStorage:
     def __init__(self):
         self._next = 0
 
-    def load(self) -> Recovered:
+    def load(self, settled_tail_bytes: int = 0) -> Recovered:
         return Recovered()
 
     def start(self):
@@ -219,8 +222,14 @@ class JournalStorage:
         self.release = journal.release
 
     # -- lifecycle ---------------------------------------------------------------
-    def load(self) -> Recovered:
-        state = self.journal.load()
+    def load(self, settled_tail_bytes: int = 0) -> Recovered:
+        """The broker's state from the journal.  With ``settled_tail_bytes``, also what
+        the newest ``settled_tail_bytes`` of the journal settled (``Recovered.settled``):
+        the messages a crash may have removed from the event log's last moments."""
+        if settled_tail_bytes:
+            state = self.journal.load(tail_bytes=settled_tail_bytes)
+        else:
+            state = self.journal.load()
         recovered = Recovered(torn_tail=bool(getattr(state, "torn_tail", False)))
         recovered.notes.extend(getattr(state, "notes", []) or [])
         for record_id, record in sorted(state.records.items()):
@@ -232,22 +241,13 @@ class JournalStorage:
             elif user_type in (RecordType.MESSAGE, RecordType.MESSAGE_REFS):
                 refs: dict = {}
                 if user_type == RecordType.MESSAGE_REFS:
-                    count = _U32.unpack_from(payload, 0)[0]
-                    for i in range(count):
-                        refs[_U64.unpack_from(payload, 4 + 8 * i)[0]] = 0
-                    payload = payload[4 + 8 * count :]
+                    refs, payload = _split_message_refs(payload)
                 message = decode_message(payload)
-                for update_type, update in updates:
-                    if update_type == RecordType.ADD_REF:
-                        refs[_U64.unpack(update)[0]] = 0
-                    elif update_type == RecordType.ACK_REF:
-                        refs.pop(_U64.unpack(update)[0], None)
-                    elif update_type == RecordType.DELIVERY_COUNT:
-                        queue_id, count = _REF_COUNT.unpack(update)
-                        if queue_id in refs:
-                            refs[queue_id] = count
+                acked = _apply_ref_updates(refs, updates)
                 if refs:
                     recovered.messages.append(RecoveredMessage(message, refs))
+                    if acked and settled_tail_bytes:
+                        recovered.settled.append((message, acked))
                 else:
                     # every queue acked it but the delete never made it: finish it
                     self._cleanup.append(record_id)
@@ -258,6 +258,15 @@ class JournalStorage:
                 address_len = _U64.unpack(payload[:8])[0]
                 address = payload[8 : 8 + address_len].decode("utf-8")
                 recovered.duplicates.append((record_id, address, payload[8 + address_len :]))
+        for _record_id, record in getattr(state, "deleted_recently", ()):
+            if record.user_type == RecordType.MESSAGE_REFS:
+                refs, message = _split_message_refs(record.payload)
+                acked = _apply_ref_updates(refs, record.updates)
+                recovered.settled.append((decode_message(message), list(refs) + acked))
+            elif record.user_type == RecordType.MESSAGE:
+                refs = {}
+                acked = _apply_ref_updates(refs, record.updates)
+                recovered.settled.append((decode_message(record.payload), list(refs) + acked))
         return recovered
 
     def start(self):
@@ -403,6 +412,31 @@ class _JournalTx:
         self.after_commit.clear()
         if self.used:
             quiet_failure(self.journal.append_rollback(self.tx_id))
+
+
+def _split_message_refs(payload) -> tuple[dict, bytes]:
+    """A MESSAGE_REFS payload's queue ids (-> delivery count 0) and its encoded message."""
+    count = _U32.unpack_from(payload, 0)[0]
+    refs = {_U64.unpack_from(payload, 4 + 8 * i)[0]: 0 for i in range(count)}
+    return refs, payload[4 + 8 * count :]
+
+
+def _apply_ref_updates(refs: dict, updates) -> list:
+    """A message record's updates applied to ``refs`` (queue id -> delivery count); the ids
+    of the queues that acknowledged it."""
+    acked = []
+    for update_type, update in updates:
+        if update_type == RecordType.ADD_REF:
+            refs[_U64.unpack(update)[0]] = 0
+        elif update_type == RecordType.ACK_REF:
+            queue_id = _U64.unpack(update)[0]
+            if refs.pop(queue_id, None) is not None:
+                acked.append(queue_id)
+        elif update_type == RecordType.DELIVERY_COUNT:
+            queue_id, count = _REF_COUNT.unpack(update)
+            if queue_id in refs:
+                refs[queue_id] = count
+    return acked
 
 
 def _message_refs(message, queue_ids) -> bytes:

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import time
 
-__all__ = ["NodeEvents", "close_reason"]
+__all__ = ["NodeEvents", "close_reason", "UNAUTHENTICATED"]
+
+#: ``connection.routed`` reason of a connection refused because its login failed
+UNAUTHENTICATED = "unauthenticated"
 
 
 def close_reason(reason) -> str | None:
@@ -36,16 +39,28 @@ class NodeEvents:
         self.topology = log.enabled("topology.link_up")
 
     # -- connections ----------------------------------------------------------------
-    def connection_accepted(self, conn, *, remote, acceptor, protocol, sni_host=None) -> None:
+    def connection_accepted(self, conn, *, remote, acceptor, protocol, sni_host=None, user=None, client_id=None) -> None:
+        """A connection taken on (a broker core: logged in, with its user and client id; a
+        gateway: its protocol known, before any login)."""
         if self.connections:
             self.log.emit(
                 "connection.accepted", conn=str(conn), remote=remote, acceptor=acceptor,
-                protocol=protocol, sni_host=sni_host,
+                protocol=protocol, sni_host=sni_host, user=user, client_id=client_id,
             )
 
     def connection_routed(self, conn, **fields) -> None:
         if self.connections:
             self.log.emit("connection.routed", conn=str(conn), **fields)
+
+    def login_refused(self, conn, *, router, user=None, client_id=None) -> None:
+        """A gateway refused a connection whose login failed, before any routing: a
+        ``connection.routed`` with decision ``refused`` and reason :data:`UNAUTHENTICATED`
+        (no key, no target, no decision time), so the routing report counts it."""
+        if self.connections:
+            self.log.emit(
+                "connection.routed", conn=str(conn), router=router, decision="refused",
+                reason=UNAUTHENTICATED, user=user, client_id=client_id,
+            )
 
     def connection_closed(self, conn, *, started: float, bytes_in=None, bytes_out=None, reason=None) -> None:
         if self.connections:

@@ -40,7 +40,7 @@ COMMON_FIELDS = ("v", "kind", "ts", "node", "node_id")
 #: decision times microseconds.
 KINDS: dict[str, tuple[str, ...]] = {
     # a client connection (gateway or broker core)
-    "connection.accepted": ("conn", "remote", "acceptor", "protocol", "sni_host"),
+    "connection.accepted": ("conn", "remote", "acceptor", "protocol", "sni_host", "user", "client_id"),
     "connection.routed": (
         "conn", "router", "key_type", "key", "transformed_key", "target", "target_node_id",
         "decision", "reason", "cache_hit", "decision_us", "user", "client_id",
@@ -59,6 +59,12 @@ KINDS: dict[str, tuple[str, ...]] = {
     "message.acknowledged": ("message_id", "duplicate_id", "address", "queue", "consumer", "conn", "user", "client_id"),
     "message.expired": ("message_id", "duplicate_id", "address", "queue"),
     "message.dead_lettered": ("message_id", "duplicate_id", "address", "queue", "reason"),
+    # a broker core's restart (written with the message events, at start, after its journal
+    # was read): the node's own marker, then one event per message reference its journal
+    # still held (recovered) or shows settled in its newest records (settled)
+    "node.started": ("recovered", "settled", "persistent", "queues", "paged"),
+    "message.recovered": ("message_id", "duplicate_id", "address", "queue", "durable", "delivery_count"),
+    "message.settled": ("message_id", "duplicate_id", "address", "queue"),
     # the cluster and its links
     "topology.link_up": ("cluster", "peer_node_id", "peer", "direction"),
     "topology.link_down": ("cluster", "peer_node_id", "peer", "direction", "reason"),
@@ -77,11 +83,14 @@ FIELD_TYPES: dict[str, str] = {
     "size": "long", "durable": "boolean", "group_id": "string", "group_seq": "long",
     "routing_type": "string", "to_node": "string", "queue": "string", "consumer": "string",
     "delivery_count": "long",
+    "recovered": "long", "settled": "long", "persistent": "boolean", "paged": "array<string>",
     "cluster": "string", "peer_node_id": "string", "peer": "string", "direction": "string",
 }
 
 #: the per-kind enable flags of ``<junction><events>`` group kinds by their prefix
 CATEGORIES = ("connection", "message", "topology")
+#: kinds written with another category's events: ``node.started`` goes with the message events
+CATEGORY_OF = {"node.started": "message"}
 
 #: the decisions of ``connection.routed``
 DECISIONS = ("local", "forward", "redirect", "refused")
@@ -96,7 +105,8 @@ class SchemaError(ValueError):
 
 
 def category_of(kind: str) -> str:
-    return kind.split(".", 1)[0]
+    """The ``<events>`` category that turns ``kind`` on (its prefix, but see :data:`CATEGORY_OF`)."""
+    return CATEGORY_OF.get(kind) or kind.split(".", 1)[0]
 
 
 @dataclass(frozen=True, slots=True)

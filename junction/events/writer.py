@@ -154,6 +154,8 @@ class EventLog:
         #: replaced whole at a reset, so the shipper sees both tables of one moment
         self.code_tables: tuple[dict, dict] = ({}, {})
         self._wake = threading.Event()
+        #: held while a segment is spooled (the shipper thread, or :meth:`write_now`)
+        self._spool_lock = threading.Lock()
         self._stopping = False
         self._stop_deadline: float | None = None
         self._thread: threading.Thread | None = None
@@ -232,6 +234,24 @@ class EventLog:
     def previous_statics(self) -> dict:
         """The table of row codes before the last reset (for rows queued under it)."""
         return self.code_tables[1]
+
+    def write_now(self, entries: list) -> None:
+        """Spool ``entries`` (as :meth:`put_entry` takes them) now, in segments of
+        :data:`BATCH_EVENTS`, rather than through the bounded queue: for a burst known to
+        be large and rare, such as the events a node writes at start for every message
+        its journal held.  The spool's bound still applies (what finds no room is dropped
+        and counted).  Blocks for the writes; call it after :meth:`start`."""
+        if self.failed:
+            self._dropped_here += events_in(entries)
+            return
+        for first in range(0, len(entries), BATCH_EVENTS):
+            batch = entries[first : first + BATCH_EVENTS]
+            try:
+                self._spool(batch)
+            except OSError as exc:
+                self._dropped_here += events_in(entries[first:])
+                self._fail(f"cannot spool events: {exc}")
+                return
 
     def drop_rows(self, events: int) -> None:
         """Count ``events`` of rows an emitter found no room for (an emitter appends a row
@@ -342,6 +362,10 @@ class EventLog:
         """One batch (entries, and rows with their codes' statics) to a new spool segment
         (renamed into place whole), and a wake-up for the writer process.  Dropped and
         counted when the spool is full."""
+        with self._spool_lock:
+            self._spool_locked(batch, rows, statics)
+
+    def _spool_locked(self, batch: list, rows=None, statics=None) -> None:
         data = b"" if rows is None else rows
         try:
             payload = segment(batch, statics, data)

@@ -494,6 +494,8 @@ class GatewayProtocol(Protocol):
                 self.gateway.count(
                     "unauthenticated" if event.condition == _UNAUTHORIZED else "bad-opening"
                 )
+                if event.condition == _UNAUTHORIZED:
+                    self._tell_login_refused(None, None)
                 self._close()
                 return
             if isinstance(event, OpeningComplete):
@@ -573,6 +575,7 @@ class GatewayProtocol(Protocol):
                 login,
             )
             gateway.count("unauthenticated")
+            self._tell_login_refused(login, client_id)
             self._stomp_refuse(
                 f"Security Error occurred: User name [{login}] or password is invalid",
                 detail="Authentication failed: check login and passcode",
@@ -657,6 +660,11 @@ class GatewayProtocol(Protocol):
         else:
             gateway.count("refused")
             self._answer(rejected_message(router), status=RouterStatus.REFUSED_USE_ANOTHER, frame=frame)
+
+    def _tell_login_refused(self, user, client_id) -> None:
+        """The event log's refusal of a connection whose login failed (no routing decision)."""
+        if self.gateway.events is not None and self.accepted_at is not None:
+            self.gateway.events.login_refused(self.conn_id, router=self.gateway.router.name, user=user, client_id=client_id)
 
     def _tell_routed(self, decision, redirect: bool, client_id, user) -> None:
         """The event log's ``connection.routed`` for this decision."""

@@ -2,24 +2,42 @@
 
 ``junction analyze audit --events DIR --out DIR`` follows every message by its
 ``message_id`` (the same on every node it passes through) across all nodes'
-event files, and reports:
+event files, through each *reference* to it: a (node, queue) that held it.
+References come from ``message.sent`` (the sending node's ``queues``),
+``message.recovered`` (what a restart brought back), deliveries, and forwards
+or moves to another node (``message.forwarded``, ``message.redistributed``:
+that node owes it, under ``@<node id>`` until one of its queues shows it).
+A reference is *settled* by an acknowledgement, expiry, dead-lettering, move
+(redistribution), a forward out of a store-and-forward queue, or a restart's
+``message.settled`` (the journal's newest records settled it: its own event
+may have gone with a crash).  An unsettled reference is *held* unless its
+node restarted (``node.started``) after it was last seen there -- sent,
+recovered or delivered -- without recovering it: the broker removes a
+message from a durable queue only by settling it, so that reference is gone.
 
 lost
-    A ``message.sent`` that (a) has no ``message.acknowledged`` anywhere and
-    was neither expired nor dead-lettered anywhere, or (b) lists in ``queues``
-    a local queue that never settled it on the sending node: no
-    acknowledgement, expiry, dead-lettering or redistribution (a move to
-    another node, which then owes the acknowledgement) of it from that queue.
-    (b) catches a topic message one of whose subscriptions never acknowledged
-    it; queues on other nodes are only covered by (a), since ``queues`` names
-    the sending node's queues only.
+    A message accepted (``message.sent``, or recovered) and durable with a
+    reference gone at a restart of a node that keeps durable messages
+    (``persistent``), from a queue that survived it.  Exit status 1.
+in flight
+    Not lost, with a reference still held at the end of the logs (in a
+    queue, or in an address's page files at a restart): the ``in_flight``
+    table names each node and queue.  Not a failure.
+dropped
+    Gone at a restart that promised nothing: a non-durable message, a node
+    without persistence, a queue that did not survive (not durable, deleted).
+settled
+    Settled only by a restart's ``message.settled``.
 duplicated
     A (message_id, queue) acknowledged more than once, on any nodes.  A
     redelivery acknowledged once is not a duplicate.
 unexpected
-    A message id delivered or acknowledged but never sent (no
-    ``message.sent`` anywhere): a message from outside the audited nodes, or
-    a lost log line.
+    A message id delivered or acknowledged that no event shows accepted
+    (no sent, recovered or settled), unless a crash of the node its id names
+    followed its first event within :data:`CRASH_TAIL_S` of that node's last
+    event before the restart: the crash may have taken its sent event (a
+    non-durable message: a durable one is in the journal, so recovered or
+    settled); such a message counts under ``no_sent_event``.  Exit status 1.
 out of order
     Per (group_id, queue): the first delivery of each message, in time order
     (ties by sent rank), against the sent order -- ``group_seq`` when every
@@ -29,23 +47,21 @@ out of order
 expired, dead-lettered
     (message_id, queue) pairs removed by ``message.expired`` /
     ``message.dead_lettered``; accounted for, not lost.
-in flight (``--settle SECONDS``)
-    A lost message sent in the last SECONDS before the newest event: for
-    logs copied from running nodes, whose acknowledgements may not be
-    written yet.  Off by default.
 latency
     end-to-end: first delivery - sent; acknowledgement: first
     acknowledgement - sent (milliseconds, across nodes, so clock skew between
     nodes shows up in it); p50/p90/p99/max per address with Spark's
     ``percentile_approx`` (see :data:`PERCENTILE_ACCURACY`).
 
-Everything is DataFrame operations.  The events are shuffled once, by
-``message_id``; in place, they become one row per (message, queue) -- a
-message's ``message.sent`` and forwards meet in its row without a queue --
-and then one row per message, which is kept (memory, then disk) for the
-tables.  Only bounded samples (the report's examples, per-address and
-per-minute figures) reach the driver.  A message group's deliveries are
-ordered in one task, so one giant group is one long task.
+Everything is DataFrame operations.  The restarts (``node.started``, at most
+:data:`MAX_RESTARTS`) are collected to the driver: each node's start times
+become a literal map, so "the next restart after this time" is an array
+lookup, not a join.  The events are shuffled once, by ``message_id``; in
+place, they become one row per reference (a message's own sent and forwards
+in a row of their own), then one row per message, which is kept (memory,
+then disk) for the tables.  Only bounded samples (the report's examples,
+per-address and per-minute figures) reach the driver.  A message group's
+deliveries are ordered in one task, so one giant group is one long task.
 Exit status 1 when anything is lost or unexpected.
 """
 
@@ -54,6 +70,14 @@ from __future__ import annotations
 import argparse
 import os
 
+from junction.pipeline.audit_refs import (
+    duplicated_details,
+    duplicated_queues,
+    firsts,
+    restarts,
+    run_of,
+    times_map,
+)
 from junction.pipeline.common import JobResult, PipelineError, progress, read_events, write_table
 from junction.pipeline.report import Report
 
@@ -62,10 +86,19 @@ __all__ = ["add_arguments", "run", "MESSAGE_KINDS", "TABLES"]
 #: the event kinds the audit reads
 MESSAGE_KINDS = (
     "message.sent", "message.forwarded", "message.redistributed", "message.delivered",
-    "message.acknowledged", "message.expired", "message.dead_lettered",
+    "message.acknowledged", "message.expired", "message.dead_lettered", "message.recovered", "message.settled",
 )
+#: everything the audit reads: the message events and the restarts
+READ_KINDS = (*MESSAGE_KINDS, "node.started")
+#: node.started events the audit takes, at most (they are collected to the driver)
+MAX_RESTARTS = 10_000
+#: seconds before a restart in which a node's events may have been lost with it (a crash loses
+#: what the node had not yet handed to its event writer: well under a second; generous here)
+CRASH_TAIL_S = 10.0
+#: the broker core's store-and-forward queues (one per cluster link): a forward settles them
+SF_PREFIX = "$.junction.sf."
 #: the Parquet tables written under --out
-TABLES = ("audit_messages", "lost", "duplicated", "unexpected", "out_of_order", "latency_by_address")
+TABLES = ("audit_messages", "lost", "in_flight", "duplicated", "unexpected", "out_of_order", "latency_by_address")
 #: examples of each problem shown in the report, by default (and at most)
 DEFAULT_EXAMPLES = 50
 MAX_EXAMPLES = 1_000
@@ -84,162 +117,264 @@ TIMELINE_BUCKETS = (
     (900_000, "15 min"), (3_600_000, "1 h"), (21_600_000, "6 h"), (86_400_000, "1 day"), (604_800_000, "1 week"),
 )
 #: message statuses in audit_messages
-STATUSES = ("acknowledged", "lost", "in_flight", "expired", "dead_lettered", "unexpected", "no_sent_event")
+STATUSES = (
+    "acknowledged", "lost", "in_flight", "expired", "dead_lettered", "settled", "dropped", "unexpected", "no_sent_event",
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The audit's own options."""
-    parser.add_argument(
-        "--settle", type=float, default=0.0, metavar="SECONDS",
-        help="messages sent in the last SECONDS before the newest event are 'in flight', not lost "
-             "(for logs copied from running nodes; default: 0)",
-    )
     parser.add_argument(
         "--examples", type=int, default=DEFAULT_EXAMPLES, metavar="N",
         help=f"examples of each problem in the report (default: {DEFAULT_EXAMPLES}, at most {MAX_EXAMPLES})",
     )
 
 
-def run(spark, events: str, out: str, *, settle: float = 0.0, examples: int = DEFAULT_EXAMPLES, **_ignored) -> JobResult:
+def run(spark, events: str, out: str, *, examples: int = DEFAULT_EXAMPLES, **_ignored) -> JobResult:
     """Audit the message events under ``events``; tables and ``audit.html`` under ``out``."""
     from pyspark import StorageLevel
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    if settle < 0:
-        raise PipelineError("--settle must not be negative")
     if not 0 <= examples <= MAX_EXAMPLES:
         raise PipelineError(f"--examples must be between 0 and {MAX_EXAMPLES}")
 
     with progress(spark, "audit") as shown:
         shown.phase(f"reading events from {events}")
-        raw = read_events(spark, events, MESSAGE_KINDS)
+        # parsed once and kept: the restarts, the runs' ends and the audit itself read it
+        raw = read_events(spark, events, READ_KINDS).select(
+            "kind", "ts", "node", "node_id", "message_id", "address", "queues", "group_id", "group_seq", "queue",
+            "to_node", "user", "durable", "persistent", "paged",
+        ).persist(StorageLevel.MEMORY_AND_DISK)
+        times, start_rows = restarts(raw, MAX_RESTARTS)
+        starts = spark.createDataFrame(
+            start_rows, "start_node string, start_index int, persistent boolean, kept_queues array<string>, "
+            "paged array<string>",
+        )
+        restart_times = times_map(times)
         partitions = max(int(spark.conf.get("spark.sql.shuffle.partitions")), raw.rdd.getNumPartitions())
-        # the one shuffle of all events: by message, so both aggregations below run in place
+        kind = F.col("kind")
+        ts = F.col("ts")
+        # each run's last event per node: how near a restart's crash an event came (CRASH_TAIL_S)
+        last_of_run = {}
+        if times:
+            run_rows = (
+                raw.filter(F.col("node_id").isin(list(times)))
+                .groupBy("node_id", run_of(restart_times, F.col("node_id"), ts).alias("run"))
+                .agg(F.max("ts").alias("last"))
+                .collect()
+            )
+            for r in run_rows:
+                last_of_run.setdefault(r["node_id"], {})[r["run"]] = r["last"]
+        run_ends = {
+            node_id: [last_of_run.get(node_id, {}).get(i) or (t - 1.0) for i, t in enumerate(ts_list)]
+            for node_id, ts_list in times.items()
+        }
+        # the one shuffle of all events: by message, so every aggregation below runs in place
         ev = (
             raw.filter(F.col("message_id").isNotNull())
-            .select("kind", "ts", "node", "message_id", "address", "queues", "group_id", "group_seq",
-                    "queue", "to_node", "user")
+            .select("kind", "ts", "node", "node_id", "message_id", "address", "queues", "group_id", "group_seq",
+                    "queue", "to_node", "user", "durable")
             .repartition(partitions, "message_id")
         )
-        kind = F.col("kind")
 
-        def flag(name):
-            return F.when(kind == name, 1).otherwise(0)
+        # -- the references: one row per (message, node, queue) that held the message, and one
+        # per message (node and queue null) for what is the message's own (its sent, its forwards)
+        def ref(node, queue, seen, what):
+            return F.struct(node.alias("rnode"), queue.alias("rqueue"), seen.alias("seen"), F.lit(what).alias("what"))
 
-        # -- one row per (message, queue); a message's message.sent and forwards have no queue:
-        # they meet in its (message_id, null) row
-        settles = kind.isin("message.acknowledged", "message.expired", "message.dead_lettered", "message.redistributed")
-        is_sent = kind == "message.sent"
-        pairs = ev.groupBy("message_id", "queue").agg(
+        none = F.lit(None).cast("string")
+        no_ts = F.lit(None).cast("double")
+        node_id, queue = F.col("node_id"), F.col("queue")
+        refs = (
+            F.when(kind == "message.sent", F.concat(
+                F.array(ref(none, none, no_ts, "sent")),
+                F.transform(F.coalesce(F.col("queues"), F.array().cast("array<string>")),
+                            lambda q: ref(node_id, q, ts, "listed")),
+            ))
+            .when(kind == "message.forwarded", F.array(ref(none, none, no_ts, "forwarded"),
+                                                       ref(F.col("to_node"), none, ts, "owed")))
+            .when(kind == "message.redistributed", F.array(ref(node_id, queue, no_ts, "redistributed"),
+                                                           ref(F.col("to_node"), none, ts, "owed")))
+            .when(kind == "message.recovered", F.array(ref(node_id, queue, ts, "recovered")))
+            .when(kind == "message.settled", F.array(ref(node_id, queue, no_ts, "settled")))
+            .when(kind == "message.delivered", F.array(ref(node_id, queue, ts, "delivered")))
+            .when(kind == "message.acknowledged", F.array(ref(node_id, queue, no_ts, "acknowledged")))
+            .when(kind == "message.expired", F.array(ref(node_id, queue, no_ts, "expired")))
+            .when(kind == "message.dead_lettered", F.array(ref(node_id, queue, no_ts, "dead_lettered")))
+        )
+        exploded = ev.select("*", F.explode(refs).alias("r")).select("*", "r.*").drop("r")
+        what = F.col("what")
+
+        def count(name, alias=None):
+            return F.sum(F.when(what == name, 1).otherwise(0)).alias(alias or name)
+
+        level1 = exploded.groupBy("message_id", "rnode", "rqueue").agg(
             # the earliest message.sent, should there be several
-            F.min(F.when(is_sent, F.struct("ts", "node", "address", "queues", "group_id", "group_seq", "user")))
-            .alias("sent"),
-            F.sum(flag("message.sent")).alias("sent_events"),
-            F.sum(flag("message.delivered")).alias("deliveries"),
-            F.min(F.when(kind == "message.delivered", F.col("ts"))).alias("first_delivery_ts"),
-            F.sum(flag("message.acknowledged")).alias("acks"),
-            F.min(F.when(kind == "message.acknowledged", F.col("ts"))).alias("first_ack_ts"),
-            F.sum(flag("message.expired")).alias("expired"),
-            F.sum(flag("message.dead_lettered")).alias("dead_lettered"),
-            F.sum(flag("message.redistributed")).alias("redistributed"),
-            F.array_sort(F.collect_set(F.when(settles, F.col("node")))).alias("settled_on"),
-            F.collect_set(F.when(kind == "message.forwarded", F.col("to_node"))).alias("forwarded_to"),
-            F.first(F.when(~is_sent, F.col("address")), ignorenulls=True).alias("address"),
-            F.max("ts").alias("last_ts"),
+            F.min(F.when(what == "sent", F.struct("ts", "node", "node_id", "address", "queues", "group_id",
+                                                   "group_seq", "user", "durable"))).alias("sent"),
+            count("sent", "sent_events"), count("recovered"), count("settled"), count("delivered"), count("acknowledged"),
+            count("expired"), count("dead_lettered"), count("redistributed"),
+            F.array_sort(F.collect_set(F.when(what == "forwarded", F.col("node_id")))).alias("forwarded_from"),
+            F.array_sort(F.collect_set(F.when(what == "forwarded", F.col("to_node")))).alias("forwarded_to"),
+            F.max("seen").alias("last_seen"),
+            F.min(F.when(what == "delivered", ts)).alias("first_delivery_ts"),
+            F.min(F.when(what == "acknowledged", ts)).alias("first_ack_ts"),
+            F.max(F.when(what == "recovered", F.col("durable").cast("int"))).alias("recovered_durable"),
+            F.first(F.when(what != "sent", F.col("address")), ignorenulls=True).alias("address"),
+            F.min("ts").alias("first_ts"),
         )
-        # -- one row per message ---------------------------------------------------------------
-        q = F.col("queue").isNotNull()
-        per_message = pairs.groupBy("message_id").agg(
-            F.max("sent").alias("s"),
-            F.sum("sent_events").alias("sent_events"),
-            F.sum(F.when(q, F.col("deliveries"))).alias("deliveries"),
+        # each reference's fate: settled, or still held (in flight), or gone at a restart of
+        # its node that did not recover it (lost, or dropped when nothing promised it would stay)
+        per_message = Window.partitionBy("message_id")
+        durable = F.coalesce(
+            F.max(F.col("sent.durable").cast("int")).over(per_message),
+            F.max("recovered_durable").over(per_message),
+            F.lit(0),
+        ) == 1
+        starts = starts.withColumnRenamed("start_index", "s_index")
+        at = F.col("start_index")
+        lost_here = F.col("s_index").isNotNull()
+        sf = F.col("rqueue").startswith(SF_PREFIX)
+        # a reference owed by a node a message was forwarded or moved to (its queue not known) is
+        # covered by the references of that node's queues, once it has any
+        per_node = Window.partitionBy("message_id", "rnode")
+        covered = F.col("rqueue").isNull() & (F.max(F.col("rqueue").isNotNull().cast("int")).over(per_node) == 1)
+        held = (
+            level1.withColumn("durable", durable)
+            .withColumn("covered", covered)
+            .withColumn("forwarded_by", F.array_distinct(F.flatten(F.collect_list("forwarded_from").over(per_message))))
+            .withColumn("message_address", F.first("address", ignorenulls=True).over(per_message))
+            .filter(F.col("rnode").isNotNull() & ~F.col("covered"))
+            # the first restart of the reference's node after it was last seen there
+            .withColumn("start_index", run_of(restart_times, F.col("rnode"), F.col("last_seen")) + 1)
+            .join(F.broadcast(starts), (F.col("rnode") == F.col("start_node")) & (at == F.col("s_index")), "left")
+            .withColumn("restart_ts", F.try_element_at(restart_times[F.col("rnode")], at))
+        )
+        settled_here = (
+            (F.col("acknowledged") + F.col("expired") + F.col("dead_lettered") + F.col("redistributed")
+             + F.col("settled") > 0)
+            | (sf & F.array_contains(F.col("forwarded_by"), F.col("rnode")))
+        )
+        fate = (
+            F.when(settled_here, "settled")
+            .when(~lost_here, "in_flight")
+            .when(~F.col("persistent") | ~F.col("durable"), "dropped")
+            .when(F.col("rqueue").isNotNull() & ~F.array_contains(F.col("kept_queues"), F.col("rqueue")), "dropped")
+            .when(F.array_contains(F.col("paged"), F.col("message_address")), "in_flight")
+            .otherwise("lost")
+        )
+        held = held.withColumn("fate", fate).select(
+            "message_id", "rnode", "rqueue", "fate", "last_seen", "restart_ts", "delivered", "acknowledged",
+            "expired", "dead_lettered", "recovered", "settled", "first_delivery_ts", "first_ack_ts", "first_ts", "address",
+        )
+        own = level1.filter(F.col("rnode").isNull()).select(
+            "message_id", "sent", "sent_events", "forwarded_to", "first_ts", F.col("address").alias("own_address"),
+        )
+        ref_struct = F.struct("rnode", "rqueue", "fate", "last_seen", "restart_ts", "delivered", "acknowledged",
+                              "first_delivery_ts", "first_ack_ts")
+        per_ref = held.groupBy("message_id").agg(
+            F.collect_list(ref_struct).alias("refs"),
+            F.sum("delivered").alias("deliveries"),
+            F.sum("acknowledged").alias("acks"),
+            F.sum("expired").alias("expired_n"),
+            F.sum("dead_lettered").alias("dead_lettered_n"),
+            F.sum("recovered").alias("recovered_n"),
+            F.sum("settled").alias("settled_n"),
             F.min("first_delivery_ts").alias("first_delivery_ts"),
-            F.sum(F.when(q, F.col("acks"))).alias("acks"),
             F.min("first_ack_ts").alias("first_ack_ts"),
-            F.sum(F.when(q, F.col("expired"))).alias("expired"),
-            F.sum(F.when(q, F.col("dead_lettered"))).alias("dead_lettered"),
-            F.array_sort(F.array_distinct(F.flatten(F.collect_list("forwarded_to")))).alias("forwarded_to"),
-            # "queue NUL node" of every queue that settled the message, on every node it did
-            F.flatten(F.collect_list(F.when(
-                q, F.transform("settled_on", lambda node: F.concat(F.col("queue"), F.lit("\u0000"), node))
-            ))).alias("settled"),
-            F.array_sort(F.collect_list(F.when(q & (F.col("acks") > 1), F.col("queue")))).alias("duplicated_queues"),
-            F.array_sort(F.collect_list(F.when(q & (F.col("deliveries") + F.col("acks") > 0), F.col("queue"))))
-            .alias("queues_seen"),
-            F.sum(F.when(q & (F.col("expired") > 0), 1).otherwise(0)).alias("expired_queues"),
-            F.sum(F.when(q & (F.col("dead_lettered") > 0), 1).otherwise(0)).alias("dead_lettered_queues"),
-            F.sum(F.when(q & (F.col("deliveries") > 1) & (F.col("acks") == 1), 1).otherwise(0))
+            F.min("first_ts").alias("refs_first_ts"),
+            F.first("address", ignorenulls=True).alias("ref_address"),
+            F.sum(F.when(F.col("expired") > 0, 1).otherwise(0)).alias("expired_queues"),
+            F.sum(F.when(F.col("dead_lettered") > 0, 1).otherwise(0)).alias("dead_lettered_queues"),
+            F.sum(F.when((F.col("delivered") > 1) & (F.col("acknowledged") == 1), 1).otherwise(0))
             .alias("redelivered_queues"),
-            # per-queue details for the out-of-order check and the duplicated table (kept only where needed)
-            F.collect_list(F.when(q & F.col("first_delivery_ts").isNotNull(), F.struct("queue", "first_delivery_ts")))
-            .alias("firsts"),
-            F.collect_list(F.when(q & (F.col("acks") > 1), F.struct("queue", "acks", "deliveries", "first_ack_ts")))
-            .alias("duplicates"),
-            F.first("address", ignorenulls=True).alias("address_seen"),
-            F.max("last_ts").alias("last_event_ts"),
         )
-        joined = per_message.select(
-            "*",
-            F.col("s.ts").alias("sent_ts"), F.col("s.node").alias("node"), F.col("s.address").alias("address"),
-            F.coalesce(F.col("s.queues"), F.array().cast("array<string>")).alias("queues"),
-            F.col("s.group_id").alias("group_id"), F.col("s.group_seq").alias("group_seq"),
-            F.col("s.user").alias("user"),
-        )
-        # listed queues that never settled the message on the sending node: lost, rule (b)
-        missing = F.filter(
-            F.col("queues"),
-            lambda queue: ~F.array_contains(F.col("settled"), F.concat(queue, F.lit("\u0000"), F.col("node"))),
-        )
+        joined = own.join(per_ref, "message_id", "full")
         zero = F.lit(0)
-        was_sent = F.col("sent_ts").isNotNull()
+
+        def refs_where(condition):
+            return F.filter(F.coalesce(F.col("refs"), F.array()), condition)
+
+        def queues_of(refs):
+            return F.array_sort(F.transform(refs, lambda r: F.coalesce(r["rqueue"], F.concat(F.lit("@"), r["rnode"]))))
+
+        was_sent = F.col("sent.ts").isNotNull()
+        accepted = was_sent | (F.coalesce(F.col("recovered_n"), zero) > 0) | (F.coalesce(F.col("settled_n"), zero) > 0)
+        seen = (F.coalesce(F.col("deliveries"), zero) + F.coalesce(F.col("acks"), zero)) > 0
+        # a sent event a crash of the message's first node lost: the message was first seen in the
+        # last CRASH_TAIL_S of that node's run that ended in a restart
+        origin = F.substring_index("message_id", "/", 1)
+        first = F.least(F.col("first_ts"), F.col("refs_first_ts"))
+        run = run_of(restart_times, origin, first)
+        run_end = F.try_element_at(times_map(run_ends)[origin], run + 1)
+        crash_tail = run_end.isNotNull() & (first >= run_end - CRASH_TAIL_S * 1000.0)
+        lost_refs = refs_where(lambda r: r["fate"] == "lost")
+        in_flight_refs = refs_where(lambda r: r["fate"] == "in_flight")
+        dropped_refs = refs_where(lambda r: r["fate"] == "dropped")
         base = joined.select(
             "message_id",
-            F.coalesce(F.col("address"), F.col("address_seen")).alias("address"),
-            "node", "user", "sent_ts", "queues", "group_id", "group_seq", "sent_events", "forwarded_to",
+            F.coalesce(F.col("sent.address"), F.col("own_address"), F.col("ref_address")).alias("address"),
+            F.col("sent.node").alias("node"), F.col("sent.user").alias("user"), F.col("sent.ts").alias("sent_ts"),
+            F.coalesce(F.col("sent.queues"), F.array().cast("array<string>")).alias("queues"),
+            F.col("sent.group_id").alias("group_id"), F.col("sent.group_seq").alias("group_seq"),
+            F.coalesce(F.col("sent_events"), zero).alias("sent_events"),
+            F.coalesce(F.col("forwarded_to"), F.array().cast("array<string>")).alias("forwarded_to"),
             F.coalesce(F.col("deliveries"), zero).alias("deliveries"),
             F.coalesce(F.col("acks"), zero).alias("acks"),
-            F.coalesce(F.col("expired"), zero).alias("expired"),
-            F.coalesce(F.col("dead_lettered"), zero).alias("dead_lettered"),
+            F.coalesce(F.col("expired_n"), zero).alias("expired"),
+            F.coalesce(F.col("dead_lettered_n"), zero).alias("dead_lettered"),
+            F.coalesce(F.col("recovered_n"), zero).alias("recovered"),
+            F.coalesce(F.col("settled_n"), zero).alias("journal_settled"),
             "first_delivery_ts", "first_ack_ts",
-            (F.col("first_delivery_ts") - F.col("sent_ts")).alias("latency_ms"),
-            (F.col("first_ack_ts") - F.col("sent_ts")).alias("ack_latency_ms"),
-            F.when(was_sent, missing).otherwise(F.array().cast("array<string>")).alias("missing_queues"),
-            "duplicated_queues", "queues_seen", "expired_queues", "dead_lettered_queues", "redelivered_queues",
-            "last_event_ts",
-            F.when(was_sent & F.col("group_id").isNotNull(), F.col("firsts")).alias("firsts"),
-            F.when(F.size("duplicates") > 0, F.col("duplicates")).alias("duplicates"),
+            (F.col("first_delivery_ts") - F.col("sent.ts")).alias("latency_ms"),
+            (F.col("first_ack_ts") - F.col("sent.ts")).alias("ack_latency_ms"),
+            queues_of(lost_refs).alias("missing_queues"),
+            F.array_min(F.transform(lost_refs, lambda r: r["restart_ts"])).alias("lost_at_ts"),
+            F.array_sort(F.array_distinct(F.transform(lost_refs, lambda r: r["rnode"]))).alias("lost_on"),
+            queues_of(in_flight_refs).alias("in_flight_queues"),
+            queues_of(dropped_refs).alias("dropped_queues"),
+            duplicated_queues(F.col("refs")).alias("duplicated_queues"),
+            duplicated_details(F.col("refs")).alias("duplicates"),
+            F.array_sort(F.array_distinct(F.transform(
+                refs_where(lambda r: r["delivered"] + r["acknowledged"] > 0), lambda r: r["rqueue"]
+            ))).alias("queues_seen"),
+            F.coalesce(F.col("expired_queues"), zero).alias("expired_queues"),
+            F.coalesce(F.col("dead_lettered_queues"), zero).alias("dead_lettered_queues"),
+            F.coalesce(F.col("redelivered_queues"), zero).alias("redelivered_queues"),
+            F.when(was_sent & F.col("sent.group_id").isNotNull(), firsts(F.col("refs"))).alias("firsts"),
+            was_sent.alias("was_sent"), accepted.alias("accepted"), seen.alias("seen"),
+            crash_tail.alias("crash_tail"),
+            F.coalesce(F.col("refs"), F.array()).alias("refs"),
         ).persist(StorageLevel.MEMORY_AND_DISK)
 
-        never_acked = (F.col("acks") == 0) & (F.col("expired") == 0) & (F.col("dead_lettered") == 0)
-        is_lost = was_sent & (never_acked | (F.size("missing_queues") > 0))
-        if settle > 0:
-            newest = base.agg(F.max("last_event_ts")).first()[0]
-            in_flight = F.col("sent_ts") > F.lit(newest - settle * 1000.0)
-        else:
-            in_flight = F.lit(False)
+        c = F.col
         status = (
-            F.when(~was_sent & ((F.col("deliveries") > 0) | (F.col("acks") > 0)), "unexpected")
-            .when(~was_sent, "no_sent_event")
-            .when(is_lost & in_flight, "in_flight")
-            .when(is_lost, "lost")
-            .when(F.col("dead_lettered") > 0, "dead_lettered")
-            .when(F.col("expired") > 0, "expired")
+            F.when(~c("accepted") & c("seen") & ~c("crash_tail"), "unexpected")
+            .when(~c("accepted"), "no_sent_event")
+            .when(F.size("missing_queues") > 0, "lost")
+            .when((F.size("in_flight_queues") > 0) | ((F.size("refs") == 0) & (F.size("forwarded_to") == 0)), "in_flight")
+            .when(c("dead_lettered") > 0, "dead_lettered")
+            .when(c("expired") > 0, "expired")
+            .when(c("acks") > 0, "acknowledged")
+            .when(c("journal_settled") > 0, "settled")
+            .when(F.size("dropped_queues") > 0, "dropped")
             .otherwise("acknowledged")
         )
         messages = base.withColumn("status", status)
+        was_sent = F.col("was_sent")
 
         # -- out of order, per (group, queue) ------------------------------------------------
         shown.phase("checking delivery order of message groups")
         # each group message's first delivery on each of its queues
-        firsts = (
+        group_firsts = (
             base.filter(F.col("firsts").isNotNull())
             .select("message_id", "group_id", "group_seq", "sent_ts", F.explode("firsts").alias("f"))
             .select("message_id", "group_id", "group_seq", "sent_ts", "f.queue", "f.first_delivery_ts")
         )
         by_group = Window.partitionBy("group_id")
         ranked = (
-            firsts.withColumn("by_seq", F.min(F.col("group_seq").isNotNull().cast("int")).over(by_group) == 1)
+            group_firsts.withColumn("by_seq", F.min(F.col("group_seq").isNotNull().cast("int")).over(by_group) == 1)
             .withColumn(
                 "rank", F.when(F.col("by_seq"), F.col("group_seq").cast("double")).otherwise(F.col("sent_ts"))
             )
@@ -268,7 +403,7 @@ def run(spark, events: str, out: str, *, settle: float = 0.0, examples: int = DE
             F.array_sort(F.collect_list("queue")).alias("out_of_order_queues")
         )
         audit_messages = (
-            messages.drop("firsts", "duplicates", "last_event_ts")
+            messages.drop("firsts", "duplicates", "refs", "accepted", "seen", "crash_tail")
             .join(ooo_by_message, "message_id", "left")
             .withColumn("out_of_order_queues", F.coalesce("out_of_order_queues", F.array().cast("array<string>")))
             .withColumn("sent_at", (F.col("sent_ts") / 1000.0).cast("timestamp"))
@@ -276,12 +411,22 @@ def run(spark, events: str, out: str, *, settle: float = 0.0, examples: int = DE
         tables["audit_messages"] = write_table(audit_messages, out, "audit_messages")
         lost = messages.filter(F.col("status") == "lost").select(
             "message_id", "node", "address", "user", "sent_ts", "queues", "missing_queues", "forwarded_to",
-            "deliveries", "acks",
-            F.when(F.col("acks") == 0, "never acknowledged")
-            .otherwise(F.concat(F.lit("not acknowledged on "), F.array_join("missing_queues", ", ")))
-            .alias("reason"),
+            "deliveries", "acks", "lost_on", "lost_at_ts",
+            F.concat(
+                F.lit("not recovered on "), F.array_join("missing_queues", ", "),
+                F.lit(" at the restart of node "), F.array_join("lost_on", ", "),
+            ).alias("reason"),
         )
         tables["lost"] = write_table(lost, out, "lost")
+        in_flight = (
+            messages.filter(F.size("in_flight_queues") > 0)
+            .select("message_id", "address", "sent_ts", "node", "deliveries", "acks",
+                    F.explode(F.filter("refs", lambda r: r["fate"] == "in_flight")).alias("r"))
+            .select("message_id", F.col("r.rnode").alias("held_by"), F.col("r.rqueue").alias("queue"), "address",
+                    "sent_ts", F.col("r.delivered").alias("deliveries"), F.col("r.last_seen").alias("last_seen_ts"),
+                    F.col("node").alias("sent_by"))
+        )
+        tables["in_flight"] = write_table(in_flight, out, "in_flight")
         duplicated = (
             base.filter(F.col("duplicates").isNotNull())
             .select("message_id", "address", "sent_ts", "node", F.explode("duplicates").alias("d"))
@@ -328,6 +473,7 @@ def run(spark, events: str, out: str, *, settle: float = 0.0, examples: int = DE
             F.sum("dead_lettered_queues").alias("dead_lettered"),
             F.sum("redelivered_queues").alias("redelivered"),
             F.sum("acks").alias("ack_events"),
+            F.sum((F.col("recovered") > 0).cast("int")).alias("recovered_messages"),
             F.min("sent_ts").alias("first_sent_ts"),
             F.max("sent_ts").alias("last_sent_ts"),
         ).first()
@@ -338,20 +484,20 @@ def run(spark, events: str, out: str, *, settle: float = 0.0, examples: int = DE
                 ("unexpected", "unexpected"), ("out_of_order", "out_of_order"), ("expired", "expired"),
                 ("dead_lettered", "dead_lettered"), ("in_flight", "in_flight"), ("redelivered", "redelivered"),
                 ("acknowledgements", "ack_events"), ("sent_more_than_once", "sent_twice"),
-                ("no_sent_event", "no_sent_event"),
+                ("no_sent_event", "no_sent_event"), ("settled", "settled"), ("dropped", "dropped"),
+                ("recovered", "recovered_messages"),
             )
         }
+        summary["restarts"] = len(start_rows)
 
         shown.phase("writing the report")
         report = Report("Delivery audit", f"events: {events}")
         for label, key in (
             ("sent", "sent"), ("acknowledged", "acknowledged"), ("lost", "lost"), ("duplicated", "duplicated"),
             ("unexpected", "unexpected"), ("out of order", "out_of_order"), ("expired", "expired"),
-            ("dead-lettered", "dead_lettered"),
+            ("dead-lettered", "dead_lettered"), ("in flight", "in_flight"), ("restarts", "restarts"),
         ):
             report.metric(label, summary[key])
-        if settle > 0:
-            report.metric(f"in flight (last {settle:g} s)", summary["in_flight"])
         report.section("What was checked", _DEFINITIONS)
 
         samples = _samples(spark, tables, examples)
@@ -363,13 +509,25 @@ def run(spark, events: str, out: str, *, settle: float = 0.0, examples: int = DE
         report.section("Lost messages")
         report.table(
             f"Lost ({summary['lost']:,})",
-            ["message id", "sent at", "node", "address", "user", "queues", "not settled on", "forwarded to", "reason"],
+            ["message id", "sent at", "node", "address", "user", "queues", "not recovered on", "restart at", "reason"],
             [
                 [r.get("message_id"), _when(r.get("sent_ts")), r.get("node"), r.get("address"), r.get("user"), r.get("queues"),
-                 r.get("missing_queues"), r.get("forwarded_to"), r.get("reason")]
+                 r.get("missing_queues"), _when(r.get("lost_at_ts")), r.get("reason")]
                 for r in sample("lost")
             ],
             note=shown_note + " (lost).",
+        )
+        report.section("In flight")
+        report.table(
+            f"In flight ({summary['in_flight']:,} messages)",
+            ["message id", "node", "queue", "address", "sent at", "deliveries", "last seen"],
+            [
+                [r.get("message_id"), r.get("held_by"), r.get("queue"), r.get("address"), _when(r.get("sent_ts")),
+                 r.get("deliveries"), _when(r.get("last_seen_ts"))]
+                for r in sample("in_flight")
+            ],
+            note=shown_note + " (in_flight): not acknowledged yet, still held by the node and queue shown "
+            "(a queue '@node' is a node the message was forwarded or moved to, its queue not yet known).",
         )
         report.section("Duplicated acknowledgements")
         report.table(
@@ -449,17 +607,24 @@ def run(spark, events: str, out: str, *, settle: float = 0.0, examples: int = DE
         path = report.write(os.path.join(out, "audit.html"))
         shown.phase(f"wrote {path}")
         base.unpersist()
+        raw.unpersist()
 
     exit_code = 1 if summary["lost"] or summary["unexpected"] else 0
     return JobResult(job="audit", summary=summary, exit_code=exit_code, report=path, tables=tables)
 
 
 _DEFINITIONS = (
-    "Lost: a message.sent with no message.acknowledged anywhere (and not expired or dead-lettered), or "
-    "one of the queues listed in its sent event that never settled it on the sending node (no "
-    "acknowledgement, expiry, dead-lettering or redistribution there).  Duplicated: a (message, queue) "
-    "acknowledged more than once; a redelivery acknowledged once is not a duplicate.  Unexpected: a "
-    "message delivered or acknowledged that no node recorded as sent.\n\n"
+    "Each message is followed through every (node, queue) that held it: the sending node's queues, "
+    "what a restart recovered (message.recovered), where it was delivered, and a node it was forwarded "
+    "or moved to.  Settled: acknowledged, expired, dead-lettered, moved, forwarded out of a "
+    "store-and-forward queue, or shown settled by the journal at a restart (message.settled).\n\n"
+    "Lost: accepted (sent, or recovered) and durable, and gone from a queue at a restart of its node "
+    "that did not recover it, with nothing settling it.  In flight: not settled and still held at the "
+    "end of the logs, in the queue named (not a failure).  Dropped: gone at a restart that promised "
+    "nothing (a non-durable message, a node without persistence, a queue that did not survive).  "
+    "Duplicated: a (message, queue) acknowledged more than once; a redelivery acknowledged once is not "
+    "a duplicate.  Unexpected: delivered or acknowledged, but no event shows it accepted, and no crash "
+    "of the node its id names just after it explains the missing sent event.\n\n"
     "Out of order: per (group, queue), the first delivery of each message in time order against the "
     "sent order (group_seq when every message of the group has one, else the sent time); a message is out "
     "of order when a message of its group sent later was delivered before it.  Expired and dead-lettered "
@@ -470,6 +635,7 @@ _DEFINITIONS = (
 #: each problem table's examples: the earliest first, by (time column, identifying columns)
 _SAMPLE_ORDER = {
     "lost": ("sent_ts", ("message_id",)),
+    "in_flight": ("sent_ts", ("message_id", "queue")),
     "duplicated": ("first_ack_ts", ("message_id", "queue")),
     "unexpected": ("first_delivery_ts", ("message_id",)),
     "out_of_order": ("first_delivery_ts", ("message_id", "queue")),

@@ -12,7 +12,16 @@ a connection id is unique within its node) it answers:
   and the cache hit rate;
 * decision-time percentiles (p50/p90/p99/max of ``decision_us``) per router
   and overall (``decision_time``);
-* the hottest keys: most connections, with their bytes in and out (``hot_keys``).
+* the hottest keys: most connections, with their bytes in and out (``hot_keys``);
+* client and probe connections per node (``connections``).
+
+A connection whose login failed is refused before any routing: the gateway
+logs it as a ``connection.routed`` with decision ``refused`` and reason
+``unauthenticated`` (no key, no target), so it is counted with the refusals.
+The gateways' own readiness probes connect to the broker cores (and may pass
+through a gateway, which serves them locally) with a client id starting with
+the routers' internal prefix (``$.artemis.internal.router.client.``): they are
+counted apart, as probes, and left out of every client figure.
 
 A connection routed ``local`` went to the gateway node's own broker core, so
 its target is named by that node (the name a remote target has when it is
@@ -32,7 +41,7 @@ __all__ = ["JOB", "add_arguments", "choose_bucket", "parse_bucket", "run", "targ
 JOB = "routing"
 
 #: the event kinds the job reads
-KINDS_READ = ("connection.routed", "connection.closed")
+KINDS_READ = ("connection.accepted", "connection.routed", "connection.closed")
 #: decisions (schema.DECISIONS) in the order tables show them
 DECISIONS = ("local", "forward", "redirect", "refused")
 #: an automatic time bucket aims at about this many buckets over the data's span
@@ -240,18 +249,41 @@ def run(spark, events: str, out: str, **options):
             if str(exc).startswith("no events of kinds"):
                 raise PipelineError(no_routed) from None
             raise
+        from junction.gateway.router import INTERNAL_CLIENT_ID_PREFIX
+
         columns = ["kind", "ts", "node", "conn", "router", "key_type", "key", "target", "decision", "reason",
-                   "cache_hit", "decision_us", "bytes_in", "bytes_out"]
-        df = df.select(*columns).persist(StorageLevel.MEMORY_AND_DISK)
+                   "cache_hit", "decision_us", "bytes_in", "bytes_out", "client_id"]
+        df = df.select(*columns)
+        # the gateways' probes: their connections (accepted on a core, or routed by a gateway) by
+        # their client id; every event of such a connection is a probe's
+        is_probe = F.coalesce(F.col("client_id").startswith(INTERNAL_CLIENT_ID_PREFIX), F.lit(False))
+        probes = df.filter(is_probe).select("node", "conn").distinct().withColumn("probe", F.lit(True))
+        df = (
+            df.join(F.broadcast(probes), ["node", "conn"], "left")
+            .withColumn("probe", F.coalesce(F.col("probe"), F.lit(False)))
+            .persist(StorageLevel.MEMORY_AND_DISK)
+        )
         routed = None
         try:
-            is_routed = F.col("kind") == "connection.routed"
+            kind = F.col("kind")
+            is_routed = (kind == "connection.routed") & ~F.col("probe")
+            is_closed = (kind == "connection.closed") & ~F.col("probe")
             stats = df.agg(
                 F.sum(F.when(is_routed, 1).otherwise(0)).alias("routed"),
-                F.sum(F.when(~is_routed, 1).otherwise(0)).alias("closed"),
+                F.sum(F.when(is_closed, 1).otherwise(0)).alias("closed"),
                 F.min(F.when(is_routed, F.col("ts"))).alias("first"),
                 F.max(F.when(is_routed, F.col("ts"))).alias("last"),
             ).first()
+            by_node = (
+                df.groupBy("node", F.when(F.col("probe"), "probe").otherwise("client").alias("connection"))
+                .agg(
+                    F.sum(F.when(kind == "connection.accepted", 1).otherwise(0)).alias("accepted"),
+                    F.sum(F.when(kind == "connection.routed", 1).otherwise(0)).alias("routed"),
+                    F.sum(F.when(kind == "connection.closed", 1).otherwise(0)).alias("closed"),
+                    F.countDistinct("conn").alias("connections"),
+                )
+                .orderBy("node", "connection")
+            )
             if not stats["routed"]:
                 raise PipelineError(no_routed)
             span_s = max(0.0, (stats["last"] - stats["first"]) / 1000.0)
@@ -259,7 +291,7 @@ def run(spark, events: str, out: str, **options):
                 bucket_s = choose_bucket(span_s)
 
             closed = (
-                df.filter(~is_routed)
+                df.filter(is_closed)
                 .groupBy("node", "conn")
                 .agg(F.sum("bytes_in").alias("bytes_in"), F.sum("bytes_out").alias("bytes_out"))
             )
@@ -272,6 +304,7 @@ def run(spark, events: str, out: str, **options):
                 .persist(StorageLevel.MEMORY_AND_DISK)  # five aggregations read it
             )
             tables: dict[str, str] = {}
+            tables["connections"] = write_table(by_node, out, "connections")
 
             shown.phase(f"connections per target per {_format_bucket(bucket_s)}")
             by_time = (
@@ -370,6 +403,7 @@ def run(spark, events: str, out: str, **options):
         refusal_rows = [r.asDict() for r in read(tables["refusals"]).orderBy(F.desc("refusals"), "router", "reason").collect()]
         hot_rows = [r.asDict() for r in read(tables["hot_keys"]).orderBy(F.desc("connections"), F.desc_nulls_last("bytes_in"), "router", "key").collect()]
         time_rows = [r.asDict() for r in read(tables["decision_time"]).collect()]
+        node_rows = [r.asDict() for r in read(tables["connections"]).orderBy("node", "connection").collect()]
         plot_bucket = max(bucket_s, choose_bucket(span_s))
         routers_by_size: dict[str, int] = {}
         for t in target_rows:
@@ -441,6 +475,16 @@ def run(spark, events: str, out: str, **options):
         )
         if histogram:
             report.plot("Decision time: histogram and CDF", _plot_decision_time(histogram))
+        report.section(
+            "Connections per node",
+            "Client connections, and the gateways' readiness probes (client id "
+            f"{INTERNAL_CLIENT_ID_PREFIX}...), which no client figure above counts.  A broker core logs "
+            "a connection once it logged in; a gateway once it knows its protocol.",
+        )
+        report.table(
+            "Connections per node", ["node", "connection", "accepted", "routed", "closed"],
+            [[r["node"], r["connection"], r["accepted"], r["routed"], r["closed"]] for r in node_rows[:REPORT_ROWS]],
+        )
         report.section("Hottest keys")
         report.table(
             f"Keys with the most connections (top {top})",
@@ -475,5 +519,8 @@ def run(spark, events: str, out: str, **options):
             for r in per_router
         },
         "hot_keys": [h["key"] for h in hot_rows[:5]],
+        "connections": {
+            kind: sum(r["connections"] for r in node_rows if r["connection"] == kind) for kind in ("client", "probe")
+        },
     }
     return JobResult(job=JOB, summary=summary, exit_code=0, report=report_path, tables=tables)

@@ -33,9 +33,14 @@ The world
 Planted faults (recorded in ``truth.json``, at most one per message)
 ====================================================================
 
+* restarts: each core restarts :data:`RESTARTS_PER_CORE` times
+  (``node.started``), and writes ``message.recovered`` for every message
+  reference it held then.
 * lost: some of a message's queues never acknowledge it (sometimes after a
-  delivery).  So the audit can see it, a victim queue is a local one (listed
-  in ``queues``) or, when the message has none, every queue.
+  delivery), and the next restart of the queue's core does not recover it: it
+  is lost.  Without a restart after it, it is still in the queue at the end of
+  the log: in flight (``in_flight`` in the truth).  A victim queue is a local
+  one (listed in ``queues``) or, when the message has none, every queue.
 * duplicated: one queue acknowledges the message twice (delivered twice).
 * unexpected: the ``message.sent`` (and forwarding) is missing; deliveries
   and acknowledgements remain.
@@ -140,6 +145,11 @@ LARGE_BYTES = 60_000
 EXPIRY_US = 60_000_000
 #: lines a client connection writes on the gateway (accepted, routed, closed)
 CONNECTION_EVENTS_PER_CONNECTION = 3
+#: restarts of each broker core over the log (evenly spread; the cores a second apart)
+RESTARTS_PER_CORE = 2
+#: no unexpected message is planted this long (microseconds) before a restart of the core
+#: its id names: the audit would take its missing sent event for one the crash took
+UNEXPECTED_CLEAR_US = 15_000_000
 
 _WORDS = (
     "orders", "billing", "invoices", "payments", "shipments", "inventory", "alerts", "audit",
@@ -170,7 +180,10 @@ class Truth:
     connections: int = 0
     refused: dict = field(default_factory=dict)  # reason -> connection attempts refused
     lost: list = field(default_factory=list)  # message ids
-    lost_pairs: list = field(default_factory=list)  # [message_id, queue]: listed queues never acknowledged
+    lost_pairs: list = field(default_factory=list)  # [message_id, queue]: not recovered at a restart
+    in_flight: list = field(default_factory=list)  # message ids never acknowledged, still queued at the end
+    in_flight_pairs: list = field(default_factory=list)  # [message_id, queue]
+    restarts: list = field(default_factory=list)  # [core, epoch ms]
     duplicated: list = field(default_factory=list)  # [message_id, queue] acknowledged twice
     unexpected: list = field(default_factory=list)  # message ids delivered without a message.sent
     out_of_order: list = field(default_factory=list)  # [message_id, group_id, queue]
@@ -432,12 +445,13 @@ def _chunk(spec: dict) -> dict:
         (
             "connection.accepted", "connection.routed", "connection.closed", "message.sent",
             "message.forwarded", "message.redistributed", "message.delivered", "message.acknowledged",
-            "message.expired", "message.dead_lettered",
+            "message.expired", "message.dead_lettered", "node.started", "message.recovered",
         ),
         0,
     )
     truth = {
-        "lost": [], "lost_pairs": [], "duplicated": [], "unexpected": [], "out_of_order": [],
+        "lost": [], "lost_pairs": [], "in_flight": [], "in_flight_pairs": [], "duplicated": [], "unexpected": [],
+        "out_of_order": [],
         "acknowledged": 0, "expired": 0, "dead_lettered": 0, "redelivered": 0, "forwarded": 0, "redistributed": 0,
         "connections": 0, "refused": {}, "last_us": 0,
     }
@@ -461,7 +475,7 @@ def _chunk(spec: dict) -> dict:
             gw_files.lines.append(
                 f'{{"v":{SCHEMA_VERSION},"kind":"connection.accepted","ts":{t_us / 1000.0!r},{gw_part},'
                 f'"conn":"{gconn}","remote":"{remote}","acceptor":"gateway-{protocol}",'
-                f'"protocol":"{protocol}","sni_host":{sni}}}'
+                f'"protocol":"{protocol}","sni_host":{sni},"user":null,"client_id":null}}'
             )
             t_us += 50 + int(rnd() * 200)
             hit = name in routed_before and rnd() < CACHE_HIT_P
@@ -518,6 +532,37 @@ def _chunk(spec: dict) -> dict:
             f'"duration_ms":{(t_us - opened_us) / 1000.0!r},"reason":{reason}}}'
         )
         counts["connection.closed"] += 1
+
+    # restarts: each core's, in order; chunk 0 writes the node.started lines
+    restarts = [[] for _ in range(n_cores)]
+    for core, at_us in p["restarts"]:
+        restarts[core].append(at_us)
+        if index == 0:
+            kept = ",".join(sorted(q.jname for a in world.addresses for q in a.queues if q.core == core))
+            files[core].lines.append(
+                f'{{"v":{SCHEMA_VERSION},"kind":"node.started","ts":{at_us / 1000.0!r},{node_part[core]},'
+                f'"recovered":null,"settled":null,"persistent":true,"queues":[{kept}],"paged":[]}}'
+            )
+            counts["node.started"] += 1
+
+    def next_restart(core: int, after_us: int):
+        for at_us in restarts[core]:
+            if at_us > after_us:
+                return at_us
+        return None
+
+    def held(core, q, mid, address, from_us, until_us, delivered_at=()):
+        """``message.recovered`` of a reference held from ``from_us`` to ``until_us`` (None:
+        for ever) at each restart of its core in between."""
+        for at_us in restarts[core]:
+            if from_us < at_us and (until_us is None or at_us < until_us):
+                count = sum(1 for d in delivered_at if d < at_us)
+                files[core].lines.append(
+                    f'{{"v":{SCHEMA_VERSION},"kind":"message.recovered","ts":{at_us / 1000.0!r},{node_part[core]},'
+                    f'"message_id":"{mid}","duplicate_id":null,"address":{address.jname},"queue":{q.jname},'
+                    f'"durable":true,"delivery_count":{count}}}'
+                )
+                counts["message.recovered"] += 1
 
     # consumers: one connection per queue for the chunk
     t_us = start_us
@@ -618,6 +663,10 @@ def _chunk(spec: dict) -> dict:
                 fault = "expired"
             else:
                 fault = "dead"
+        if fault == "unexpected":  # far enough from a restart of its core that no crash explains it
+            coming = next_restart(origin, t_us)
+            if coming is not None and coming - t_us < UNEXPECTED_CLEAR_US:
+                fault = None
         reorder = gid is not None and fault is None and rnd() < reorder_p
         queues = address.queues
         route = routes.get((address.name, origin))
@@ -635,10 +684,8 @@ def _chunk(spec: dict) -> dict:
             if local:
                 k = 1 if len(local) == 1 else 1 + int(rnd() * len(local))
                 victims = set(rng.sample(local, k))
-                truth["lost_pairs"].extend([mid, q.name] for q in local if q in victims)
             else:
                 victims = set(queues)
-            truth["lost"].append(mid)
         elif fault in ("dup", "expired", "dead"):
             fault_queue = queues[int(rnd() * len(queues))]
         elif fault == "unexpected":
@@ -668,6 +715,8 @@ def _chunk(spec: dict) -> dict:
                 truth["forwarded"] += 1
         # every queue's fate
         acks_before = counts["message.acknowledged"]
+        victim_pairs: list = []
+        lost_now = False
         for q in queues:
             core = q.core
             arrive = sent_us + (FORWARD_US if core != origin else 0)
@@ -691,6 +740,7 @@ def _chunk(spec: dict) -> dict:
             cconn, client_id, consumer, _g, _o, delivered_count = consumer_conn[q.index]
             cuser = world.user_json[q.consumer]
             if fault == "expired" and q is fault_queue:
+                held(core, q, mid, address, arrive, sent_us + EXPIRY_US)
                 lines.append(
                     f'{{"v":{SCHEMA_VERSION},"kind":"message.expired","ts":{(sent_us + EXPIRY_US) / 1000.0!r},{npart},'
                     f'"message_id":"{mid}","duplicate_id":null,"address":{address.jname},"queue":{q.jname}}}'
@@ -709,8 +759,20 @@ def _chunk(spec: dict) -> dict:
                 else:
                     group_last[key] = d_us
             lost_here = q in victims
-            if lost_here and rnd() >= LOST_DELIVERED_P:
-                continue  # never delivered
+            if lost_here:
+                # never acknowledged: the next restart of its core loses it, or it is in flight
+                gone = next_restart(core, arrive)
+                # (on another core than the sender's, never delivered: the audit knows its node
+                # from the forward, not its queue, so the pair names the node, "@<node id>")
+                delivered_too = core == origin and rnd() < LOST_DELIVERED_P and (gone is None or d_us < gone)
+                pair = [mid, q.name if core == origin else "@" + core_ids[core]]
+                pairs = truth["in_flight_pairs"] if gone is None else truth["lost_pairs"]
+                if pair not in victim_pairs:
+                    victim_pairs.append(pair)
+                    pairs.append(pair)
+                lost_now = lost_now or gone is not None
+                if not delivered_too:
+                    continue  # never delivered
             if gid is not None and fault != "unexpected":
                 group_deliveries.setdefault(key, []).append((d_us, rank, mid))
             deliveries = 1
@@ -733,6 +795,7 @@ def _chunk(spec: dict) -> dict:
             if lost_here:
                 continue
             if fault == "dead" and q is fault_queue:
+                held(core, q, mid, address, arrive, when, (d_us,))
                 lines.append(
                     f'{{"v":{SCHEMA_VERSION},"kind":"message.dead_lettered","ts":{when / 1000.0!r},{npart},'
                     f'"message_id":"{mid}","duplicate_id":null,"address":{address.jname},"queue":{q.jname},'
@@ -765,8 +828,12 @@ def _chunk(spec: dict) -> dict:
                 counts["message.acknowledged"] += 1
                 if a_us > truth["last_us"]:
                     truth["last_us"] = a_us
+                if not n_ack and fault != "unexpected":
+                    held(core, q, mid, address, arrive, a_us, (d_us,))
         if fault != "unexpected" and counts["message.acknowledged"] > acks_before:
             truth["acknowledged"] += 1
+        if fault == "lost":
+            (truth["lost"] if lost_now else truth["in_flight"]).append(mid)
         if not seq % FLUSH_CHECK_MESSAGES:
             for f in all_files:
                 if len(f.lines) >= FLUSH_LINES:
@@ -866,6 +933,11 @@ def generate(
     n_chunks = max(1, math.ceil(messages / CHUNK_MESSAGES))
     epoch_us = int(start_ms * 1000)
     mean_gap_us = 1e6 / rate
+    span_us = messages * mean_gap_us
+    params["restarts"] = [
+        [core, epoch_us + int(span_us * (k + 1) / (RESTARTS_PER_CORE + 1)) + core * 1_000_000]
+        for core in range(nodes) for k in range(RESTARTS_PER_CORE)
+    ]
     specs = []
     for i in range(n_chunks):
         first = i * CHUNK_MESSAGES
@@ -883,7 +955,8 @@ def generate(
             parts = pool.map(_chunk, specs, chunksize=1)
 
     truth = Truth(seed=seed)
-    truth.params = {k: v for k, v in params.items() if k != "out_dir"}
+    truth.params = {k: v for k, v in params.items() if k not in ("out_dir", "restarts")}
+    truth.restarts = [[world.cores[core], at_us / 1000.0] for core, at_us in params["restarts"]]
     truth.params["events_requested"] = events
     truth.nodes = dict(zip(world.cores, world.core_ids, strict=True))
     truth.nodes[world.gateway] = world.gateway_id
@@ -899,7 +972,7 @@ def generate(
             by_kind[k] = by_kind.get(k, 0) + v
         for k, v in part["refused"].items():
             refused[k] = refused.get(k, 0) + v
-        for name in ("lost", "lost_pairs", "duplicated", "unexpected", "out_of_order"):
+        for name in ("lost", "lost_pairs", "in_flight", "in_flight_pairs", "duplicated", "unexpected", "out_of_order"):
             getattr(truth, name).extend(part[name])
         for name in (
             "acknowledged", "expired", "dead_lettered", "redelivered", "forwarded", "redistributed", "connections",

@@ -1,35 +1,42 @@
-"""End to end: traffic through ``junction up`` with stomp.py and proton, then ``junction analyze``.
+"""End to end: traffic through ``junction up`` with stomp.py and proton, then the analytics jobs.
 
 The shipped appliance writes every node's events into ``data/events`` beside
 its configuration.  Real clients go through the gateway: two STOMP users
-(whose connections the gateway forwards to their home cores) and an AMQP
-client.  Once the appliance has stopped (SIGTERM: each node writes what it
-queued and closes its files), ``junction analyze audit`` and ``routing`` run
-as a user runs them, as processes, and must report exactly what was sent,
-with nothing lost.
+(whose connections the gateway forwards to their home cores), an AMQP
+client, a producer whose messages nobody consumes, and a login that fails.
+Once the appliance has stopped (SIGTERM: each node writes what it queued and
+closes its files), the audit and routing jobs run in one Spark session (the
+command line around them is tested in ``tests/pipeline/test_cli.py``) and
+must report exactly what went through: nothing lost, the unconsumed messages
+in flight in their queue, the failed login refused, the gateway's readiness
+probes apart from the clients.
 """
 
 from __future__ import annotations
 
-import json
+import concurrent.futures
 import os
 import signal
-import subprocess
-import sys
+import socket
+import time
 from types import SimpleNamespace
 
 import pytest
 from proton import Message
 
-from tests.harness import REPO_ROOT
+from junction.pipeline import audit, routing
+from junction.pipeline.common import get_spark
 from tests.integration.test_appliance import TIMEOUT, amqp, run_appliance, wait_all_ready
 from tests.integration.test_stomp_clients import Client
+from tests.pipeline.test_audit import SMALL_INPUT_CONF
 
 pytestmark = pytest.mark.timeout(300)
 
 USERS = ["alice", "bob"]
-STOMP_MESSAGES = 30
-AMQP_MESSAGES = 20
+STOMP_MESSAGES = 10
+AMQP_MESSAGES = 10
+#: durable messages sent to a queue nobody consumes: in flight for the audit
+LEFT = 5
 
 
 @pytest.fixture
@@ -37,20 +44,27 @@ def appliance(tmp_path):
     yield from run_appliance(tmp_path, users=USERS)
 
 
-def analyze(job: str, events, out) -> tuple[int, dict]:
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), JUNCTION_PROGRESS="0")
-    done = subprocess.run(
-        [sys.executable, "-m", "junction", "analyze", job, "--events", str(events), "--out", str(out),
-         "--master", "local[2]", "--json"],
-        capture_output=True, text=True, env=env, timeout=240,
-    )
-    assert done.stdout.strip(), f"junction analyze {job} printed nothing; stderr:\n{done.stderr}"
-    return done.returncode, json.loads(done.stdout.strip().splitlines()[-1])
+def failed_login(port: int) -> bytes:
+    """A STOMP CONNECT with a wrong passcode through the gateway: what it answers."""
+    with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) as sock:
+        sock.sendall(b"CONNECT\naccept-version:1.2\nhost:localhost\nlogin:bob\npasscode:wrong\n\n\0")
+        answer = b""
+        while b"\0" not in answer:
+            data = sock.recv(4096)
+            if not data:
+                break
+            answer += data
+    return answer
 
 
 def test_the_audit_and_routing_reports_tell_exactly_what_went_through_the_appliance(appliance, tmp_path):
     world = appliance
+    began = time.monotonic()
     wait_all_ready(world)
+    # the Spark session's JVM starts while the clients run (it takes seconds)
+    starting = concurrent.futures.ThreadPoolExecutor(1)
+    session = starting.submit(get_spark, "local[2]")
+    starting.shutdown(wait=False)
     gateway = SimpleNamespace(stomp_address=("127.0.0.1", world.ports[61613]))
     consumer = Client(gateway, "1.2").connect("alice", "alice")
     consumer.subscribe("/queue/audit-stomp", "s1", ack="client-individual")
@@ -72,6 +86,9 @@ def test_the_audit_and_routing_reports_tell_exactly_what_went_through_the_applia
         receiver.accept()
     conn.close()
     assert sorted(bodies) == sorted(f"a{i}" for i in range(AMQP_MESSAGES))
+    for i in range(LEFT):
+        producer.send("/queue/audit-left", f"left{i}", persistent="true")
+    assert failed_login(world.ports[61613]).startswith(b"ERROR")
     consumer.disconnect()
     producer.disconnect()
     # the acknowledgements are journaled before the receipts of the DISCONNECTs; stopping the
@@ -83,17 +100,35 @@ def test_the_audit_and_routing_reports_tell_exactly_what_went_through_the_applia
     names = sorted(p.name for p in events.glob("*.jsonl"))
     assert {n.split("-")[1] for n in names} == {"gateway", "core1", "core2", "core3"}, names
 
-    code, audit = analyze("audit", events, tmp_path / "audit")
-    figures = audit["summary"]
-    assert (figures["sent"], figures["acknowledged"]) == (STOMP_MESSAGES + AMQP_MESSAGES,) * 2, figures
-    assert (figures["lost"], figures["duplicated"], figures["unexpected"], figures["out_of_order"]) == (0, 0, 0, 0)
-    assert code == 0
-    assert os.path.getsize(audit["report"]) > 10_000 and set(audit["tables"]) >= {"lost", "latency_by_address"}
+    analysed = time.monotonic()
+    spark = session.result(timeout=120)  # one Spark session for both jobs
+    try:
+        for key, value in SMALL_INPUT_CONF.items():  # a few hundred events: no generated code
+            spark.conf.set(key, value)
+        started = time.monotonic()
+        check_reports(spark, events, tmp_path)
+        print(f"[appliance-analytics] traffic {analysed - began:.1f} s, both jobs {time.monotonic() - started:.1f} s")
+    finally:
+        spark.stop()
 
-    code, routing = analyze("routing", events, tmp_path / "routing")
-    assert code == 0
-    figures = routing["summary"]
-    # bob and alice over STOMP, admin over AMQP: three connections through the gateway, none refused
-    assert figures["routed"] == 3, figures
-    assert sum(figures["decisions"].values()) == 3 and figures["decisions"]["refused"] == 0, figures
-    assert os.path.getsize(routing["report"]) > 10_000
+
+def check_reports(spark, events, tmp_path) -> None:
+    audited = audit.run(spark, str(events), str(tmp_path / "audit"))
+    figures = audited.summary
+    assert (figures["sent"], figures["acknowledged"]) == (STOMP_MESSAGES + AMQP_MESSAGES + LEFT,
+                                                         STOMP_MESSAGES + AMQP_MESSAGES), figures
+    assert (figures["lost"], figures["duplicated"], figures["unexpected"], figures["out_of_order"]) == (0, 0, 0, 0)
+    assert figures["in_flight"] == LEFT and audited.exit_code == 0, figures
+    in_flight = spark.read.parquet(audited.tables["in_flight"]).collect()
+    assert sorted((r["address"], r["queue"]) for r in in_flight) == [("audit-left", "audit-left")] * LEFT
+    assert os.path.getsize(audited.report) > 10_000 and set(audited.tables) >= {"lost", "latency_by_address"}
+
+    routed = routing.run(spark, str(events), str(tmp_path / "routing"))
+    figures = routed.summary
+    # bob and alice over STOMP, admin over AMQP (three connections), and bob's refused login
+    assert figures["routed"] == 4, figures
+    assert figures["decisions"]["refused"] == 1 and figures["refusals"] == {"unauthenticated": 1}, figures
+    assert figures["decisions"]["forward"] + figures["decisions"]["local"] == 3, figures
+    # the gateway's readiness probes reached the three cores: counted, but not as clients
+    assert figures["connections"]["probe"] >= 3, figures
+    assert os.path.getsize(routed.report) > 10_000

@@ -126,7 +126,60 @@ def test_message_sampling_and_categories(broker_factory, tmp_path):
     client.send_all("/queue/orders", ["a", "b"])
     client.close()
     events = wait_events(events_dir, lambda ev: of_kind(ev, "connection.closed"), "the closed connection")
-    assert {e["kind"] for e in events} == {"connection.accepted", "connection.closed"}
+    # no message is sampled; the node's restart marker is not a message's
+    assert {e["kind"] for e in events} == {"connection.accepted", "connection.closed", "node.started"}
+
+
+def test_a_restart_tells_what_the_journal_held_under_the_ids_the_messages_were_sent_with(broker_factory, tmp_path):
+    """node.started, then a message.recovered per message the journal held, with its sent id; a
+    broker core's connection.accepted names the client."""
+    events_dir = tmp_path / "events"
+    node = broker_factory(
+        "ev", extra_junction_xml=EVENTS_XML.format(dir=events_dir), extra_core_xml=QUEUE_XML,
+        stomp_acceptor_params={"anycastPrefix": "/queue/"},
+    ).start()
+    producer = StompClient(node, client_id="keeper")
+    producer.send_all("/queue/orders", ["k0", "k1", "k2"])
+    producer.close()
+    assert node.stop() == 0
+    node.start()
+    events = wait_events(
+        events_dir, lambda ev: len(of_kind(ev, "node.started")) == 2 and len(of_kind(ev, "message.recovered")) == 3,
+        "two starts and three recovered messages",
+    )
+    first, second = sorted(of_kind(events, "node.started"), key=lambda e: e["ts"])
+    assert (first["recovered"], first["persistent"], second["recovered"], second["persistent"]) == (0, True, 3, True)
+    assert "orders" in second["queues"] and second["paged"] == []
+    recovered = of_kind(events, "message.recovered")
+    sent = of_kind(events, "message.sent")
+    assert sorted(e["message_id"] for e in recovered) == sorted(e["message_id"] for e in sent)
+    assert {(e["queue"], e["address"], e["durable"], e["delivery_count"], e["ts"]) for e in recovered} == {
+        ("orders", "orders", True, 0, second["ts"])
+    }
+    accepted = of_kind(events, "connection.accepted")
+    assert [(e["client_id"], e["protocol"], e["user"]) for e in accepted] == [("keeper", "STOMP", None)]
+
+
+def test_a_paged_message_is_sent_under_the_id_it_is_delivered_with(broker_factory, tmp_path):
+    """A send that pages (address-full-policy PAGE) is logged under the message's own id, the one
+    its delivery after depaging carries (not the id it had before paging gave it one)."""
+    from tests.integration.test_paging import PAGE_SETTINGS, PREFIXES
+
+    events_dir = tmp_path / "events"
+    node = broker_factory(
+        "ev", extra_junction_xml=EVENTS_XML.format(dir=events_dir), address_settings_xml=PAGE_SETTINGS,
+        stomp_acceptor_params=PREFIXES,
+    ).start()
+    producer = StompClient(node)
+    producer.send_all("/queue/paged.events", ["p" * 1024 for _ in range(40)])  # 40 KiB against 16 KiB
+    producer.close()
+    consumer = StompClient(node)
+    consumer.subscribe("/queue/paged.events")
+    consumer.wait_count(40)
+    consumer.close()
+    events = wait_events(events_dir, lambda ev: len(of_kind(ev, "message.acknowledged")) >= 40, "40 acknowledgements")
+    sent = {e["message_id"] for e in of_kind(events, "message.sent")}
+    assert len(sent) == 40 and sent == {e["message_id"] for e in of_kind(events, "message.delivered")}
 
 
 def test_a_message_keeps_its_id_across_the_cluster(broker_factory, tmp_path):

@@ -53,9 +53,9 @@ def _ev(kind, ts, node_id, **fields):
     return encode(Event(kind, float(T0 + ts), node_id.replace("node", "core"), node_id, fields))
 
 
-def sent(mid, ts, queues, address="a1", node=A, **extra):
+def sent(mid, ts, queues, address="a1", node=A, durable=True, **extra):
     return _ev("message.sent", ts, node, message_id=mid, address=address, queues=queues, size=100,
-               durable=True, user="alice", **extra)
+               durable=durable, user="alice", **extra)
 
 
 def delivered(mid, ts, queue, count=1, node=A, address="a1"):
@@ -104,15 +104,37 @@ def hand_log():
         delivered("a/12", 3100, "qg", address="g"), delivered("a/11", 3110, "qg", address="g"),
         delivered("a/13", 3120, "qg", address="g"),
         delivered("a/12", 3050, "qx", address="g"),  # not one of its sent queues: a queue of its own
+        acked("a/12", 3060, "qx", address="g"),
         *[acked(m, 3200, "qg", address="g") for m in ("a/11", "a/12", "a/13")],
         # group g2 (no group_seq: sent order) on qg: a/15 delivered first, so a/14 is out of order
         sent("a/14", 4000, ["qg"], address="g", group_id="g2"),
         sent("a/15", 4010, ["qg"], address="g", group_id="g2"),
         delivered("a/15", 4100, "qg", address="g"), delivered("a/14", 4200, "qg", address="g"),
         acked("a/15", 4300, "qg", address="g"), acked("a/14", 4300, "qg", address="g"),
-        # m16: listed q1 here, but only acknowledged on node-b: lost on the sending node
+        # m16: listed q1 here, but only acknowledged on node-b, and not recovered at node-a's
+        # restart: lost on the sending node
         sent("a/16", 5000, ["q1"]),
         _ev("topology.link_up", 5001, A, cluster="c", peer_node_id=B, peer="core-b", direction="out"),
+        # m17: never delivered, not recovered at the restart: lost
+        sent("a/17", 5500, ["q1"]),
+        # m18: delivered; its acknowledgement's event went with the crash, the journal shows it settled
+        sent("a/18", 5600, ["q1"]), delivered("a/18", 5610, "q1"),
+        # m19: not durable, gone with the restart: dropped, not lost
+        sent("a/19", 5700, ["q1"], durable=False),
+        # m23: durable, but its queue did not survive the restart (not durable): dropped
+        sent("a/23", 5850, ["tmp"]),
+        # node-a/21: delivered and acknowledged just before the crash, whose sent event the crash
+        # lost (not durable: no journal record of it): no sent event, not unexpected
+        delivered("node-a/21", 5990, "q1"), acked("node-a/21", 5995, "q1"),
+        # the restart (a crash: nothing written between it and the last events above)
+        _ev("node.started", 6000, A, recovered=2, settled=1, persistent=True,
+            queues=["q1", "q2", "qg", "t.s1", "t.s2", "t.s3"], paged=[]),
+        # m3's third subscription still holds it: in flight
+        _ev("message.recovered", 6000, A, message_id="a/3", address="t", queue="t.s3", durable=True, delivery_count=1),
+        # m20: its sent event went with the crash; recovered, then delivered and acknowledged
+        _ev("message.recovered", 6000, A, message_id="a/20", address="a1", queue="q1", durable=True, delivery_count=0),
+        _ev("message.settled", 6000, A, message_id="a/18", address="a1", queue="q1"),
+        delivered("a/20", 6100, "q1"), acked("a/20", 6110, "q1"),
     ]
     b = [
         # m6: delivered and acknowledged, never sent: unexpected
@@ -131,14 +153,14 @@ def _write(folder, name, lines):
 
 
 HAND_SUMMARY = {
-    "sent": 15, "acknowledged": 12, "lost": 3, "duplicated": 1, "unexpected": 1, "out_of_order": 2,
-    "expired": 1, "dead_lettered": 1, "in_flight": 0, "redelivered": 1, "acknowledgements": 15,
-    "sent_more_than_once": 0, "no_sent_event": 0,
+    "sent": 19, "acknowledged": 12, "lost": 2, "duplicated": 1, "unexpected": 1, "out_of_order": 2,
+    "expired": 1, "dead_lettered": 1, "in_flight": 2, "redelivered": 1, "acknowledgements": 18,
+    "sent_more_than_once": 0, "no_sent_event": 1, "settled": 1, "dropped": 2, "recovered": 2, "restarts": 1,
 }
 
 
 def _is_hand(message_id):
-    return message_id.startswith(("a/", "z/"))
+    return message_id.startswith(("a/", "z/", "node-a/"))
 
 
 @pytest.fixture(scope="module")
@@ -166,12 +188,15 @@ def test_headline_figures_are_the_hand_logs_plus_the_synth_logs(audited):
         "sent": truth.events_by_kind["message.sent"], "acknowledged": truth.acknowledged, "lost": len(truth.lost),
         "duplicated": len(truth.duplicated), "unexpected": len(truth.unexpected),
         "out_of_order": len(truth.out_of_order), "expired": truth.expired, "dead_lettered": truth.dead_lettered,
-        "in_flight": 0, "redelivered": truth.redelivered,
+        "in_flight": len(truth.in_flight), "redelivered": truth.redelivered,
         "acknowledgements": truth.events_by_kind["message.acknowledged"], "sent_more_than_once": 0,
-        "no_sent_event": 0,
+        "no_sent_event": 0, "settled": 0, "dropped": 0, "restarts": len(truth.restarts),
     }
-    assert result.summary == {key: HAND_SUMMARY[key] + synth[key] for key in HAND_SUMMARY}
-    assert min(synth["lost"], synth["duplicated"], synth["unexpected"], synth["out_of_order"]) >= 3
+    summary = dict(result.summary)
+    recovered = summary.pop("recovered")  # (the synth's truth does not count these)
+    assert summary == {key: HAND_SUMMARY[key] + synth[key] for key in synth}
+    assert recovered > HAND_SUMMARY["recovered"]
+    assert min(synth["lost"], synth["in_flight"], synth["duplicated"], synth["unexpected"], synth["out_of_order"]) >= 3
     assert result.exit_code == 1
     assert result.report == os.path.join(out, "audit.html")
     assert sorted(result.tables) == sorted(audit.TABLES)
@@ -180,12 +205,13 @@ def test_headline_figures_are_the_hand_logs_plus_the_synth_logs(audited):
 
 def test_hand_log_problem_tables(spark, audited):
     _truth, result, _ = audited
-    lost = {r["message_id"]: (r["missing_queues"], r["forwarded_to"], r["reason"]) for r in _rows(spark, result, "lost")}
+    lost = {r["message_id"]: (r["missing_queues"], r["lost_on"], r["reason"]) for r in _rows(spark, result, "lost")}
     assert lost == {
-        "a/3": (["t.s3"], [], "not acknowledged on t.s3"),
-        "a/8": ([], [B], "never acknowledged"),
-        "a/16": (["q1"], [], "not acknowledged on q1"),
+        "a/16": (["q1"], [A], "not recovered on q1 at the restart of node node-a"),
+        "a/17": (["q1"], [A], "not recovered on q1 at the restart of node node-a"),
     }
+    in_flight = {(r["message_id"], r["held_by"], r["queue"]) for r in _rows(spark, result, "in_flight")}
+    assert in_flight == {("a/3", A, "t.s3"), ("a/8", B, None)}
     assert [(r["message_id"], r["queue"], r["acks"], r["deliveries"]) for r in _rows(spark, result, "duplicated")] == [
         ("a/5", "q1", 2, 2)
     ]
@@ -203,18 +229,23 @@ def test_hand_log_message_statuses_and_latency(spark, audited):
     _truth, result, _ = audited
     messages = {r["message_id"]: r for r in _rows(spark, result, "audit_messages")}
     assert {m: r["status"] for m, r in messages.items()} == {
-        "a/1": "acknowledged", "a/2": "acknowledged", "a/3": "lost", "a/4": "expired", "a/5": "acknowledged",
-        "z/6": "unexpected", "a/7": "acknowledged", "a/8": "lost", "a/9": "dead_lettered",
+        "a/1": "acknowledged", "a/2": "acknowledged", "a/3": "in_flight", "a/4": "expired", "a/5": "acknowledged",
+        "z/6": "unexpected", "a/7": "acknowledged", "a/8": "in_flight", "a/9": "dead_lettered",
         "a/10": "acknowledged", "a/11": "acknowledged", "a/12": "acknowledged", "a/13": "acknowledged",
-        "a/14": "acknowledged", "a/15": "acknowledged", "a/16": "lost",
+        "a/14": "acknowledged", "a/15": "acknowledged", "a/16": "lost", "a/17": "lost", "a/18": "settled",
+        "a/19": "dropped", "a/20": "acknowledged", "node-a/21": "no_sent_event", "a/23": "dropped",
     }
+    assert (messages["a/3"]["in_flight_queues"], messages["a/8"]["in_flight_queues"]) == (["t.s3"], ["@" + B])
+    assert (messages["a/19"]["dropped_queues"], messages["a/23"]["dropped_queues"]) == (["q1"], ["tmp"])
+    assert (messages["a/20"]["recovered"], messages["a/18"]["journal_settled"]) == (1, 1)
     assert messages["a/11"]["out_of_order_queues"] == ["qg"] and messages["a/5"]["duplicated_queues"] == ["q1"]
     assert (messages["a/2"]["latency_ms"], messages["a/2"]["ack_latency_ms"], messages["a/2"]["deliveries"]) == (10.0, 60.0, 2)
     assert messages["a/7"]["latency_ms"] == 20.0 and messages["a/7"]["forwarded_to"] == [B]
     latency = {r["address"]: r for r in spark.read.parquet(result.tables["latency_by_address"]).collect()}
-    # a1: a/1 (10, 20), a/2 (10, 60), a/5 (10, 20), a/10 (10, 20), a/16 (10, 20)
+    # a1: a/1 (10, 20), a/2 (10, 60), a/5 (10, 20), a/10 (10, 20), a/16 (10, 20), a/18 (10, -), and
+    # a/17, a/19, a/23 never delivered (a/20 has no sent event)
     a1 = latency["a1"]
-    assert (a1["messages"], a1["e2e_p50_ms"], a1["e2e_max_ms"], a1["ack_p50_ms"], a1["ack_max_ms"]) == (5, 10.0, 10.0, 20.0, 60.0)
+    assert (a1["messages"], a1["e2e_p50_ms"], a1["e2e_max_ms"], a1["ack_p50_ms"], a1["ack_max_ms"]) == (9, 10.0, 10.0, 20.0, 60.0)
     assert latency["a2"]["messages"] == 2 and latency["a2"]["e2e_max_ms"] == 10.0  # a/4 never delivered
 
 
@@ -222,8 +253,8 @@ def test_report_shows_the_earliest_examples(audited):
     truth, result, _ = audited
     with open(result.report, encoding="utf-8") as f:
         html = f.read()
-    for text in ("Delivery audit", f"Lost ({3 + len(truth.lost):,})", f"Unexpected ({1 + len(truth.unexpected):,})",
-                 "not acknowledged on t.s3", "z/6", "Latency per address", "Messages sent per minute, in 1 day buckets"):
+    for text in ("Delivery audit", f"Lost ({2 + len(truth.lost):,})", f"Unexpected ({1 + len(truth.unexpected):,})",
+                 "not recovered on q1 at the restart of node node-a", "z/6", "In flight (", "t.s3", "Latency per address", "Messages sent per minute, in 1 day buckets"):
         assert text in html
     assert html.count("data:image/png;base64,") == 2
 
@@ -233,6 +264,11 @@ def test_synth_log_audit_finds_exactly_the_planted_faults(spark, audited):
     lost = _rows(spark, result, "lost", hand=False)
     assert {r["message_id"] for r in lost} == set(truth.lost)
     assert {(r["message_id"], q) for r in lost for q in r["missing_queues"]} == {tuple(p) for p in truth.lost_pairs}
+    in_flight = _rows(spark, result, "in_flight", hand=False)
+    assert {r["message_id"] for r in in_flight} - set(truth.lost) == set(truth.in_flight)
+    assert {(r["message_id"], r["queue"] or "@" + r["held_by"]) for r in in_flight} == {
+        tuple(p) for p in truth.in_flight_pairs
+    }
     assert {(r["message_id"], r["queue"]) for r in _rows(spark, result, "duplicated", hand=False)} == {
         tuple(p) for p in truth.duplicated
     }

@@ -8,13 +8,19 @@ accuracy) gives p50 = 100, p90 = 180, p99 = 200.  6 of the 20 are cache hits.
 Gateway ``gw2`` (router ``r2``) makes 2 decisions with connection ids that
 gw1 also uses, no decision time and no cache flag: its bytes must not mix
 with gw1's, and it must not move the percentiles or the hit rate.
+Then gw1 refuses a login (a refusal, reason ``unauthenticated``, no key, no
+decision time) and serves a readiness probe locally; broker core ``core3``
+logs a probe's connection and a client's: probes are counted apart and in
+no client figure.
 """
 
 from __future__ import annotations
 
 import pytest
 
+from junction.events.node import UNAUTHENTICATED
 from junction.events.schema import Event, encode
+from junction.gateway.router import INTERNAL_CLIENT_ID_PREFIX
 from junction.pipeline import routing
 
 #: a whole minute (epoch ms), so one-minute buckets start at T0 and T0 + 60 s
@@ -72,13 +78,39 @@ def _lines():
     return [encode(e) for e in lines]
 
 
+def _login_and_probes():
+    """gw1's refused login and local probe, and core3's probe and client connections."""
+    probe = INTERNAL_CLIENT_ID_PREFIX + "pool-1"
+    gw1 = [
+        Event("connection.accepted", T0 + 115_000, "gw1", "id-gw1", {"conn": "c20", "protocol": "STOMP"}),
+        Event("connection.routed", T0 + 115_001, "gw1", "id-gw1", {
+            "conn": "c20", "router": "r1", "decision": "refused", "reason": UNAUTHENTICATED, "user": "mallory",
+        }),
+        Event("connection.closed", T0 + 115_002, "gw1", "id-gw1", {"conn": "c20", "bytes_in": 60, "bytes_out": 90}),
+        Event("connection.routed", T0 + 116_000, "gw1", "id-gw1", {
+            "conn": "p1", "router": "r1", "key_type": "USER_NAME", "key": "pool", "target": "local",
+            "decision": "local", "reason": "internal", "decision_us": 9999.0, "cache_hit": False, "client_id": probe,
+        }),
+        Event("connection.closed", T0 + 116_001, "gw1", "id-gw1", {"conn": "p1", "bytes_in": 5000, "bytes_out": 5000}),
+    ]
+    core3 = []
+    for conn, client_id in (("7", probe), ("8", "app-9")):
+        core3.append(Event("connection.accepted", T0 + 30_500, "core3", "id-core3", {
+            "conn": conn, "protocol": "AMQP", "client_id": client_id,
+        }))
+        core3.append(Event("connection.closed", T0 + 31_500, "core3", "id-core3", {"conn": conn}))
+    return [encode(e) for e in gw1], [encode(e) for e in core3]
+
+
 @pytest.fixture(scope="module")
 def result(spark, tmp_path_factory):
     events = tmp_path_factory.mktemp("routing-events")
     lines = _lines()
     # two nodes' files, as the writers leave them
-    (events / "events-gw1-20231114T221300-0001.jsonl").write_text("\n".join(lines[:-4]) + "\n")
+    gw1, core3 = _login_and_probes()
+    (events / "events-gw1-20231114T221300-0001.jsonl").write_text("\n".join(lines[:-4] + gw1) + "\n")
     (events / "events-gw2-20231114T221300-0001.jsonl").write_text("\n".join(lines[-4:]) + "\n")
+    (events / "events-core3-20231114T221300-0001.jsonl").write_text("\n".join(core3) + "\n")
     out = tmp_path_factory.mktemp("routing-out")
     return routing.run(spark, str(events), str(out), bucket="1m", top=3), spark
 
@@ -91,13 +123,14 @@ def test_summary_headlines(result):
     res, _ = result
     s = res.summary
     assert res.exit_code == 0 and res.job == "routing"
-    assert s["routed"] == 22 and s["closed"] == 18
+    assert s["routed"] == 23 and s["closed"] == 20  # the probes' are not counted
+    assert s["connections"] == {"client": 24, "probe": 2}
     assert s["bucket_s"] == 60.0
-    assert s["decisions"] == {"local": 4, "forward": 12, "redirect": 2, "refused": 4}
-    assert s["refusals"] == {"r1:unavailable": 3, "r1:no-pool": 1}
+    assert s["decisions"] == {"local": 4, "forward": 12, "redirect": 2, "refused": 5}
+    assert s["refusals"] == {"r1:unavailable": 3, "r1:no-pool": 1, "r1:unauthenticated": 1}
     assert s["cache_hit_rate"] == pytest.approx(6 / 20)
     assert s["decision_us"] == {"p50": 100.0, "p90": 180.0, "p99": 200.0, "max": 200.0}
-    assert s["routers"]["r1"] == {"decisions": 20, "targets": 3, "skew": pytest.approx(1.5), "busiest": "core1"}
+    assert s["routers"]["r1"] == {"decisions": 21, "targets": 3, "skew": pytest.approx(1.5), "busiest": "core1"}
     assert s["routers"]["r2"] == {"decisions": 2, "targets": 1, "skew": pytest.approx(1.0), "busiest": "core3"}
     assert s["hot_keys"] == ["alice", "carol", "bob"]  # carol and bob tie: more bytes in first
     assert res.report.endswith("routing.html")
@@ -139,18 +172,24 @@ def test_refusals_and_decision_time(result):
     res, spark = result
     refusals = _rows(spark, res.tables["refusals"], "router", "reason")
     assert [(r["router"], r["reason"], r["refusals"]) for r in refusals] == [
-        ("r1", "no-pool", 1), ("r1", "unavailable", 3),
+        ("r1", "no-pool", 1), ("r1", "unauthenticated", 1), ("r1", "unavailable", 3),
     ]
     times = {r["router"]: r for r in _rows(spark, res.tables["decision_time"], "router")}
     assert set(times) == {"(all)", "r1", "r2"}
     r1 = times["r1"]
-    assert (r1["decisions"], r1["local"], r1["forward"], r1["redirect"], r1["refused"]) == (20, 4, 10, 2, 4)
+    assert (r1["decisions"], r1["local"], r1["forward"], r1["redirect"], r1["refused"]) == (21, 4, 10, 2, 5)
     assert (r1["p50_us"], r1["p90_us"], r1["p99_us"], r1["max_us"]) == (100.0, 180.0, 200.0, 200.0)
     assert r1["mean_us"] == pytest.approx(105.0)
     assert r1["cache_hits"] == 6 and r1["cache_hit_rate"] == pytest.approx(0.3)
     r2 = times["r2"]
     assert (r2["decisions"], r2["forward"], r2["p50_us"], r2["cache_hit_rate"]) == (2, 2, None, None)
-    assert times["(all)"]["decisions"] == 22 and times["(all)"]["p99_us"] == 200.0
+    assert times["(all)"]["decisions"] == 23 and times["(all)"]["p99_us"] == 200.0
+    nodes = {(r["node"], r["connection"]): (r["accepted"], r["routed"], r["closed"])
+             for r in _rows(spark, res.tables["connections"], "node", "connection")}
+    assert nodes == {
+        ("core3", "client"): (1, 0, 1), ("core3", "probe"): (1, 0, 1), ("gw1", "client"): (1, 21, 17),
+        ("gw1", "probe"): (0, 1, 1), ("gw2", "client"): (0, 2, 2),
+    }
 
 
 def test_hot_keys_with_bytes(result):

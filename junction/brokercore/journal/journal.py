@@ -426,6 +426,10 @@ class RecoveredState:
     #: Files deleted while recovering: compaction leftovers, covered segments,
     #: a last segment without an intact header.
     removed_files: list = field(default_factory=list)
+    #: Records deleted by the newest files (``load(tail_bytes=...)``), as
+    #: ``(record_id, RecordInfo)``: what was settled just before the journal was
+    #: last written, for a broker whose own record of it a crash may have lost.
+    deleted_recently: list = field(default_factory=list)
 
 
 # -- the fold: the one definition of the journal's meaning -----------------
@@ -438,13 +442,15 @@ class _Fold:
     rules to byte counts at run time, and a property test checks they agree.
     """
 
-    __slots__ = ("records", "txs", "max_id", "orphan_updates")
+    __slots__ = ("records", "txs", "max_id", "orphan_updates", "deleted")
 
     def __init__(self):
         self.records: dict[int, RecordInfo] = {}
         self.txs: dict[int, list] = {}
         self.max_id = 0
         self.orphan_updates = 0
+        #: where the live records a DELETE removes go, when set (see Journal.load's tail_bytes)
+        self.deleted: list | None = None
 
     def apply(self, kind: int, tx_id: int, record_id: int, user_type: int, payload: bytes) -> None:
         if record_id > self.max_id:
@@ -460,7 +466,9 @@ class _Fold:
             else:
                 info.updates.append((user_type, payload))
         elif kind == _DELETE:
-            self.records.pop(record_id, None)
+            info = self.records.pop(record_id, None)
+            if info is not None and self.deleted is not None:
+                self.deleted.append((record_id, info))
         elif kind in _TX_KINDS:
             ops = self.txs.get(tx_id)
             if ops is None:
@@ -725,12 +733,14 @@ class Journal:
         self._files_removed = 0
 
     # -- recovery ----------------------------------------------------------
-    def load(self, on_corruption: str = "raise") -> RecoveredState:
+    def load(self, on_corruption: str = "raise", tail_bytes: int = 0) -> RecoveredState:
         """Read the journal: the live state, repaired (see the recovery policy).
 
         Synchronous; call once, before :meth:`start`.  ``on_corruption`` is
         ``"raise"`` (default: :class:`JournalCorruptionError` on damage in a
-        segment that is not the last) or ``"skip"``.
+        segment that is not the last) or ``"skip"``.  With ``tail_bytes``, the
+        records deleted by the newest files (the last ones whose sizes add up to
+        at least ``tail_bytes``) are kept in :attr:`RecoveredState.deleted_recently`.
         """
         if self._state is not NEW:
             raise JournalStateError(f"load() must come first (journal is {self._state})")
@@ -785,9 +795,15 @@ class Journal:
         index = self._index
         watermark = 0
         last_seq = 0
+        tail_from = len(order)
+        while tail_bytes > 0 and tail_from > 0:
+            tail_from -= 1
+            tail_bytes -= files.size(order[tail_from][1])
         for position, (seq, name, is_compacted) in enumerate(order):
             last_seq = max(last_seq, seq)
             is_last = position == len(order) - 1
+            if position == tail_from:
+                fold.deleted = state.deleted_recently
             data = files.read(name)
             try:
                 header = decode_file_header(data)
