@@ -2,13 +2,74 @@
 
 from __future__ import annotations
 
+import os
+import shlex
+from contextlib import contextmanager
+
 import pytest
+
+#: JVM options of the tests' Spark: the C1 compiler only.  A test JVM runs small jobs for a
+#: few minutes, where C2's compilations cost more CPU than they save: measured on a 2-CPU
+#: machine, a session's start and its first audit took ~42 s of JVM CPU with the default
+#: tiers and ~24 s with C1 alone (a warm audit ~10 s and ~6 s).  The results are the same.
+TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
+
+
+def submit_args(conf: dict | None = None) -> str:
+    """PYSPARK_SUBMIT_ARGS that give a Spark driver launched by PySpark :data:`TEST_JVM_OPTIONS`
+    (``spark.driver.defaultJavaOptions`` comes before the job's own extraJavaOptions) and the
+    settings ``conf``."""
+    args = ["--conf", f"spark.driver.defaultJavaOptions={TEST_JVM_OPTIONS}"]
+    for key, value in (conf or {}).items():
+        args += ["--conf", f"{key}={value}"]
+    return shlex.join([*args, "pyspark-shell"])
+
+
+#: what the tests' session is launched with
+TEST_SUBMIT_ARGS = submit_args()
+
+
+def spark_test_env(env: dict, conf: dict | None = None) -> dict:
+    """``env`` with :func:`submit_args` of ``conf``, for a ``junction analyze`` subprocess (a
+    PYSPARK_SUBMIT_ARGS already there wins)."""
+    return {"PYSPARK_SUBMIT_ARGS": submit_args(conf), **env}
+
+
+@contextmanager
+def _test_jvm_options():
+    """PYSPARK_SUBMIT_ARGS set to :data:`TEST_SUBMIT_ARGS` while a session starts its JVM
+    (only PySpark's launcher reads it), unless it is set already."""
+    if "PYSPARK_SUBMIT_ARGS" in os.environ:
+        yield
+        return
+    os.environ["PYSPARK_SUBMIT_ARGS"] = TEST_SUBMIT_ARGS
+    try:
+        yield
+    finally:
+        os.environ.pop("PYSPARK_SUBMIT_ARGS", None)
+
+
+@contextmanager
+def session_conf(spark, settings: dict):
+    """``settings`` on the session ``spark`` while inside, its own values again after."""
+    before = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield spark
+    finally:
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
 
 
 @pytest.fixture(scope="session")
 def spark():
     from junction.pipeline.common import get_spark
 
-    session = get_spark("local[2]")
+    with _test_jvm_options():
+        session = get_spark("local[2]")
     yield session
     session.stop()

@@ -1,9 +1,13 @@
 """``junction analyze ...`` as a user runs it: output, exit statuses 0/1/2, error lines.
 
 One run that starts Spark is a real ``python -m junction analyze audit`` (a JVM of its own,
-started first and collected by the last test, so it overlaps the others); the other Spark
-runs call junction's main() in this process, on the tests' Spark session.  The exit-2
-errors found before Spark starts, and synth, are subprocesses.
+started first and collected by the last test, so it overlaps the others; not started when
+that test is not selected); the other Spark runs call junction's main() in this process, on
+the tests' Spark session, with one shuffle partition (the logs are a few lines; the audit's
+partitioning is tested in test_audit.py).  The exit-2 errors found before Spark starts, and
+synth, are subprocesses.  Every JVM runs with the tests' JVM options (conftest.py) and the
+subprocess's Spark with the settings of the tests' session for tiny inputs: what these tests
+check is the command line, and a cold JVM otherwise spends most of a run compiling.
 """
 
 from __future__ import annotations
@@ -18,21 +22,32 @@ import pytest
 from junction.cli import main as junction_main
 from junction.events import schema
 from junction.events.schema import Event, encode
-from tests.pipeline.test_audit import hand_log, small_input_conf
+from tests.pipeline.conftest import session_conf, spark_test_env
+from tests.pipeline.test_audit import SMALL_INPUT_CONF, hand_log
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 #: seconds the Spark run of the CLI may take on a busy machine
 SPARK_RUN_TIMEOUT_S = 240
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _small_inputs(spark):
-    with small_input_conf(spark):
-        yield
+#: the session's settings for these tests' logs of a few lines: each shuffle is one task, and no
+#: adaptive re-planning between stages (together ~30 % of a warm audit's JVM CPU)
+TINY_LOG_CONF = {"spark.sql.shuffle.partitions": "1", "spark.sql.adaptive.enabled": "false"}
+
+
+@pytest.fixture(scope="module")
+def tiny_spark(spark):
+    """The tests' session, set for tiny logs while this module's tests use it (the tests that
+    run no Spark in this process do not start it)."""
+    with session_conf(spark, {**SMALL_INPUT_CONF, **TINY_LOG_CONF}):
+        yield spark
 
 
 def _env():
-    return dict(os.environ, JUNCTION_PROGRESS="0", PYTHONPATH=ROOT)
+    """A subprocess's environment: its Spark, if it starts one, set as the tests' session is
+    (but for the shuffle partitions, which the command sets itself: 2 for local[1])."""
+    return spark_test_env(dict(os.environ, JUNCTION_PROGRESS="0", PYTHONPATH=ROOT),
+                          {**SMALL_INPUT_CONF, "spark.sql.adaptive.enabled": "false"})
 
 
 def _cmd(*args):
@@ -60,9 +75,14 @@ def _clean_log():
 
 
 @pytest.fixture(scope="module", autouse=True)
-def hand_run(tmp_path_factory):
+def hand_run(request, tmp_path_factory):
     """``python -m junction analyze audit --json --settle 57`` of the hand log, started before the
-    module's first test and collected by its last."""
+    module's first test and collected by its last; None when that test is not selected (its JVM
+    would only take the CPU from the tests that are)."""
+    if not any(item.name == test_lost_messages_exit_1_with_the_summary_as_json.__name__
+               for item in request.session.items):
+        yield None
+        return
     root = str(tmp_path_factory.mktemp("cli"))
     a, b = hand_log()
     events = _write(os.path.join(root, "hand"), a + b)
@@ -77,7 +97,7 @@ def hand_run(tmp_path_factory):
         proc.communicate()
 
 
-def test_a_clean_log_exits_0_with_a_human_summary(spark, tmp_path, capsys, monkeypatch):
+def test_a_clean_log_exits_0_with_a_human_summary(tiny_spark, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("JUNCTION_PROGRESS", "0")
     events = _write(str(tmp_path / "clean"), _clean_log())
     out = str(tmp_path / "out")
@@ -87,10 +107,10 @@ def test_a_clean_log_exits_0_with_a_human_summary(spark, tmp_path, capsys, monke
     assert "  sent                 3" in lines and "  lost                 0" in lines
     assert f"report: {os.path.join(out, 'audit.html')}" in lines
     assert "tables: audit_messages, duplicated, latency_by_address, lost, out_of_order, unexpected" in lines
-    assert spark.range(1).count() == 1  # the session it borrowed is still running
+    assert tiny_spark.range(1).count() == 1  # the session it borrowed is still running
 
 
-def test_newer_events_exit_2_with_one_line(spark, tmp_path, capsys, monkeypatch):
+def test_newer_events_exit_2_with_one_line(tiny_spark, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("JUNCTION_PROGRESS", "0")
     newer_line = json.loads(_clean_log()[0])
     newer_line["v"] = schema.SCHEMA_VERSION + 1
