@@ -1,13 +1,13 @@
 """``junction analyze ...`` as a user runs it: output, exit statuses 0/1/2, error lines.
 
 One run that starts Spark is a real ``python -m junction analyze audit`` (a JVM of its own,
-started first and collected by the last test, so it overlaps the others; not started when
-that test is not selected); the other Spark runs call junction's main() in this process, on
-the tests' Spark session, with one shuffle partition (the logs are a few lines; the audit's
-partitioning is tested in test_audit.py).  The exit-2 errors found before Spark starts, and
-synth, are subprocesses.  Every JVM runs with the tests' JVM options (conftest.py) and the
-subprocess's Spark with the settings of the tests' session for tiny inputs: what these tests
-check is the command line, and a cold JVM otherwise spends most of a run compiling.
+not overlapping the other tests: on two CPUs it would only slow them down); the other Spark
+runs call junction's main() in this process, on the tests' Spark session, with one shuffle
+partition (the logs are a few lines; the audit's partitioning is tested in test_audit.py).
+The exit-2 errors found before Spark starts, and synth, are subprocesses.  Every JVM runs
+with the tests' JVM options (conftest.py), and the subprocess's Spark with the settings of
+the tests' session for tiny inputs: what these tests check is the command line, and a cold
+JVM otherwise spends most of a run compiling.
 """
 
 from __future__ import annotations
@@ -72,29 +72,6 @@ def _clean_log():
         lines.append(encode(Event("message.acknowledged", base + 9, "core-a", "node-a",
                                   {"message_id": f"node-a/{n}", "address": "a1", "queue": "q1"})))
     return lines
-
-
-@pytest.fixture(scope="module", autouse=True)
-def hand_run(request, tmp_path_factory):
-    """``python -m junction analyze audit --json --settle 57`` of the hand log, started before the
-    module's first test and collected by its last; None when that test is not selected (its JVM
-    would only take the CPU from the tests that are)."""
-    if not any(item.name == test_lost_messages_exit_1_with_the_summary_as_json.__name__
-               for item in request.session.items):
-        yield None
-        return
-    root = str(tmp_path_factory.mktemp("cli"))
-    a, b = hand_log()
-    events = _write(os.path.join(root, "hand"), a + b)
-    out = os.path.join(root, "out")
-    proc = subprocess.Popen(
-        _cmd("audit", "--events", events, "--out", out, "--master", "local[1]", "--settle", "57", "--json"),
-        cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
-    yield proc, out
-    if proc.poll() is None:
-        proc.kill()
-        proc.communicate()
 
 
 def test_a_clean_log_exits_0_with_a_human_summary(tiny_spark, tmp_path, capsys, monkeypatch):
@@ -181,11 +158,14 @@ def test_synth_writes_a_log_and_its_truth(tmp_path):
     assert (code, stdout, err) == (2, "", "junction analyze: error: events must be at least 1\n")
 
 
-def test_lost_messages_exit_1_with_the_summary_as_json(hand_run):
-    """Last in the module: the subprocess has had the other tests' time to run."""
-    proc, out = hand_run
-    stdout, stderr = proc.communicate(timeout=SPARK_RUN_TIMEOUT_S)
-    assert proc.returncode == 1, stderr
+def test_lost_messages_exit_1_with_the_summary_as_json(tmp_path):
+    """``python -m junction analyze audit --json --settle 57`` of the hand log: a JVM of its own."""
+    a, b = hand_log()
+    events = _write(str(tmp_path / "hand"), a + b)
+    out = str(tmp_path / "out")
+    code, stdout, stderr = _run("audit", "--events", events, "--out", out, "--master", "local[1]",
+                                "--settle", "57", "--json", timeout=SPARK_RUN_TIMEOUT_S)
+    assert code == 1, stderr
     result = json.loads(stdout)
     assert result["job"] == "audit" and result["exit_code"] == 1
     s = result["summary"]
