@@ -14,25 +14,10 @@ import pytest
 #: tiers and ~24 s with C1 alone (a warm audit ~10 s and ~6 s).  The results are the same.
 TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
 
-
-def submit_args(conf: dict | None = None) -> str:
-    """PYSPARK_SUBMIT_ARGS that give a Spark driver launched by PySpark :data:`TEST_JVM_OPTIONS`
-    (``spark.driver.defaultJavaOptions`` comes before the job's own extraJavaOptions) and the
-    settings ``conf``."""
-    args = ["--conf", f"spark.driver.defaultJavaOptions={TEST_JVM_OPTIONS}"]
-    for key, value in (conf or {}).items():
-        args += ["--conf", f"{key}={value}"]
-    return shlex.join([*args, "pyspark-shell"])
-
-
-#: what the tests' session is launched with
-TEST_SUBMIT_ARGS = submit_args()
-
-
-def spark_test_env(env: dict, conf: dict | None = None) -> dict:
-    """``env`` with :func:`submit_args` of ``conf``, for a ``junction analyze`` subprocess (a
-    PYSPARK_SUBMIT_ARGS already there wins)."""
-    return {"PYSPARK_SUBMIT_ARGS": submit_args(conf), **env}
+#: PYSPARK_SUBMIT_ARGS that give the tests' Spark driver :data:`TEST_JVM_OPTIONS`
+#: (``spark.driver.defaultJavaOptions`` comes before the job's own extraJavaOptions); a
+#: ``junction analyze`` subprocess gets them with this in its environment
+TEST_SUBMIT_ARGS = shlex.join(["--conf", f"spark.driver.defaultJavaOptions={TEST_JVM_OPTIONS}", "pyspark-shell"])
 
 
 @contextmanager

@@ -1,13 +1,11 @@
 """``junction analyze ...`` as a user runs it: output, exit statuses 0/1/2, error lines.
 
-One run that starts Spark is a real ``python -m junction analyze audit`` (a JVM of its own,
-not overlapping the other tests: on two CPUs it would only slow them down); the other Spark
-runs call junction's main() in this process, on the tests' Spark session, with one shuffle
-partition (the logs are a few lines; the audit's partitioning is tested in test_audit.py).
-The exit-2 errors found before Spark starts, and synth, are subprocesses.  Every JVM runs
-with the tests' JVM options (conftest.py), and the subprocess's Spark with the settings of
-the tests' session for tiny inputs: what these tests check is the command line, and a cold
-JVM otherwise spends most of a run compiling.
+The Spark runs call junction's main() in this process, on the tests' Spark session (a JVM
+started per run would cost ~20 s of CPU before the first line of the audit, and took over
+80 s in a full run on two busy CPUs; ``junction analyze`` as a process of its own, with its
+own Spark, is run by tests/integration/test_appliance_analytics.py), with one shuffle
+partition: the logs are a few lines, and the audit's partitioning is tested in
+test_audit.py.  The exit-2 errors found before Spark starts, and synth, are subprocesses.
 """
 
 from __future__ import annotations
@@ -22,12 +20,10 @@ import pytest
 from junction.cli import main as junction_main
 from junction.events import schema
 from junction.events.schema import Event, encode
-from tests.pipeline.conftest import session_conf, spark_test_env
+from tests.pipeline.conftest import session_conf
 from tests.pipeline.test_audit import SMALL_INPUT_CONF, hand_log
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-#: seconds the Spark run of the CLI may take on a busy machine
-SPARK_RUN_TIMEOUT_S = 240
 
 
 #: the session's settings for these tests' logs of a few lines: each shuffle is one task, and no
@@ -44,10 +40,7 @@ def tiny_spark(spark):
 
 
 def _env():
-    """A subprocess's environment: its Spark, if it starts one, set as the tests' session is
-    (but for the shuffle partitions, which the command sets itself: 2 for local[1])."""
-    return spark_test_env(dict(os.environ, JUNCTION_PROGRESS="0", PYTHONPATH=ROOT),
-                          {**SMALL_INPUT_CONF, "spark.sql.adaptive.enabled": "false"})
+    return dict(os.environ, JUNCTION_PROGRESS="0", PYTHONPATH=ROOT)
 
 
 def _cmd(*args):
@@ -158,13 +151,14 @@ def test_synth_writes_a_log_and_its_truth(tmp_path):
     assert (code, stdout, err) == (2, "", "junction analyze: error: events must be at least 1\n")
 
 
-def test_lost_messages_exit_1_with_the_summary_as_json(tmp_path):
-    """``python -m junction analyze audit --json --settle 57`` of the hand log: a JVM of its own."""
+def test_lost_messages_exit_1_with_the_summary_as_json(tiny_spark, tmp_path, capsys, monkeypatch):
+    """``junction analyze audit --json --settle 57`` of the hand log."""
+    monkeypatch.setenv("JUNCTION_PROGRESS", "0")
     a, b = hand_log()
     events = _write(str(tmp_path / "hand"), a + b)
     out = str(tmp_path / "out")
-    code, stdout, stderr = _run("audit", "--events", events, "--out", out, "--master", "local[1]",
-                                "--settle", "57", "--json", timeout=SPARK_RUN_TIMEOUT_S)
+    code = junction_main(["analyze", "audit", "--events", events, "--out", out, "--settle", "57", "--json"])
+    stdout, stderr = capsys.readouterr()
     assert code == 1, stderr
     result = json.loads(stdout)
     assert result["job"] == "audit" and result["exit_code"] == 1
