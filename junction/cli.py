@@ -139,7 +139,7 @@ def cmd_run(args) -> int:
     tune()  # the started node's objects frozen, fewer collections: see junction/collector.py
     watch()
     reactor.run()
-    return 0
+    return 1 if node.stop_failure is not None else 0  # a failed journal is no clean stop
 
 
 def _reload_on_sighup(reactor, node) -> None:

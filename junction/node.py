@@ -124,6 +124,8 @@ class Node:
         self.management_port = None
         self._lock_fd = None
         self.journal = None
+        #: why :meth:`stop` was not clean (the journal failed, its last sync included), or None
+        self.stop_failure: str | None = None
         self.node_id = None
         #: connection routers by name (:class:`junction.gateway.build.RouterService`)
         self.routers: dict = {}
@@ -634,14 +636,20 @@ class Node:
         if stopping is not None:
             yield stopping
         if self.server is not None:
-            yield self.server.stop()
+            try:
+                yield self.server.stop()
+            except Exception as exc:  # the journal failed: records may not be on disk
+                self.stop_failure = str(exc)
         if self.event_log is not None:
             # the writer thread writes what is queued and closes the file (a blocking join,
             # bounded by one batch's write, once everything else has stopped)
             self.event_log.stop()
             self.event_log = None
         self._unlock()
-        log.info("node %s stopped", self.config.name)
+        if self.stop_failure is not None:
+            log.error("node %s stopped, not cleanly: %s", self.config.name, self.stop_failure)
+        else:
+            log.info("node %s stopped", self.config.name)
 
     # -- identity and locking -------------------------------------------------------------
     def _lock(self, directory: str) -> None:

@@ -20,10 +20,22 @@ Rules this module exists to enforce:
 
 Limits:
 
-* :func:`free_port` binds port 0 and closes the socket: another process can
-  take the port between that and the broker binding it.  It never hands the
-  same port out twice in one process, which removes the common case (two
-  ports asked for in a row coming back equal after a quick rebind).
+* :func:`free_port` hands out a port that was free a moment ago; another
+  process can still take it before the broker binds it.  What it does about
+  that: it picks from :func:`port_range`, the ports *below the kernel's
+  ephemeral range* (``/proc/sys/net/ipv4/ip_local_port_range``), so no
+  outgoing connection of any process gets one as its source port (binding
+  port 0 picks an ephemeral port, which every ``connect()`` on the machine
+  also draws from); it gives each pytest-xdist worker its own slice of that
+  range (``PYTEST_XDIST_WORKER`` of ``PYTEST_XDIST_WORKER_COUNT``), starts
+  at a random place in the slice (another test run on the same machine has
+  workers of the same numbers), checks each candidate by binding and
+  listening on it, and never hands the same port out twice in one process.
+  Left: a port bound by a process of another run in the moment between the
+  check and the broker's bind, and a machine whose ephemeral range leaves
+  less than :data:`MIN_PORT_RANGE` ports free above :data:`PORT_RANGE_START`
+  (then it falls back to binding port 0).  A test that must be immune binds
+  the port itself.
 * ``PR_SET_PDEATHSIG`` fires when the *thread* that started the child exits,
   not the process; start brokers from the main thread or a thread that lives
   as long as the broker should (pass ``die_with_parent=False`` otherwise).
@@ -38,6 +50,7 @@ import ctypes
 import ctypes.util
 import json
 import os
+import random
 import secrets
 import signal
 import socket
@@ -64,27 +77,104 @@ T = TypeVar("T")
 
 # --------------------------------------------------------------------------- ports
 
+#: The lowest port :func:`free_port` hands out (the usual ports of common services are below).
+PORT_RANGE_START = 10000
+#: Fewer free ports than this between PORT_RANGE_START and the ephemeral range: use port 0.
+MIN_PORT_RANGE = 1000
+#: Where the kernel keeps its ephemeral (outgoing source and port 0) range.
+EPHEMERAL_RANGE_FILE = "/proc/sys/net/ipv4/ip_local_port_range"
+#: Candidates free_port tries before giving up.
+PORT_TRIES = 200
+
 _handed_out: set[int] = set()
 _ports_lock = threading.Lock()
+_port_rng = random.Random()  # seeded from os.urandom: parallel runs start apart
+
+
+def ephemeral_range(path: str = EPHEMERAL_RANGE_FILE) -> tuple[int, int] | None:
+    """The kernel's ephemeral port range ``(low, high)``, or None where it cannot be read."""
+    try:
+        with open(path, encoding="ascii") as f:
+            low, high = (int(x) for x in f.read().split())
+    except (OSError, ValueError):
+        return None
+    return low, high
+
+
+def port_range(
+    ephemeral: tuple[int, int] | None,
+    worker: str | None = None,
+    workers: str | None = None,
+) -> range | None:
+    """The ports this process picks from: its xdist worker's slice of the ports between
+    :data:`PORT_RANGE_START` and the ephemeral range (or above it, where that is larger).
+
+    ``worker``/``workers`` are ``PYTEST_XDIST_WORKER`` (``gw3``) and
+    ``PYTEST_XDIST_WORKER_COUNT``; None when the range is too small (or unknown).
+    """
+    if ephemeral is None:
+        return None
+    low, high = ephemeral
+    below = range(PORT_RANGE_START, max(PORT_RANGE_START, low))
+    above = range(max(PORT_RANGE_START, high + 1), 65536)
+    ports = max(below, above, key=len)
+    if len(ports) < MIN_PORT_RANGE:
+        return None
+    try:
+        count = max(1, int(workers or 1))
+        index = int((worker or "gw0").lstrip("gw")) % count
+    except ValueError:
+        count, index = 1, 0
+    size = len(ports) // count
+    if size < MIN_PORT_RANGE // 10:  # too many workers to slice: share the range
+        return ports
+    return ports[index * size : (index + 1) * size]
+
+
+def _bindable(host: str, port: int) -> bool:
+    """Whether ``host:port`` can be bound and listened on right now (then released)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+            s.listen(1)
+        except OSError:
+            return False
+    return True
 
 
 def free_port(host: str = LOOPBACK) -> int:
     """Return a TCP port on ``host`` that was free a moment ago.
 
-    Binds ``(host, 0)`` so the kernel picks an unused ephemeral port, then
-    closes the socket.  Ports already returned by this process are skipped,
-    so consecutive calls give distinct ports.  Racy by nature (see the module
+    Picks from :func:`port_range` (below the ephemeral range, this xdist
+    worker's slice), from a random start, each candidate checked by binding
+    and listening; ports already returned by this process are skipped, so
+    consecutive calls give distinct ports.  Racy by nature (see the module
     docstring): a test that must be immune binds the port itself.
     """
     with _ports_lock:
-        for _ in range(100):
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-                s.bind((host, 0))
-                port = s.getsockname()[1]
-            if port not in _handed_out:
-                _handed_out.add(port)
-                return port
-    raise RuntimeError(f"free_port: no new free port on {host} after 100 tries")
+        ports = port_range(
+            ephemeral_range(),
+            os.environ.get("PYTEST_XDIST_WORKER"),
+            os.environ.get("PYTEST_XDIST_WORKER_COUNT"),
+        )
+        if ports is not None:
+            start = _port_rng.randrange(len(ports))
+            for i in range(min(PORT_TRIES, len(ports))):
+                port = ports[(start + i) % len(ports)]
+                if port not in _handed_out and _bindable(host, port):
+                    _handed_out.add(port)
+                    return port
+        else:  # no room below the ephemeral range: the kernel's choice
+            family = socket.AF_INET6 if ":" in host else socket.AF_INET
+            for _ in range(PORT_TRIES):
+                with socket.socket(family, socket.SOCK_STREAM) as s:
+                    s.bind((host, 0))
+                    port = s.getsockname()[1]
+                if port not in _handed_out:
+                    _handed_out.add(port)
+                    return port
+    raise RuntimeError(f"free_port: no free port on {host} after {PORT_TRIES} tries")
 
 
 def port_open(port: int, host: str = LOOPBACK, timeout: float = 0.5) -> bool:

@@ -276,6 +276,9 @@ class JournalStorage:
         self._cleanup.clear()
 
     def stop(self):
+        """Flush and close the journal.  Errbacks with the journal's
+        :class:`~junction.brokercore.journal.JournalFailedError` when it failed,
+        its last sync at the stop included: the node must not call that a clean stop."""
         return self.journal.stop()
 
     @property

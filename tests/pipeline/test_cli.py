@@ -1,9 +1,11 @@
 """``junction analyze ...`` as a user runs it: output, exit statuses 0/1/2, error lines.
 
-One run that starts Spark is a real ``python -m junction analyze audit`` (a JVM of its own,
-started first and collected by the last test, so it overlaps the others); the other Spark
-runs call junction's main() in this process, on the tests' Spark session.  The exit-2
-errors found before Spark starts, and synth, are subprocesses.
+The Spark runs call junction's main() in this process, on the tests' Spark session (a JVM
+started per run would cost ~20 s of CPU before the first line of the audit, and took over
+80 s in a full run on two busy CPUs; ``junction analyze`` as a process of its own, with its
+own Spark, is run by tests/integration/test_appliance_analytics.py), with one shuffle
+partition: the logs are a few lines, and the audit's partitioning is tested in
+test_audit.py.  The exit-2 errors found before Spark starts, and synth, are subprocesses.
 """
 
 from __future__ import annotations
@@ -18,17 +20,23 @@ import pytest
 from junction.cli import main as junction_main
 from junction.events import schema
 from junction.events.schema import Event, encode
-from tests.pipeline.test_audit import hand_log, small_input_conf
+from tests.pipeline.conftest import session_conf
+from tests.pipeline.test_audit import SMALL_INPUT_CONF, hand_log
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-#: seconds the Spark run of the CLI may take on a busy machine
-SPARK_RUN_TIMEOUT_S = 240
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _small_inputs(spark):
-    with small_input_conf(spark):
-        yield
+#: the session's settings for these tests' logs of a few lines: each shuffle is one task, and no
+#: adaptive re-planning between stages (together ~30 % of a warm audit's JVM CPU)
+TINY_LOG_CONF = {"spark.sql.shuffle.partitions": "1", "spark.sql.adaptive.enabled": "false"}
+
+
+@pytest.fixture(scope="module")
+def tiny_spark(spark):
+    """The tests' session, set for tiny logs while this module's tests use it (the tests that
+    run no Spark in this process do not start it)."""
+    with session_conf(spark, {**SMALL_INPUT_CONF, **TINY_LOG_CONF}):
+        yield spark
 
 
 def _env():
@@ -59,25 +67,7 @@ def _clean_log():
     return lines
 
 
-@pytest.fixture(scope="module", autouse=True)
-def hand_run(tmp_path_factory):
-    """``python -m junction analyze audit --json --settle 57`` of the hand log, started before the
-    module's first test and collected by its last."""
-    root = str(tmp_path_factory.mktemp("cli"))
-    a, b = hand_log()
-    events = _write(os.path.join(root, "hand"), a + b)
-    out = os.path.join(root, "out")
-    proc = subprocess.Popen(
-        _cmd("audit", "--events", events, "--out", out, "--master", "local[1]", "--settle", "57", "--json"),
-        cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
-    yield proc, out
-    if proc.poll() is None:
-        proc.kill()
-        proc.communicate()
-
-
-def test_a_clean_log_exits_0_with_a_human_summary(spark, tmp_path, capsys, monkeypatch):
+def test_a_clean_log_exits_0_with_a_human_summary(tiny_spark, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("JUNCTION_PROGRESS", "0")
     events = _write(str(tmp_path / "clean"), _clean_log())
     out = str(tmp_path / "out")
@@ -87,10 +77,10 @@ def test_a_clean_log_exits_0_with_a_human_summary(spark, tmp_path, capsys, monke
     assert "  sent                 3" in lines and "  lost                 0" in lines
     assert f"report: {os.path.join(out, 'audit.html')}" in lines
     assert "tables: audit_messages, duplicated, latency_by_address, lost, out_of_order, unexpected" in lines
-    assert spark.range(1).count() == 1  # the session it borrowed is still running
+    assert tiny_spark.range(1).count() == 1  # the session it borrowed is still running
 
 
-def test_newer_events_exit_2_with_one_line(spark, tmp_path, capsys, monkeypatch):
+def test_newer_events_exit_2_with_one_line(tiny_spark, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("JUNCTION_PROGRESS", "0")
     newer_line = json.loads(_clean_log()[0])
     newer_line["v"] = schema.SCHEMA_VERSION + 1
@@ -161,11 +151,15 @@ def test_synth_writes_a_log_and_its_truth(tmp_path):
     assert (code, stdout, err) == (2, "", "junction analyze: error: events must be at least 1\n")
 
 
-def test_lost_messages_exit_1_with_the_summary_as_json(hand_run):
-    """Last in the module: the subprocess has had the other tests' time to run."""
-    proc, out = hand_run
-    stdout, stderr = proc.communicate(timeout=SPARK_RUN_TIMEOUT_S)
-    assert proc.returncode == 1, stderr
+def test_lost_messages_exit_1_with_the_summary_as_json(tiny_spark, tmp_path, capsys, monkeypatch):
+    """``junction analyze audit --json --settle 57`` of the hand log."""
+    monkeypatch.setenv("JUNCTION_PROGRESS", "0")
+    a, b = hand_log()
+    events = _write(str(tmp_path / "hand"), a + b)
+    out = str(tmp_path / "out")
+    code = junction_main(["analyze", "audit", "--events", events, "--out", out, "--settle", "57", "--json"])
+    stdout, stderr = capsys.readouterr()
+    assert code == 1, stderr
     result = json.loads(stdout)
     assert result["job"] == "audit" and result["exit_code"] == 1
     s = result["summary"]

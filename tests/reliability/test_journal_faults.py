@@ -20,17 +20,19 @@ import errno
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
 import time
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from twisted.internet.task import Clock
 
 from junction.brokercore.journal import FaultyFiles, Journal, JournalFailedError
+from tests.harness import BrokerProcess
 from tests.unit.writer_fixtures import InlineReactor, ThreadReactor, settle
 
 # -- an independent model of the record semantics --------------------------------
@@ -86,6 +88,10 @@ class Driver:
         self.durable = 0
         self.failures = 0
         self.live: set = set()
+        #: set by :func:`run_workload`: whether the journal had failed when stop()
+        #: was asked, and what stop() fired with (None, or the exception)
+        self.failed_before_stop = False
+        self.stop_outcome: object = "not stopped"
 
     def _track(self, d, sync: bool):
         index = len(self.stream)  # the prefix that ends with this record
@@ -186,8 +192,13 @@ def run_workload(fs: FaultyFiles, seed: int = 7, steps: int = 60, sync_ratio: fl
     j.start()
     drv = Driver(j)
     workload(drv, reactor, seed, steps, sync_ratio)
-    j.stop()
+    drv.failed_before_stop = j.failed
+    stopped = j.stop()
     settle(reactor)
+    box: list = []
+    stopped.addCallbacks(box.append, lambda f: box.append(f.value))
+    assert box, "stop() did not fire"
+    drv.stop_outcome = box[0]
     return drv, j
 
 
@@ -308,8 +319,14 @@ def test_disk_full_at_any_point(seed, space):
     check_recovery(fs.crash(), drv)
 
 
+#: (seed, after) of a workload whose fsync failure is the stop's own last sync, after
+#: every append had settled (the case the test's first version missed)
+FAILS_ON_THE_LAST_SYNC_OF_STOP = (25, 30)
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), after=st.integers(0, 40))
+@example(*FAILS_ON_THE_LAST_SYNC_OF_STOP)
 def test_fsync_failure_at_any_point_then_power_loss(seed, after):
     fs = FaultyFiles()
     fs.fail_fsync = errno.EIO
@@ -317,7 +334,27 @@ def test_fsync_failure_at_any_point_then_power_loss(seed, after):
     drv, j = run_workload(fs, seed, steps=50)
     if j.failed:
         assert "fsync failed" in str(j.failure) and "durable sends are refused" in str(j.failure)
-        assert drv.failures > 0
+        # stop() reports the failure, always; the appends do when it came before the stop
+        # (when it is the stop's own last sync, every append has settled: only stop() can)
+        assert drv.stop_outcome is j.failure
+        assert drv.failures > 0 or not drv.failed_before_stop
+    else:
+        assert drv.stop_outcome is None
+    check_recovery(fs.crash(), drv)
+
+
+def test_an_fsync_failure_on_the_last_sync_of_stop_fails_the_stop():
+    """The explicit case: every append settled (none failed), then stop()'s last sync
+    fails; stop() errbacks with the failure, and recovery finds a consistent prefix
+    including every record confirmed durable."""
+    seed, after = FAILS_ON_THE_LAST_SYNC_OF_STOP
+    fs = FaultyFiles()
+    fs.fail_fsync = errno.EIO
+    fs.fail_fsync_after = after
+    drv, j = run_workload(fs, seed, steps=50)
+    assert not drv.failed_before_stop and drv.failures == 0  # the case, still
+    assert j.failed and "fsync failed" in str(j.failure)
+    assert isinstance(drv.stop_outcome, JournalFailedError) and drv.stop_outcome is j.failure
     check_recovery(fs.crash(), drv)
 
 
@@ -420,3 +457,99 @@ def test_sigkill_loses_no_confirmed_record(tmp_path):
     missing = [rid for rid in confirmed if rid not in state.records and rid not in deleted]
     assert not missing, f"{len(missing)} confirmed records lost, e.g. {missing[:5]}"
     assert state.next_id > max(confirmed)
+
+
+# -- a real node whose disk fails its last sync ----------------------------------------------
+
+#: Runs ``junction run`` with ``fdatasync`` answering EIO once the file ``argv[1]``
+#: exists: a disk going bad, injected below the journal's file layer (only the kernel's
+#: answer is faked; the node's code is the real one).
+FAILING_FSYNC_NODE = textwrap.dedent(
+    """
+    import errno, os, sys
+    from junction.brokercore.journal import files
+
+    trigger, real = sys.argv[1], files._fdatasync
+
+    def fdatasync(fd):
+        if os.path.exists(trigger):
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        real(fd)
+
+    files._fdatasync = fdatasync
+    from junction.cli import main
+
+    sys.exit(main(sys.argv[2:]))
+    """
+)
+
+
+class FailingFsyncBroker(BrokerProcess):
+    """A broker process whose journal's fsyncs fail once :attr:`trigger` exists."""
+
+    @property
+    def trigger(self):
+        return self.dir / "fail-fsync"
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-c", FAILING_FSYNC_NODE, str(self.trigger)] + super().command()[3:]
+
+
+def _stomp_frame(sock, buffer: bytearray) -> bytes:
+    """The next STOMP frame (heart-beat newlines skipped); the socket has a timeout."""
+    while b"\0" not in buffer:
+        data = sock.recv(4096)
+        assert data, "the node closed the connection"
+        buffer += data
+    frame, _, rest = bytes(buffer).partition(b"\0")
+    buffer[:] = rest
+    return frame.lstrip(b"\r\n")
+
+
+def _consume_with_an_unsynced_ack(broker) -> None:
+    """Send a persistent message (synced before its receipt), then receive and ACK it:
+    the ACK's journal record is written without a sync (as Artemis writes acks), so the
+    node's last sync at its stop has work to do."""
+    buffer = bytearray()
+    with socket.create_connection(broker.stomp_address, timeout=10) as sock:
+        sock.sendall(b"CONNECT\naccept-version:1.2\nhost:localhost\n\n\0")
+        assert _stomp_frame(sock, buffer).startswith(b"CONNECTED")
+        sock.sendall(b"SEND\ndestination:/queue/q\npersistent:true\nreceipt:sent\n\nhello\0")
+        assert b"receipt-id:sent" in _stomp_frame(sock, buffer)
+        sock.sendall(b"SUBSCRIBE\nid:0\ndestination:/queue/q\nack:client-individual\n\n\0")
+        message = _stomp_frame(sock, buffer)
+        assert message.startswith(b"MESSAGE") and message.endswith(b"hello"), message
+        ack = next(h for h in message.split(b"\n") if h.startswith(b"ack:"))[4:]
+        sock.sendall(b"ACK\nid:" + ack + b"\nreceipt:acked\n\n\0")
+        assert b"receipt-id:acked" in _stomp_frame(sock, buffer)
+
+
+@pytest.mark.timeout(60)
+def test_a_node_whose_last_sync_fails_exits_non_zero(tmp_path):
+    broker = FailingFsyncBroker(
+        tmp_path,
+        name="core",
+        stomp_acceptor_params={"anycastPrefix": "/queue/"},
+        extra_core_xml='<addresses><address name="q"><anycast><queue name="q"/></anycast>'
+        "</address></addresses>",
+    )
+    try:
+        # control: the same run with a good disk stops cleanly
+        broker.start()
+        _consume_with_an_unsynced_ack(broker)
+        assert broker.stop() == 0
+        assert "stopped, not cleanly" not in broker.log_text()
+        broker.start()
+        _consume_with_an_unsynced_ack(broker)
+        broker.trigger.touch()  # the disk fails from now on: the stop's last sync meets it
+        status = broker.stop()
+        log = broker.log_text().rsplit("===== harness: start #2", 1)[1]
+        assert status == 1, f"exit status {status}\n{log}"
+        assert "ERROR" in log and "journal fsync failed" in log and "while stopping" in log
+        assert "stopped, not cleanly: journal fsync failed" in log
+        # what the failed sync left is recovered at the next start
+        broker.trigger.unlink()
+        broker.start()
+        assert broker.stop() == 0
+    finally:
+        broker.stop()

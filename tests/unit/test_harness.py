@@ -19,6 +19,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from tests import harness
 from tests.harness import (
     REPO_ROOT,
     BrokerExited,
@@ -41,6 +42,47 @@ def test_free_port_is_bindable_and_distinct():
         assert 1024 <= p <= 65535
         with socket.socket() as s:
             s.bind(("127.0.0.1", p))
+
+
+def test_free_port_stays_out_of_the_ephemeral_range():
+    """Outgoing connections take their source ports from the ephemeral range (and so
+    does binding port 0): a port handed to a broker must not be one of them."""
+    ephemeral = harness.ephemeral_range()
+    ports = [free_port() for _ in range(50)]
+    assert len(set(ports)) == 50
+    if harness.port_range(ephemeral) is not None:  # else the fallback: port 0, the kernel's choice
+        low, high = ephemeral
+        assert all(not low <= p <= high and p >= harness.PORT_RANGE_START for p in ports), ports
+
+
+def test_port_range_gives_each_xdist_worker_its_own_slice():
+    ephemeral = (32768, 60999)
+    whole = harness.port_range(ephemeral)
+    assert whole == range(harness.PORT_RANGE_START, 32768)
+    slices = [harness.port_range(ephemeral, f"gw{i}", "3") for i in range(3)]
+    assert all(len(s) >= harness.MIN_PORT_RANGE for s in slices)
+    assert all(a[-1] < b[0] for a, b in zip(slices, slices[1:], strict=False))  # disjoint, in order
+    assert all(s[0] in whole and s[-1] in whole for s in slices)
+    assert harness.port_range(ephemeral, "gw4", "3") == slices[1]  # wraps, never fails
+    # an ephemeral range low in the port space: the ports above it
+    assert harness.port_range((1024, 40000)) == range(40001, 65536)
+    # no room anywhere, or unknown: None (free_port then binds port 0)
+    assert harness.port_range((1024, 65535)) is None and harness.port_range(None) is None
+
+
+def test_free_port_skips_a_port_in_use(monkeypatch):
+    monkeypatch.setattr(harness, "ephemeral_range", lambda: (32768, 60999))  # Linux's default
+    ports = harness.port_range(
+        (32768, 60999), os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    )
+    free = harness._handed_out.isdisjoint
+    k = next(k for k in range(len(ports) - 1)
+             if free(ports[k : k + 2]) and all(harness._bindable("127.0.0.1", p) for p in ports[k : k + 2]))
+    with socket.socket() as held:  # the port the random start lands on is taken
+        held.bind(("127.0.0.1", ports[k]))
+        held.listen()
+        monkeypatch.setattr(harness._port_rng, "randrange", lambda n: k)
+        assert free_port() == ports[k + 1]
 
 
 def test_port_open_sees_a_listener():

@@ -10,6 +10,7 @@ deadline, never a sleep), and against real files in ``tmp_path``.
 from __future__ import annotations
 
 import errno
+import logging
 import subprocess
 import sys
 import time
@@ -556,7 +557,7 @@ def test_fsync_failure_fails_the_journal_for_good():
     assert isinstance(outcome(later), JournalFailedError)
     assert isinstance(outcome(j.append_commit(9)), JournalFailedError)
     j.append_add_tx(9, 6, 1, b"ignored")  # no-op, no exception
-    assert j.stop().called
+    assert outcome(j.stop()) is j.failure  # a failed journal never stops cleanly
     assert r.getDelayedCalls() == []
     assert sorted(load_state(fs.crash()).records) == [1]
 
@@ -573,7 +574,7 @@ def test_enospc_on_write_fails_pending_and_later_appends():
     assert all(isinstance(e, JournalFailedError) for e in errors)
     assert "write failed" in str(errors[0]) and "No space left" in str(errors[0])
     assert isinstance(outcome(j.append_delete(1)), JournalFailedError)
-    j.stop()
+    assert outcome(j.stop()) is j.failure
     assert sorted(load_state(fs.crash()).records) == [1]
 
 
@@ -586,7 +587,7 @@ def test_failure_while_creating_a_segment():
     settle(r)
     err = outcome(ds[-1])
     assert isinstance(err, JournalFailedError) and "create failed" in str(err)
-    j.stop()
+    assert outcome(j.stop()) is j.failure
 
 
 def test_short_writes_are_completed():
@@ -614,7 +615,66 @@ def test_fsync_failure_with_threaded_writer(tmp_path):
     r.pump_until(lambda: all(d.called for d in ds))
     assert all(isinstance(outcome(d), JournalFailedError) for d in ds)
     assert isinstance(outcome(j.append_add(999, 1, b"")), JournalFailedError)
-    assert j.stop().called
+    assert outcome(j.stop()) is j.failure
+
+
+def _settled_with_an_unsynced_tail(j, r):
+    """A synced record and a record written with sync=False: both confirmed, the
+    file dirty, so the stop's own last sync is the one left to do."""
+    synced = j.append_add(1, 1, b"synced")
+    if isinstance(r, ThreadReactor):
+        r.pump_until(lambda: synced.called)
+    settle(r)
+    written = j.append_add(2, 1, b"written, not synced", sync=False)
+    if isinstance(r, ThreadReactor):
+        r.pump_until(lambda: written.called)
+    settle(r)
+    assert outcome(synced) is None and outcome(written) is None  # every append settled
+    assert not j.failed
+
+
+def test_a_failed_last_sync_at_stop_is_a_failed_stop(caplog):
+    """The fsync failure lands on stop()'s last sync after every append settled: no
+    append's Deferred can report it, so the stop must (and the journal logs it)."""
+    fs = FaultyFiles()
+    j, _s, r = open_journal(fs, file_size=1 << 16)
+    _settled_with_an_unsynced_tail(j, r)
+    fs.fail_fsync = errno.EIO
+    with caplog.at_level(logging.ERROR, logger=jmod.__name__):
+        err = outcome(stop(j, r))
+    assert isinstance(err, JournalFailedError), err
+    assert "fsync failed" in str(err) and "[Errno 5]" in str(err)
+    assert j.failed and j.failure is err and j.stats()["state"] == "failed"
+    assert [rec.levelno for rec in caplog.records] == [logging.ERROR]
+    assert "fsync failed" in caplog.text and "while stopping" in caplog.text
+    assert outcome(j.stop()) is err  # asked again: still not clean
+    assert isinstance(outcome(j.append_add(3, 1, b"x")), JournalFailedError)
+    assert r.getDelayedCalls() == []
+
+
+def test_a_failed_last_sync_at_stop_is_a_failed_stop_threaded_writer():
+    fs = FaultyFiles()
+    r = ThreadReactor()
+    j = Journal(None, file_size=4096, reactor=r, files=fs)
+    j.load()
+    j.start()
+    _settled_with_an_unsynced_tail(j, r)
+    fs.fail_fsync = errno.EIO
+    stopped = j.stop()
+    r.pump_until(lambda: stopped.called)
+    err = outcome(stopped)
+    assert isinstance(err, JournalFailedError) and "fsync failed" in str(err)
+    assert j.failed and j._writer.thread is None  # the writer thread was joined
+
+
+def test_a_clean_stop_fires_none_and_logs_nothing(caplog):
+    fs = FaultyFiles()
+    j, _s, r = open_journal(fs, file_size=1 << 16)
+    _settled_with_an_unsynced_tail(j, r)
+    with caplog.at_level(logging.DEBUG, logger=jmod.__name__):
+        assert outcome(stop(j, r)) is None
+    assert not j.failed and caplog.records == []
+    assert sorted(load_state(fs.crash()).records) == [1, 2]  # the stop synced the tail
 
 
 # -- reclaim and compaction -----------------------------------------------------------
@@ -770,7 +830,7 @@ def test_writable_waiters_errback_when_the_journal_fails():
     settle(r)
     assert isinstance(outcome(waiter), JournalFailedError)
     assert j.pending_bytes == 0
-    j.stop()
+    assert outcome(j.stop()) is j.failure
 
 
 def test_leftovers_of_an_interrupted_compaction_are_finished_at_load():

@@ -92,7 +92,12 @@ later batch and of every later append errbacks with :class:`JournalFailedError`
 refused").  It never retries an fsync and never reports success for data
 whose sync failed: after a failed fsync, Linux may have dropped the dirty
 pages, and a retry that "succeeds" proves nothing (PostgreSQL's fsyncgate).
-Restarting the broker recovers from what is really on disk.
+Restarting the broker recovers from what is really on disk.  The failure is
+logged at ERROR once, and :meth:`Journal.stop` of a failed journal errbacks
+with the same error -- also when the failure is the stop's own last sync,
+after every append had settled (records confirmed as written with
+``sync=False`` may then be lost): a stop is reported clean only when
+everything appended is on disk.
 
 Files
 =====
@@ -211,6 +216,7 @@ than by :meth:`Journal.next_id` also move the generator past them.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import threading
@@ -275,6 +281,8 @@ __all__ = [
     "COMPACT_PERCENTAGE",
     "ID_BLOCK_SIZE",
 ]
+
+log = logging.getLogger(__name__)
 
 # -- limits and defaults (all named, all documented) ----------------------
 
@@ -893,8 +901,13 @@ class Journal:
     def stop(self) -> Deferred:
         """Write and sync everything appended, close the files; fires when done.
 
-        Appends after this errback with :class:`JournalClosedError`.  A
-        compaction in progress is abandoned (its temporary file is deleted,
+        Fires (None) only for a clean stop: everything appended is on disk.
+        If the journal is FAILED when the stop ends -- the last sync of the
+        stop failed, or a write or sync failed earlier -- it errbacks with
+        :attr:`failure` instead: records confirmed as written (``sync=False``)
+        but never synced may be lost, and the owner must not report a clean
+        stop.  Appends after this errback with :class:`JournalClosedError`.
+        A compaction in progress is abandoned (its temporary file is deleted,
         or left for the next :meth:`load` to delete).
         """
         if self._state in (NEW, LOADED, STOPPED):
@@ -902,7 +915,8 @@ class Journal:
             return succeed(None)
         if self._state is FAILED and self._stop_d is None:
             self._writer.abandon_if_inline()
-            return succeed(None)
+            self._writer.join()  # it ended with the failure
+            return fail(self._writer.failure)
         stopped = Deferred()
         self._stop_watchers.append(stopped)
         if self._stop_d is not None:
@@ -921,11 +935,15 @@ class Journal:
 
         def finished(_):
             self._stop_d = None
-            if self._state is not FAILED:
+            failure = self._writer.failure if self._state is FAILED else None
+            if failure is None:
                 self._state = STOPPED
             watchers, self._stop_watchers = self._stop_watchers, []
             for d in watchers:
-                d.callback(None)
+                if failure is None:
+                    d.callback(None)
+                else:
+                    d.errback(Failure(failure))
 
         self._stop_d.addCallback(writer_done)
         self._stop_d.addBoth(finished)
@@ -1206,6 +1224,11 @@ class Journal:
         self._state = FAILED
         stop_d, self._stop_d = self._stop_d, None
         self._writer.fail(error, waiters, spare=stop_d)
+        if stop_d is None:
+            log.error("%s", self._writer.failure)
+        else:
+            log.error("%s (while stopping: what was written since the last good sync "
+                      "may not be on disk)", self._writer.failure)
         if stop_d is not None:
             stop_d.callback(None)
 
