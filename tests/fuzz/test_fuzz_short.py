@@ -34,11 +34,11 @@ RUNS = {
     "sasl-server": 4000,
     "sasl-client": 6000,
     "amqp-opening": 3000,
-    "gateway-opening": 1500,
+    "gateway-opening": 800,
     "proxy": 4000,
-    "cluster-link": 1500,
+    "cluster-link": 1000,
     "cluster-broadcast": 20000,
-    "amqp-server": 1000,
+    "amqp-server": 500,
 }
 
 
