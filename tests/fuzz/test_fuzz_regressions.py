@@ -144,3 +144,25 @@ def test_a_closed_amqp_connection_leaves_nothing_alive():
     del client
     gc.collect()
     assert [p for p in protocols if p() is not None] == []
+
+
+# -- PROXY v1: a bare CR or LF before the line's CR LF ----------------------------------------
+
+PROXY_BARE_CR = b"\x00\x05PROXY UNKNOWN UNKNOWN\r\x01\r\n"
+
+
+@pytest.mark.parametrize("line", [PROXY_BARE_CR[2:], b"PROXY UNKNOWN\nx\r\n", b"PROXY TCP4\r1.2.3.4\r\n"])
+def test_a_v1_line_with_a_bare_cr_or_lf_is_refused_however_it_arrives(line):
+    # Read whole, the line up to the first CR LF was parsed (an UNKNOWN line's
+    # rest is ignored: accepted); read byte by byte, the bare CR was refused.
+    from junction.protocols.proxy import ProxyHeaderReader
+
+    with pytest.raises(RemoteProtocolError, match="not terminated by CRLF"):
+        ProxyHeaderReader().receive_data(line)
+    reader = ProxyHeaderReader()
+    with pytest.raises(RemoteProtocolError, match="not terminated by CRLF"):
+        for i in range(len(line)):
+            reader.receive_data(line[i:i + 1])
+    from tests.fuzz.harness_proxy import fuzz_proxy
+
+    fuzz_proxy(b"\x00\x05" + line)
