@@ -69,13 +69,17 @@ OPEN = 0x10
 CLOSE = 0x18
 
 
-def amqp_output(data: bytes) -> list[object]:
+def amqp_output(data: bytes, *, echoes: bool = False) -> list[object]:
     """What an AMQP server wrote: ``"header:<id>"`` strings and ``(type, code, fields)`` frames.
 
     Parsed with the project's type decoder; asserts the bytes are well formed
     (a server must never write garbage, even while refusing garbage).
+    ``echoes``: a frame body may hold a string that is not UTF-8, when it echoes
+    what the client sent (a broker core answers an attach with the client's
+    own terminus, copied by proton, which does not check UTF-8); the framing
+    is still checked, and such a frame is ``(type, "echo", [])``.
     """
-    from junction.protocols.amqp.types import Described, Scalar, decode
+    from junction.protocols.amqp.types import DecodeError, Described, Scalar, decode
 
     out: list[object] = []
     pos = 0
@@ -96,7 +100,13 @@ def amqp_output(data: bytes) -> list[object]:
         if not body:
             out.append((ftype, None, []))  # an empty frame: a heart-beat
             continue
-        value, end = decode(body)
+        try:
+            value, end = decode(body)
+        except DecodeError as exc:
+            if echoes and "not valid UTF-8" in str(exc):
+                out.append((ftype, "echo", []))
+                continue
+            raise
         assert isinstance(value, Described), f"the server wrote a frame body {value!r}"
         code = value.descriptor.value if isinstance(value.descriptor, Scalar) else value.descriptor
         out.append((ftype, code, value.value if isinstance(value.value, list) else []))
