@@ -18,13 +18,17 @@ Contract:
 
 from __future__ import annotations
 
+import itertools
 import logging
 
 from tests.fuzz.common import CLOSE, Input, amqp_output, close_condition, pieces
+from tests.unit import test_amqp_server
 from tests.unit.stomp_fixtures import Broker
 from tests.unit.test_amqp_server import AmqpClient, performative, protocol_timers
 
 logging.disable(logging.CRITICAL)
+# the unit tests' client ports: endless here (a long run makes more than 20,000 clients)
+test_amqp_server._ports = itertools.cycle(range(40000, 60000))
 
 #: a fresh broker core after this many inputs, so what fuzzed attaches create does not pile up
 BROKER_LIFE = 500
