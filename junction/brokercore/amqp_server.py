@@ -1295,6 +1295,13 @@ class AmqpProtocol(Protocol):
             events.connection_closed(self.info.id, started=self._accepted_at, reason=close_reason(reason))
             self._accepted_at = None
         self._close_sessions()
+        connection = self.pn_connection
+        if connection is not None:
+            # proton keeps an endpoint's Python attributes with its C object, and
+            # our contexts keep that object alive: a cycle Python's collector
+            # cannot see, which held every closed connection in memory.
+            for endpoint in _endpoints(connection.link_head(0)) + _endpoints(connection.session_head(0)):
+                endpoint.context = None
         if self.pn_transport is not None:
             self.pn_transport.unbind()
         if self.collector is not None:
@@ -1316,6 +1323,15 @@ class AmqpProtocol(Protocol):
 
     def stopProducing(self):
         pass
+
+
+def _endpoints(first) -> list:
+    """A proton connection's links (or sessions), from the first one ``*_head(0)`` gave."""
+    found = []
+    while first is not None:
+        found.append(first)
+        first = first.next(0)
+    return found
 
 
 class _NoSecurity:

@@ -75,8 +75,12 @@ def detect(data: bytes) -> str:
 
 def _openwire(data: bytes) -> str:
     # size (4) | type 1 | [tight: boolean stream?] magic as a byte array of 8
+    # A WireFormatInfo is far below 16 MiB: its size starts with a zero octet,
+    # however many bytes have arrived (else the verdict would depend on them).
+    if data[0] != 0x00:
+        return UNKNOWN
     if len(data) < 5:
-        return NEED_MORE if data[:1] == b"\x00" else UNKNOWN
+        return NEED_MORE
     if data[4] != 0x01:
         return UNKNOWN
     window = data[5:5 + 16]

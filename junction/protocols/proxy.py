@@ -178,6 +178,8 @@ class ProxyHeaderReader:
         if end + 2 > MAX_V1_HEADER:
             raise RemoteProtocolError(f"PROXY v1 line longer than {MAX_V1_HEADER} bytes")
         line = bytes(buf[:end])
+        if b"\n" in line or b"\r" in line:  # as refused above, had the line come in pieces
+            raise RemoteProtocolError("PROXY v1 line not terminated by CRLF")
         return _parse_v1_line(line, bytes(buf[end + 2 :]))
 
     def _parse_v2(self) -> ProxyHeader | None:

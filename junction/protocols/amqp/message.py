@@ -32,8 +32,8 @@ defines is refused.  The fields are returned as plain Python values
 two timestamps as ``int`` milliseconds since the epoch); absent or null
 header fields take the spec's defaults.  Annotation and footer maps keep
 their values as :mod:`.types` decodes them, with symbol keys as
-:class:`Symbol` and ulong keys as plain ``int`` (a key of another type is
-kept as decoded; the spec allows only those two).  Application-properties
+:class:`Symbol` and ulong keys as plain ``int`` (a string key is kept as a
+string; a key of another type is refused, as the spec allows only those two).  Application-properties
 keys must be strings (a symbol key is refused) and their values simple (no
 list, map or array; a described value is accepted).  A violation of any of
 these rules is a :class:`DecodeError`.
@@ -362,14 +362,29 @@ def _map(buf: bytes, pos: int, end: int, what: str) -> tuple[dict, int]:
 
 
 def _annotations(buf: bytes, pos: int, end: int, what: str) -> tuple[dict, int]:
-    """An annotations map (also the footer's), ulong keys turned to plain int."""
+    """An annotations map (also the footer's), ulong keys turned to plain int.
+
+    A key that is neither a symbol nor a ulong (a string is taken as the
+    symbol it spells) is refused: :func:`encode_annotations` could not write
+    the map back when the broker adds annotations of its own.
+    """
+    start = pos
     mapping, pos = _map(buf, pos, end, what)
     for key in mapping:
         if type(key) is not Symbol:
-            mapping = {
-                (k.value if type(k) is Scalar and k.kind == "ulong" else k): v
-                for k, v in mapping.items()
-            }
+            converted = {}
+            for k, v in mapping.items():
+                t = type(k)
+                if t is Scalar and k.kind == "ulong":
+                    k = k.value
+                elif t is not Symbol and t is not str:
+                    raise DecodeError(
+                        f"{what} section at offset {start} has a key {k!r} that is neither "
+                        "a symbol nor a ulong",
+                        start,
+                    )
+                converted[k] = v
+            mapping = converted
             break
     return mapping, pos
 

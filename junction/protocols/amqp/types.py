@@ -57,6 +57,8 @@ Limits (named constants below):
   keys Python considers equal (``1`` and ``true``, ``1`` and ``1.0``).
 * An array element constructor that is described twice over (``0x00``
   descriptor ``0x00`` descriptor code) or described by ``null`` is refused.
+* A descriptor that is a negative long is refused: :func:`encode` writes a
+  plain ``int`` descriptor as a ulong, so it could not be written back.
 
 Performance: one dispatch table indexed by format code, precompiled
 :class:`struct.Struct` methods, no per-byte Python loops (arrays of
@@ -559,6 +561,13 @@ def _d_map32(buf, pos, end, depth):
     return _make_map(_items(buf, pos + 8, n, count, depth + 1, 0xD1, _DECODERS), 0xD1, pos), n
 
 
+def _negative_descriptor(descriptor: int, pos: int) -> DecodeError:
+    # encode() writes a plain int descriptor as the ulong the spec expects: a
+    # negative long one could not be written back (the spec reserves
+    # descriptors that are neither ulong nor symbol).
+    return DecodeError(f"descriptor {descriptor} before offset {pos} is a negative long", pos)
+
+
 def _d_described(buf, pos, end, depth):
     if depth >= MAX_DEPTH:
         raise _too_deep(0x00, pos)
@@ -566,6 +575,8 @@ def _d_described(buf, pos, end, depth):
     table = _DECODERS
     try:
         descriptor, pos = table[buf[pos]](buf, pos + 1, end, depth)
+        if type(descriptor) is int and descriptor < 0:
+            raise _negative_descriptor(descriptor, pos)
         value, pos = table[buf[pos]](buf, pos + 1, end, depth)
     except IndexError:
         raise _truncated(0x00, pos) from None
@@ -599,6 +610,8 @@ def _array(buf, pos, end, count, depth, code):
             c = buf[pos]
         except IndexError:
             raise _truncated(code, pos) from None
+        if type(descriptor) is int and descriptor < 0:
+            raise _negative_descriptor(descriptor, pos)
         if descriptor is None or c == 0x00:
             raise DecodeError(
                 f"{_code_name(code)} at offset {start}: element constructor described by null "

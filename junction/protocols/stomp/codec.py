@@ -428,15 +428,17 @@ class StompCodec:
                     else:
                         hend = buf.find(b"\n\n", start)
                         if hend >= 0:
-                            text = buf[pos:hend].decode()
                             body_start = hend + 2
-                            if "\r" in text:
+                            # A CR LF block may end earlier: find its end before
+                            # decoding, or bytes of later frames are judged as this
+                            # one's header text.
+                            if buf.find(b"\r", pos, hend) >= 0:
                                 i = buf.find(b"\n\r\n", start, hend + 2)
                                 if i >= 0:
                                     hend = i
                                     body_start = i + 3
                                     crlf = True
-                                    text = buf[pos:hend].decode()
+                            text = buf[pos:hend].decode()
                         else:
                             hend = buf.find(b"\n\r\n", start)
                             if hend < 0:
