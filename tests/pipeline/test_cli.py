@@ -21,7 +21,7 @@ from junction.cli import main as junction_main
 from junction.events import schema
 from junction.events.schema import Event, encode
 from tests.pipeline.conftest import session_conf
-from tests.pipeline.test_audit import SMALL_INPUT_CONF, hand_log
+from tests.pipeline.test_audit import HAND_SUMMARY, SMALL_INPUT_CONF, hand_log
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -76,7 +76,8 @@ def test_a_clean_log_exits_0_with_a_human_summary(tiny_spark, tmp_path, capsys, 
     assert lines[0] == f"audit: {events}"
     assert "  sent                 3" in lines and "  lost                 0" in lines
     assert f"report: {os.path.join(out, 'audit.html')}" in lines
-    assert "tables: audit_messages, duplicated, latency_by_address, lost, out_of_order, unexpected" in lines
+    assert "  in flight            0" in lines
+    assert "tables: audit_messages, duplicated, in_flight, latency_by_address, lost, out_of_order, unexpected" in lines
     assert tiny_spark.range(1).count() == 1  # the session it borrowed is still running
 
 
@@ -112,8 +113,8 @@ def test_missing_path_and_empty_input_exit_2_before_spark_starts(tmp_path):
 def test_options_are_checked(tmp_path):
     code, _out, err = _run("audit", "--out", str(tmp_path))
     assert code == 2 and "the following arguments are required: --events" in err
-    code, _out, err = _run("audit", "--events", str(tmp_path), "--out", str(tmp_path), "--settle", "soon")
-    assert code == 2 and "--settle: invalid float value: 'soon'" in err
+    code, _out, err = _run("audit", "--events", str(tmp_path), "--out", str(tmp_path), "--examples", "soon")
+    assert code == 2 and "--examples: invalid int value: 'soon'" in err
 
 
 def _without_pyspark(argv):
@@ -152,20 +153,22 @@ def test_synth_writes_a_log_and_its_truth(tmp_path):
 
 
 def test_lost_messages_exit_1_with_the_summary_as_json(tiny_spark, tmp_path, capsys, monkeypatch):
-    """``junction analyze audit --json --settle 57`` of the hand log."""
+    """``junction analyze audit --json`` of the hand log: lost and unexpected messages, exit 1."""
     monkeypatch.setenv("JUNCTION_PROGRESS", "0")
     a, b = hand_log()
     events = _write(str(tmp_path / "hand"), a + b)
     out = str(tmp_path / "out")
-    code = junction_main(["analyze", "audit", "--events", events, "--out", out, "--settle", "57", "--json"])
+    code = junction_main(["analyze", "audit", "--events", events, "--out", out, "--json"])
     stdout, stderr = capsys.readouterr()
     assert code == 1, stderr
     result = json.loads(stdout)
     assert result["job"] == "audit" and result["exit_code"] == 1
     s = result["summary"]
-    # --settle 57: a/16, sent 57 s before the newest event, is in flight, not lost
-    assert (s["sent"], s["lost"], s["in_flight"], s["unexpected"], s["duplicated"], s["out_of_order"]) == (15, 2, 1, 1, 1, 2)
+    # a/16 and a/17 lost at node-a's restart; a/3 (t.s3) and a/8 (owed by node-b) in flight
+    assert (s["sent"], s["lost"], s["in_flight"], s["unexpected"], s["duplicated"], s["out_of_order"]) == (19, 2, 2, 1, 1, 2)
+    assert s == HAND_SUMMARY  # every figure, as test_audit.py works them out
     assert result["report"] == os.path.join(out, "audit.html") and os.path.isfile(result["report"])
     assert result["tables"] == {name: os.path.join(out, name) for name in
-                                ("audit_messages", "lost", "duplicated", "unexpected", "out_of_order", "latency_by_address")}
+                                ("audit_messages", "lost", "in_flight", "duplicated", "unexpected", "out_of_order",
+                                 "latency_by_address")}
     assert "Traceback" not in stderr
