@@ -50,8 +50,10 @@ class Pacer:
 
     A schedule fixed at the start (attempt *n* due at ``start + n / rate``)
     would, after the process was frozen or starved for a while, fire every
-    missed attempt at once; this one moves its schedule on to now whenever an
-    attempt is late by more than one interval.
+    missed attempt at once.  Here a slot more than one interval in the past
+    is not used: a thread that finds its slot gone (it slept through it,
+    frozen) takes the next one, and the schedule never starts more than one
+    interval behind now.
     """
 
     def __init__(self, rate: float, stop: threading.Event):
@@ -64,12 +66,16 @@ class Pacer:
         """Wait for the next attempt's turn; False when the attacker is to stop instead."""
         if not self.interval:
             return not self.stop.is_set()
-        with self.lock:
-            now = time.monotonic()
-            self.due = max(self.due, now - self.interval)
-            due, self.due = self.due, self.due + self.interval
-        ahead = due - time.monotonic()
-        return not self.stop.wait(ahead) if ahead > 0 else not self.stop.is_set()
+        while not self.stop.is_set():
+            with self.lock:
+                self.due = max(self.due, time.monotonic() - self.interval)
+                due, self.due = self.due, self.due + self.interval
+            ahead = due - time.monotonic()
+            if ahead > 0 and self.stop.wait(ahead):
+                return False
+            if time.monotonic() - due <= self.interval:
+                return True
+        return False
 
 
 def slowloris(args, stop: threading.Event) -> dict:
