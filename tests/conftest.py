@@ -17,6 +17,13 @@ broker it used is attached to the failure report as a section named
 ``tmp_path``.  Cleanup is layered: fixture finalizers stop the brokers, the
 harness's ``atexit`` hook catches anything a crashed session left, and the
 child's parent-death signal covers a test process killed outright.
+
+Hypothesis runs every property here without its per-example deadline
+(200 ms by default) and without the health check that fails a test whose
+examples are slow to generate (:data:`HYPOTHESIS_PROFILE`): no property here
+is about time, and on a loaded two-CPU machine any example can stall for
+longer than that (a filter example of well under a millisecond took 451 ms
+in a full run).  A test that sets its own ``deadline`` still gets it.
 """
 
 from __future__ import annotations
@@ -24,8 +31,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from tests.harness import BrokerProcess
+
+#: the Hypothesis settings every test starts from (see the module docstring)
+HYPOTHESIS_PROFILE = "junction"
+settings.register_profile(
+    HYPOTHESIS_PROFILE, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile(HYPOTHESIS_PROFILE)
 
 _BROKERS_ATTR = "_junction_brokers"
 

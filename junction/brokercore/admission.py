@@ -142,9 +142,12 @@ class AdmissionFactory(WrappingFactory):
                 source,
                 self.rate,
             )
-        protocol = super().buildProtocol(addr)
-        if protocol is None:
+        # the factory beneath may refuse too (a TLS acceptor at handshakesAllowed, a protocol at
+        # connectionsAllowed): then there is nothing to wrap and nothing to count
+        inner = self.wrappedFactory.buildProtocol(addr)
+        if inner is None:
             return None
+        protocol = self.protocol(self, inner)
         self.open_by_address[source] = self.open_by_address.get(source, 0) + 1
         released = []
 

@@ -147,7 +147,11 @@ class TLSAcceptorFactory(TLSMemoryBIOFactory):
                 self.handshakes_allowed,
             )
             return None
-        return super().buildProtocol(addr)
+        # the protocol factory beneath may refuse too (connectionsAllowed): nothing to wrap then
+        inner = self.wrappedFactory.buildProtocol(addr)
+        if inner is None:
+            return None
+        return self.protocol(self, inner)
 
     def reload(self, tls) -> str | None:
         """Build new contexts from *tls*'s files; new connections use them.  The problem, or None."""

@@ -57,6 +57,24 @@ def test_connections_per_address_are_counted_until_they_end():
     assert factory.refused == {"connectionsAllowedPerAddress": 1}
 
 
+def test_a_connection_the_factory_beneath_refuses_is_refused_and_not_counted():
+    """A TLS acceptor at handshakesAllowed refuses in its own buildProtocol: no wrapper around nothing.
+
+    A wrapper around ``None`` failed in ``makeConnection``, which also dropped
+    the rest of the listener's accept batch, and its source stayed counted
+    for good.
+    """
+
+    class Busy(Factory):
+        def buildProtocol(self, addr):
+            return None
+
+    factory = AdmissionFactory(Busy(), reactor=Clock(), acceptor_name="edge", per_address=1)
+    assert factory.buildProtocol(addr("192.0.2.1")) is None
+    assert factory.open_by_address == {} and factory.protocols == {}
+    assert factory.refused == {}  # the factory beneath counts its own refusals
+
+
 def test_rate_per_address_is_a_token_bucket():
     clock, factory = make(rate=5)
     accepted = [connect(factory, "192.0.2.1") is not None for _ in range(8)]

@@ -6,7 +6,8 @@ checks), the generated ``broker.xml`` (well-formed, namespaced as Artemis
 expects, ports and options in place) and the properties files, and the process
 lifecycle (start/readiness/fail-fast/stop/kill9/restart) driven against a
 stand-in child that serves ``/api/health`` -- starting the real broker is
-the integration suites' business.
+the integration suites' business.  And the Hypothesis profile of
+``tests/conftest.py``: an example that stalls is not a failure.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import time
 import xml.etree.ElementTree as ET
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests import harness
 from tests.harness import (
@@ -349,3 +352,11 @@ def test_start_timeout_stops_the_process(tmp_path):
         b.start(timeout=0.5)
     assert "broker silent health" in str(ei.value)
     assert not b.running and b.proc.returncode is not None
+
+
+@settings(max_examples=2)  # settings of its own, as most properties here have: the profile still holds
+@given(st.integers())
+def test_a_stalled_hypothesis_example_is_not_a_failure(n):
+    """An example stalled past Hypothesis's default deadline (200 ms), as a loaded machine can."""
+    time.sleep(0.25)  # stands for the stall; nothing here waits for anything
+    assert isinstance(n, int)

@@ -9,7 +9,11 @@ import trustme
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.serialization import pkcs12
 from OpenSSL import SSL
+from twisted.internet.address import IPv4Address
+from twisted.internet.protocol import Factory, Protocol
+from twisted.internet.task import Clock
 
+from junction.tls.listener import TLSAcceptorFactory
 from junction.tls.server import (
     check_server_tls,
     iana_to_openssl,
@@ -229,3 +233,21 @@ def test_tls_1_2_minimum_by_default(pki):
     server.bio_write(client.bio_read(65536))
     with pytest.raises(SSL.Error):
         server.do_handshake()
+
+
+def test_the_tls_acceptor_refuses_what_the_factory_beneath_refuses(pki):
+    """A protocol factory at connectionsAllowed answers None: TLS must not wrap that in a protocol.
+
+    A wrapper around ``None`` failed in ``makeConnection``, which dropped the
+    rest of the listener's accept batch too.
+    """
+
+    class Full(Factory):
+        def buildProtocol(self, addr):
+            return None
+
+    peer = IPv4Address("TCP", "192.0.2.1", 40000)
+    factory = TLSAcceptorFactory(server_tls(pki), Full(), reactor=Clock(), acceptor_name="edge")
+    assert factory.buildProtocol(peer) is None
+    factory = TLSAcceptorFactory(server_tls(pki), Factory.forProtocol(Protocol), reactor=Clock())
+    assert factory.buildProtocol(peer).wrappedProtocol is not None
