@@ -87,3 +87,28 @@ def broker_factory(
 @pytest.fixture
 def broker(broker_factory: Callable[..., BrokerProcess]) -> BrokerProcess:
     return broker_factory("broker").start()
+
+
+# -- Spark ----------------------------------------------------------------------------------
+# One SparkSession per test process, shared by every test that runs Spark in-process (see
+# tests/pipeline/sparkkit.py): started on first use, stopped when the process's tests end.
+
+
+@pytest.fixture(scope="session")
+def spark_soon():
+    """The shared SparkSession's future: its JVM starts in the background (it takes seconds)
+    while the test does other work; ``spark_soon.result()`` waits for it."""
+    from tests.pipeline.sparkkit import SHARED
+
+    yield SHARED.soon()
+    SHARED.stop()
+
+
+@pytest.fixture(scope="session")
+def spark(spark_soon):
+    """The shared SparkSession, started (see ``spark_soon``), active in the tests' thread."""
+    from tests.pipeline.sparkkit import START_TIMEOUT_S, make_active
+
+    session = spark_soon.result(timeout=START_TIMEOUT_S)
+    make_active(session)
+    return session

@@ -9,40 +9,12 @@ message ids start with "a/" or "z/", the synth log's with a node id, and the han
 from __future__ import annotations
 
 import os
-from contextlib import contextmanager
 
 import pytest
 
 from junction.events.schema import Event, encode
 from junction.pipeline import audit
 from junction.pipeline.synth import generate
-
-#: Spark settings for the tests' tiny inputs: interpreted expressions, no generated Java code
-#: (compiling it costs more than it saves on a few thousand rows)
-SMALL_INPUT_CONF = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
-
-
-@contextmanager
-def small_input_conf(spark):
-    """SMALL_INPUT_CONF while inside, the session's own settings again after."""
-    before = {key: spark.conf.get(key, None) for key in SMALL_INPUT_CONF}
-    for key, value in SMALL_INPUT_CONF.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, value in before.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _small_inputs(spark):
-    with small_input_conf(spark):
-        yield
-
 
 A, B = "node-a", "node-b"  # node ids; the nodes are called core-a and core-b
 #: the hand log's time 0: 2024-06-01T00:00:00Z, in milliseconds (its times are offsets from it)

@@ -1,11 +1,11 @@
 """``junction analyze ...`` as a user runs it: output, exit statuses 0/1/2, error lines.
 
-The Spark runs call junction's main() in this process, on the tests' Spark session (a JVM
-started per run would cost ~20 s of CPU before the first line of the audit, and took over
-80 s in a full run on two busy CPUs; ``junction analyze`` as a process of its own, with its
-own Spark, is run by tests/integration/test_appliance_analytics.py), with one shuffle
-partition: the logs are a few lines, and the audit's partitioning is tested in
-test_audit.py.  The exit-2 errors found before Spark starts, and synth, are subprocesses.
+The Spark runs call junction's main() in this process, on the tests' shared Spark session
+(tests/pipeline/sparkkit.py: a JVM started per run would cost ~20 s of CPU before the first
+line of the audit, and took over 80 s in a full run on two busy CPUs), which main() uses and
+leaves running.  ``junction analyze audit`` as a process of its own, with its own Spark, is
+run by tests/integration/test_appliance_analytics.py.  The exit-2 errors found before Spark
+starts, and synth, are subprocesses.
 """
 
 from __future__ import annotations
@@ -15,28 +15,12 @@ import os
 import subprocess
 import sys
 
-import pytest
-
 from junction.cli import main as junction_main
 from junction.events import schema
 from junction.events.schema import Event, encode
-from tests.pipeline.conftest import session_conf
-from tests.pipeline.test_audit import HAND_SUMMARY, SMALL_INPUT_CONF, hand_log
+from tests.pipeline.test_audit import HAND_SUMMARY, hand_log
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-#: the session's settings for these tests' logs of a few lines: each shuffle is one task, and no
-#: adaptive re-planning between stages (together ~30 % of a warm audit's JVM CPU)
-TINY_LOG_CONF = {"spark.sql.shuffle.partitions": "1", "spark.sql.adaptive.enabled": "false"}
-
-
-@pytest.fixture(scope="module")
-def tiny_spark(spark):
-    """The tests' session, set for tiny logs while this module's tests use it (the tests that
-    run no Spark in this process do not start it)."""
-    with session_conf(spark, {**SMALL_INPUT_CONF, **TINY_LOG_CONF}):
-        yield spark
 
 
 def _env():
@@ -67,7 +51,7 @@ def _clean_log():
     return lines
 
 
-def test_a_clean_log_exits_0_with_a_human_summary(tiny_spark, tmp_path, capsys, monkeypatch):
+def test_a_clean_log_exits_0_with_a_human_summary(spark, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("JUNCTION_PROGRESS", "0")
     events = _write(str(tmp_path / "clean"), _clean_log())
     out = str(tmp_path / "out")
@@ -78,10 +62,10 @@ def test_a_clean_log_exits_0_with_a_human_summary(tiny_spark, tmp_path, capsys, 
     assert f"report: {os.path.join(out, 'audit.html')}" in lines
     assert "  in flight            0" in lines
     assert "tables: audit_messages, duplicated, in_flight, latency_by_address, lost, out_of_order, unexpected" in lines
-    assert tiny_spark.range(1).count() == 1  # the session it borrowed is still running
+    assert spark.range(1).count() == 1  # the session it borrowed is still running
 
 
-def test_newer_events_exit_2_with_one_line(tiny_spark, tmp_path, capsys, monkeypatch):
+def test_newer_events_exit_2_with_one_line(spark, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("JUNCTION_PROGRESS", "0")
     newer_line = json.loads(_clean_log()[0])
     newer_line["v"] = schema.SCHEMA_VERSION + 1
@@ -152,7 +136,7 @@ def test_synth_writes_a_log_and_its_truth(tmp_path):
     assert (code, stdout, err) == (2, "", "junction analyze: error: events must be at least 1\n")
 
 
-def test_lost_messages_exit_1_with_the_summary_as_json(tiny_spark, tmp_path, capsys, monkeypatch):
+def test_lost_messages_exit_1_with_the_summary_as_json(spark, tmp_path, capsys, monkeypatch):
     """``junction analyze audit --json`` of the hand log: lost and unexpected messages, exit 1."""
     monkeypatch.setenv("JUNCTION_PROGRESS", "0")
     a, b = hand_log()

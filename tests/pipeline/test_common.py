@@ -18,13 +18,6 @@ from junction.pipeline.common import (
     write_table,
 )
 from junction.pipeline.report import Report, format_value
-from tests.pipeline.test_audit import small_input_conf
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _small_inputs(spark):
-    with small_input_conf(spark):
-        yield
 
 
 def _line(kind, ts, **fields):

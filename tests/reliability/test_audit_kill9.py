@@ -17,13 +17,12 @@ queue the test leaves unconsumed -- 0 lost, 0 unexpected, exit status 0.
 from __future__ import annotations
 
 import collections
-import concurrent.futures
 import random
 
 import pytest
 
 from junction.pipeline import audit
-from tests.pipeline.test_audit import SMALL_INPUT_CONF
+from tests.pipeline.sparkkit import START_TIMEOUT_S
 from tests.reliability.test_kill9 import (
     ROUTING,
     Cycle,
@@ -46,18 +45,6 @@ KILL_AT = (500, 1_500)
 LEFT = 40
 LEFT_QUEUE = "/queue/left"
 SEND_TIMEOUT = 20.0
-
-
-@pytest.fixture
-def spark_soon():
-    """A Spark session starting in the background (its JVM takes seconds) while the broker runs."""
-    from junction.pipeline.common import get_spark
-
-    starting = concurrent.futures.ThreadPoolExecutor(1)
-    session = starting.submit(get_spark, "local[2]")
-    starting.shutdown(wait=False)
-    yield session
-    session.result(timeout=120).stop()
 
 
 def _leave(broker, count: int) -> set[int]:
@@ -83,7 +70,7 @@ def _leave(broker, count: int) -> set[int]:
 
 
 def test_an_audit_over_a_kill9_under_receipted_load_finds_nothing_lost_and_lists_what_is_left(
-    broker_factory, tmp_path, spark_soon
+    spark_soon, broker_factory, tmp_path
 ):
     rng = random.Random(_seed("audit-kill9"))
     events = tmp_path / "events"
@@ -98,9 +85,7 @@ def test_an_audit_over_a_kill9_under_receipted_load_finds_nothing_lost_and_lists
     _leave(broker, LEFT)
     assert broker.stop() == 0  # a clean stop: the node's last events reach the files
 
-    spark = spark_soon.result(timeout=120)
-    for key, value in SMALL_INPUT_CONF.items():  # a few thousand events: no generated code
-        spark.conf.set(key, value)
+    spark = spark_soon.result(timeout=START_TIMEOUT_S)  # (the tests' session, started with the test)
     result = audit.run(spark, str(events), str(tmp_path / "audit"), examples=5)
     s = result.summary
     print(f"[audit-kill9] kill after {cycle.kill_at} receipts: {s}")
