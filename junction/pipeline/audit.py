@@ -488,14 +488,14 @@ def run(spark, events: str, out: str, *, examples: int = DEFAULT_EXAMPLES, **_ig
                 ("recovered", "recovered_messages"),
             )
         }
-        summary["restarts"] = len(start_rows)
+        summary["node_starts"] = len(start_rows)
 
         shown.phase("writing the report")
         report = Report("Delivery audit", f"events: {events}")
         for label, key in (
             ("sent", "sent"), ("acknowledged", "acknowledged"), ("lost", "lost"), ("duplicated", "duplicated"),
             ("unexpected", "unexpected"), ("out of order", "out_of_order"), ("expired", "expired"),
-            ("dead-lettered", "dead_lettered"), ("in flight", "in_flight"), ("restarts", "restarts"),
+            ("dead-lettered", "dead_lettered"), ("in flight", "in_flight"), ("node starts", "node_starts"),
         ):
             report.metric(label, summary[key])
         report.section("What was checked", _DEFINITIONS)

@@ -127,7 +127,7 @@ def _write(folder, name, lines):
 HAND_SUMMARY = {
     "sent": 19, "acknowledged": 12, "lost": 2, "duplicated": 1, "unexpected": 1, "out_of_order": 2,
     "expired": 1, "dead_lettered": 1, "in_flight": 2, "redelivered": 1, "acknowledgements": 18,
-    "sent_more_than_once": 0, "no_sent_event": 1, "settled": 1, "dropped": 2, "recovered": 2, "restarts": 1,
+    "sent_more_than_once": 0, "no_sent_event": 1, "settled": 1, "dropped": 2, "recovered": 2, "node_starts": 1,
 }
 
 
@@ -162,7 +162,7 @@ def test_headline_figures_are_the_hand_logs_plus_the_synth_logs(audited):
         "out_of_order": len(truth.out_of_order), "expired": truth.expired, "dead_lettered": truth.dead_lettered,
         "in_flight": len(truth.in_flight), "redelivered": truth.redelivered,
         "acknowledgements": truth.events_by_kind["message.acknowledged"], "sent_more_than_once": 0,
-        "no_sent_event": 0, "settled": 0, "dropped": 0, "restarts": len(truth.restarts),
+        "no_sent_event": 0, "settled": 0, "dropped": 0, "node_starts": len(truth.restarts),
     }
     summary = dict(result.summary)
     recovered = summary.pop("recovered")  # (the synth's truth does not count these)

@@ -91,7 +91,7 @@ def test_an_audit_over_a_kill9_under_receipted_load_finds_nothing_lost_and_lists
     print(f"[audit-kill9] kill after {cycle.kill_at} receipts: {s}")
     assert (s["lost"], s["unexpected"]) == (0, 0), s
     assert result.exit_code == 0
-    assert s["restarts"] == 2  # the first start and the one after the kill
+    assert s["node_starts"] == 2  # the first start and the one after the kill
     # every receipted message is accounted for: acknowledged (or settled by the journal when its
     # acknowledgement's event went with the crash) or, for the ones left, in flight in their queue
     assert s["in_flight"] == LEFT, s
