@@ -16,6 +16,7 @@ the product's settings, is run as a process by tests/integration/test_appliance_
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 import os
 import shlex
 import threading
@@ -95,6 +96,10 @@ def session_conf(spark, settings: dict):
 
 def _start():
     from junction.pipeline.common import get_spark
+
+    # py4j logs each closed gateway connection at INFO from __del__, which may run after
+    # pytest has closed the stream its capture handler writes to ("--- Logging error ---")
+    logging.getLogger("py4j").setLevel(logging.WARNING)
 
     with _test_jvm_options():
         session = get_spark(TEST_MASTER, app="junction-tests")
