@@ -156,6 +156,8 @@ def run(args) -> int:
         message = exc.args[0] if exc.args else str(exc)
         print(f"junction: {message}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        raise  # our reader went away, not the users file: junction.cli.main handles it
     except OSError as exc:
         print(f"junction: {exc.filename or files.users}: {exc.strerror or exc}", file=sys.stderr)
         return 1

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -235,3 +238,19 @@ def test_the_listener_of_a_port_is_found_on_this_host():
         assert listener(port) == (os.getpid(), _comm())
         assert describe_listener(port) == f"pid {os.getpid()} ({_comm()})"
     assert listener(port) is None  # nothing listens there now
+
+
+def test_a_reader_that_goes_away_gets_no_traceback(etc):
+    """``junction user list | head -1``: the pipe closes before the output is written; the
+    command ends with status 1, with no BrokenPipeError traceback or error line."""
+    repo = Path(__file__).resolve().parents[2]
+    for i in range(40):  # enough users that the listing is more than one line
+        assert run("user", "add", f"user{i}", "--password", "p", "--config", str(etc / "broker.xml")) == 0
+    reader, writer = os.pipe()
+    os.close(reader)  # nobody reads: the first write fails with EPIPE
+    done = subprocess.run(
+        [sys.executable, "-m", "junction", "user", "list", "--config", str(etc / "broker.xml")],
+        stdout=writer, stderr=subprocess.PIPE, text=True, cwd=repo, timeout=30,
+    )
+    os.close(writer)
+    assert done.returncode == 1 and "pipe" not in done.stderr.lower() and "Traceback" not in done.stderr
