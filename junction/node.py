@@ -696,9 +696,9 @@ class Node:
     # -- an administrator's queues (POST/DELETE /api/queues) ---------------------------------
     def create_admin_queue(self, name: str, *, address: str, routing_type: str, filter=None, durable=True) -> dict:
         """Artemis's createQueue: an administrator's queue (in a cluster: on every node, recorded by the master)."""
-        from junction.brokercore import errors
-        from junction.brokercore.message import RoutingType
         from junction.brokercore.queue import QueueDefinition
+        from junction.model import errors
+        from junction.model.message import RoutingType
 
         server = self.server
         if name in server.queues:
@@ -715,8 +715,8 @@ class Node:
 
     def delete_admin_queue(self, name: str) -> None:
         """Artemis's destroyQueue (in a cluster: everywhere, recorded by the master)."""
-        from junction.brokercore import errors
         from junction.brokercore.cluster.link_server import queue_kind
+        from junction.model import errors
 
         server = self.server
         queue = server.queues.get(name)

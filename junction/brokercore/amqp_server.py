@@ -51,7 +51,6 @@ from twisted.internet.protocol import Protocol
 from zope.interface import implementer
 
 from junction import __version__
-from junction.brokercore import errors
 from junction.brokercore.acceptor import (
     AcceptorFactory,
     apply_socket_options,
@@ -59,11 +58,12 @@ from junction.brokercore.acceptor import (
     proxy_details,
 )
 from junction.brokercore.amqp_convert import ConversionError, to_amqp, to_core
-from junction.brokercore.message import RoutingType
 from junction.brokercore.queue import QueueDefinition
 from junction.brokercore.security import SecurityError
 from junction.brokercore.session import ConnectionInfo, ServerSession
 from junction.events.node import close_reason
+from junction.model import errors
+from junction.model.message import RoutingType
 from junction.protocols.amqp import message as sections_codec
 from junction.protocols.amqp.engine import drain_output
 from junction.protocols.amqp.sasl import (

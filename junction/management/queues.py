@@ -22,9 +22,9 @@ import json
 
 from twisted.web.resource import Resource
 
-from junction.brokercore import errors
 from junction.management.api import _respond
 from junction.management.routers import authorize_change
+from junction.model import errors
 
 #: the largest request body read
 MAX_BODY_BYTES = 64 * 1024

@@ -26,7 +26,6 @@ from twisted.web.resource import getChildForRequest
 from twisted.web.test._util import _render
 from twisted.web.test.requesthelper import DummyRequest
 
-from junction.brokercore.message import Message, RoutingType
 from junction.brokercore.queue import Consumer
 from junction.brokercore.server import BrokerServer
 from junction.config.model import AddressConfig, BrokerConfig, QueueConfig
@@ -40,6 +39,7 @@ from junction.management.status_table import (
     status_url,
     truncate,
 )
+from junction.model.message import Message, RoutingType
 
 #: The keys BrokerServer.status() returns; the API must pass them through untouched.
 SERVER_KEYS = {
