@@ -37,7 +37,7 @@ from junction.events.writer import EventLog
 from junction.gateway.build import build_router
 from junction.gateway.listener import ROUTED_PROTOCOLS, GatewayFactory
 from junction.gateway.probe import ProbeResult
-from junction.gateway.targets import Target
+from junction.routing.targets import Target
 from junction.tls.client import reload_client_context
 from junction.tls.listener import wrap_tls
 from junction.tls.server import TLS_ACCEPTOR_PARAMS

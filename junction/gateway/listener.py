@@ -109,7 +109,6 @@ from junction.gateway.forward import (
     rebind,
     target_address,
 )
-from junction.gateway.targets import RouterStatus
 from junction.protocols.amqp.opening import (
     DEFAULT_CONTAINER_ID,
     FORCED,
@@ -122,6 +121,7 @@ from junction.protocols.amqp.sasl_client import SaslClient, SaslClientDone, Sasl
 from junction.protocols.detect import MAX_SNIFF_BYTES, NEED_MORE, UNKNOWN, describe, detect
 from junction.protocols.errors import RemoteProtocolError
 from junction.protocols.stomp import Frame, HeartBeat, StompCodec, StompLimits
+from junction.routing.targets import RouterStatus
 from junction.sockets import socket_transport
 from junction.tls.listener import certificate_login, peer_subject, tls_sni_host
 

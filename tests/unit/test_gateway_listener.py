@@ -26,8 +26,8 @@ from junction.config.model import Acceptor, Limits
 from junction.gateway.build import build_router
 from junction.gateway.forward import Splice
 from junction.gateway.listener import GatewayFactory, GatewayProtocol
-from junction.gateway.targets import Target
 from junction.protocols.stomp import Frame, StompCodec
+from junction.routing.targets import Target
 from tests.unit.gateway_fixtures import FakeProbe, Wire
 from tests.unit.stomp_fixtures import Broker, FakeUserStore
 

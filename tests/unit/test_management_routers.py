@@ -20,10 +20,10 @@ from twisted.python.failure import Failure
 
 from junction import cli
 from junction.config.model import Connector
-from junction.gateway.keys import KeyResolver, KeyType, SettableFilter
-from junction.gateway.targets import RouterResult, RouterStatus, Target
 from junction.management.api import build_site
 from junction.management.routers import CONNECTOR_FACTORY, TARGET_TIMEOUT
+from junction.routing.keys import KeyResolver, KeyType, SettableFilter
+from junction.routing.targets import RouterResult, RouterStatus, Target
 
 CONNECTOR = Connector(name="broker-b", scheme="tcp", host="10.0.0.2", port=61617, params={"sslEnabled": "true"})
 REMOTE = Target(connector=CONNECTOR, node_id="node-b-id", ready=True)

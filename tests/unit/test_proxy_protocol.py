@@ -522,7 +522,7 @@ def test_forward_header_goes_before_the_amqp_handshake():
 
 def test_the_probe_sends_a_v2_local_header_on_proxy_connectors():
     from junction.gateway.amqp_probe import AmqpTargetProbe
-    from junction.gateway.targets import Target
+    from junction.routing.targets import Target
 
     params = {"proxyProtocolEnabled": "true"}
     for with_proxy in (True, False):
