@@ -17,12 +17,6 @@ import uuid
 from twisted.internet import defer
 
 from junction import collector
-from junction.brokercore.acceptor import (
-    PROXY_ACCEPTOR_PARAMS,
-    MultiProtocolFactory,
-    wrap_proxy_protocol,
-)
-from junction.brokercore.admission import ADMISSION_PARAMS, wrap_admission
 from junction.brokercore.amqp_server import AMQP_ACCEPTOR_PARAMS, AmqpFactory
 from junction.brokercore.config_reload import ConfigReloader
 from junction.brokercore.events import MessageEvents
@@ -32,6 +26,13 @@ from junction.brokercore.stomp_server import STOMP_ACCEPTOR_PARAMS, StompFactory
 from junction.brokercore.wildcard import WildcardSyntax
 from junction.config.loader import load_certificate_users
 from junction.config.reloading import watch_certificate_users, watch_user_store
+from junction.edge.acceptor import (
+    PROXY_ACCEPTOR_PARAMS,
+    MultiProtocolFactory,
+    wrap_proxy_protocol,
+)
+from junction.edge.admission import ADMISSION_PARAMS, wrap_admission
+from junction.edge.tls import wrap_tls
 from junction.events.node import NodeEvents
 from junction.events.writer import EventLog
 from junction.gateway.build import build_router
@@ -39,7 +40,6 @@ from junction.gateway.listener import ROUTED_PROTOCOLS, GatewayFactory
 from junction.gateway.probe import ProbeResult
 from junction.routing.targets import Target
 from junction.tls.client import reload_client_context
-from junction.tls.listener import wrap_tls
 from junction.tls.server import TLS_ACCEPTOR_PARAMS
 
 log = logging.getLogger("junction.node")

@@ -51,6 +51,7 @@ from twisted.internet import defer, error
 from twisted.internet.protocol import ClientFactory, Protocol
 from twisted.python.failure import Failure
 
+from junction.edge.tls import openssl_reason as _describe_tls
 from junction.gateway.probe import (
     PROBE_TIMEOUT,
     NotThisProtocol,
@@ -61,7 +62,6 @@ from junction.gateway.probe import (
 from junction.protocols.proxy import encode_v2_local, proxy_enabled
 from junction.routing.keys import INTERNAL_CLIENT_ID_PREFIX
 from junction.tls.client import TLSHostMismatch, wrap_client_factory
-from junction.tls.listener import openssl_reason as _describe_tls
 
 __all__ = ["CLOSE_LINGER", "ConnectionProbe", "FIRST_BYTES", "ProbeCheck", "ProbeProtocol", "preview"]
 

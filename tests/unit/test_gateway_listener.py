@@ -966,7 +966,7 @@ def test_router_mode_is_checked(gateways):
 
 
 def test_amqp_local_hand_off_through_a_multi_protocol_core_acceptor(gateways):
-    from junction.brokercore.acceptor import MultiProtocolFactory
+    from junction.edge.acceptor import MultiProtocolFactory
     from tests.unit.test_amqp_server import amqp_acceptor
 
     broker = Broker(users=CORE_USERS, security_settings=SECURITY)
