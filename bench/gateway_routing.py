@@ -36,7 +36,7 @@ except ImportError:  # run from a source checkout without installing
 
 from junction.gateway.build import build_router
 from junction.gateway.pool import ProbeResult
-from junction.gateway.targets import Target
+from junction.routing.targets import Target
 
 try:
     from . import common  # imported as bench.gateway_routing from the repository root

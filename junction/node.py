@@ -17,12 +17,6 @@ import uuid
 from twisted.internet import defer
 
 from junction import collector
-from junction.brokercore.acceptor import (
-    PROXY_ACCEPTOR_PARAMS,
-    MultiProtocolFactory,
-    wrap_proxy_protocol,
-)
-from junction.brokercore.admission import ADMISSION_PARAMS, wrap_admission
 from junction.brokercore.amqp_server import AMQP_ACCEPTOR_PARAMS, AmqpFactory
 from junction.brokercore.config_reload import ConfigReloader
 from junction.brokercore.events import MessageEvents
@@ -32,14 +26,20 @@ from junction.brokercore.stomp_server import STOMP_ACCEPTOR_PARAMS, StompFactory
 from junction.brokercore.wildcard import WildcardSyntax
 from junction.config.loader import load_certificate_users
 from junction.config.reloading import watch_certificate_users, watch_user_store
+from junction.edge.acceptor import (
+    PROXY_ACCEPTOR_PARAMS,
+    MultiProtocolFactory,
+    wrap_proxy_protocol,
+)
+from junction.edge.admission import ADMISSION_PARAMS, wrap_admission
+from junction.edge.tls import wrap_tls
 from junction.events.node import NodeEvents
 from junction.events.writer import EventLog
 from junction.gateway.build import build_router
 from junction.gateway.listener import ROUTED_PROTOCOLS, GatewayFactory
 from junction.gateway.probe import ProbeResult
-from junction.gateway.targets import Target
+from junction.routing.targets import Target
 from junction.tls.client import reload_client_context
-from junction.tls.listener import wrap_tls
 from junction.tls.server import TLS_ACCEPTOR_PARAMS
 
 log = logging.getLogger("junction.node")
@@ -696,9 +696,9 @@ class Node:
     # -- an administrator's queues (POST/DELETE /api/queues) ---------------------------------
     def create_admin_queue(self, name: str, *, address: str, routing_type: str, filter=None, durable=True) -> dict:
         """Artemis's createQueue: an administrator's queue (in a cluster: on every node, recorded by the master)."""
-        from junction.brokercore import errors
-        from junction.brokercore.message import RoutingType
         from junction.brokercore.queue import QueueDefinition
+        from junction.model import errors
+        from junction.model.message import RoutingType
 
         server = self.server
         if name in server.queues:
@@ -715,8 +715,8 @@ class Node:
 
     def delete_admin_queue(self, name: str) -> None:
         """Artemis's destroyQueue (in a cluster: everywhere, recorded by the master)."""
-        from junction.brokercore import errors
         from junction.brokercore.cluster.link_server import queue_kind
+        from junction.model import errors
 
         server = self.server
         queue = server.queues.get(name)

@@ -59,7 +59,7 @@ from junction.brokercore.amqp_ids import (
     id_object,
     message_id_text,
 )
-from junction.brokercore.message import (
+from junction.model.message import (
     ACTUAL_EXPIRY,
     GROUP_ID,
     GROUP_ID_JMS,

@@ -51,19 +51,20 @@ from twisted.internet.protocol import Protocol
 from zope.interface import implementer
 
 from junction import __version__
-from junction.brokercore import errors
-from junction.brokercore.acceptor import (
+from junction.brokercore.amqp_convert import ConversionError, to_amqp, to_core
+from junction.brokercore.queue import QueueDefinition
+from junction.brokercore.security import SecurityError
+from junction.brokercore.session import ConnectionInfo, ServerSession
+from junction.edge.acceptor import (
     AcceptorFactory,
     apply_socket_options,
     prefixes,
     proxy_details,
 )
-from junction.brokercore.amqp_convert import ConversionError, to_amqp, to_core
-from junction.brokercore.message import RoutingType
-from junction.brokercore.queue import QueueDefinition
-from junction.brokercore.security import SecurityError
-from junction.brokercore.session import ConnectionInfo, ServerSession
+from junction.edge.tls import certificate_login, peer_subject
 from junction.events.node import close_reason
+from junction.model import errors
+from junction.model.message import RoutingType
 from junction.protocols.amqp import message as sections_codec
 from junction.protocols.amqp.engine import drain_output
 from junction.protocols.amqp.sasl import (
@@ -78,7 +79,6 @@ from junction.protocols.amqp.sasl import (
 from junction.protocols.amqp.types import Described as AmqpDescribed
 from junction.protocols.amqp.types import Scalar
 from junction.protocols.errors import RemoteProtocolError
-from junction.tls.listener import certificate_login, peer_subject
 
 log = logging.getLogger("junction.amqp")
 

@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import logging
 
-from junction.brokercore import errors
 from junction.brokercore.queue import QueueDefinition
+from junction.model import errors
 
 __all__ = ["INTERNAL_PREFIX", "changed_queues", "deploy_addresses", "undeploy_addresses"]
 

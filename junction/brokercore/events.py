@@ -21,20 +21,20 @@ from __future__ import annotations
 import struct
 from bisect import bisect_right
 
-from junction.brokercore.message import (
-    DUPLICATE_ID,
-    GROUP_ID,
-    GROUP_ID_JMS,
-    GROUP_SEQUENCE,
-    RoutingType,
-    plain,
-)
 from junction.events.sink import (
     ACKNOWLEDGED,
     DELIVERED,
     DELIVERED_AND_ACKNOWLEDGED,
     ROW,
     SENT,
+)
+from junction.model.message import (
+    DUPLICATE_ID,
+    GROUP_ID,
+    GROUP_ID_JMS,
+    GROUP_SEQUENCE,
+    RoutingType,
+    plain,
 )
 
 __all__ = ["TRACE_NATIVE", "MessageEvents", "trace_of", "carry_trace", "put_after"]

@@ -17,7 +17,7 @@ import itertools
 from collections import deque
 from dataclasses import dataclass, field
 
-from junction.brokercore.message import Message, RoutingType
+from junction.model.message import Message, RoutingType
 
 __all__ = ["MessageRef", "Consumer", "Queue", "QueueDefinition"]
 

@@ -24,10 +24,15 @@ from dataclasses import dataclass, field
 
 from twisted.internet import defer
 
-from junction.brokercore import errors
 from junction.brokercore.events import carry_trace
-from junction.brokercore.filter import FilterError, parse_filter
-from junction.brokercore.message import (
+from junction.brokercore.paging import PagePosition, PageStore, find_paged_addresses
+from junction.brokercore.queue import MessageRef, Queue, QueueDefinition
+from junction.brokercore.storage import JournalStorage, NullStorage, queue_record, quiet_failure
+from junction.brokercore.wildcard import SettingsRepository, WildcardSyntax, address_matches
+from junction.config.model import ADDRESS_SETTINGS_DEFAULTS, BrokerConfig
+from junction.model import errors
+from junction.model.filter import FilterError, parse_filter
+from junction.model.message import (
     ACTUAL_EXPIRY,
     ORIGINAL_ADDRESS,
     ORIGINAL_QUEUE,
@@ -36,11 +41,6 @@ from junction.brokercore.message import (
     decode_message,
     encode_message,
 )
-from junction.brokercore.paging import PagePosition, PageStore, find_paged_addresses
-from junction.brokercore.queue import MessageRef, Queue, QueueDefinition
-from junction.brokercore.storage import JournalStorage, NullStorage, queue_record, quiet_failure
-from junction.brokercore.wildcard import SettingsRepository, WildcardSyntax, address_matches
-from junction.config.model import ADDRESS_SETTINGS_DEFAULTS, BrokerConfig
 
 log = logging.getLogger("junction.broker")
 

@@ -17,12 +17,12 @@ from functools import partial
 
 from twisted.internet import defer
 
-from junction.brokercore import errors
 from junction.brokercore.events import put_after
-from junction.brokercore.filter import FilterError, parse_filter
-from junction.brokercore.message import DUPLICATE_ID, Message, RoutingType
 from junction.brokercore.queue import Consumer, MessageRef, QueueDefinition
 from junction.brokercore.storage import quiet_failure
+from junction.model import errors
+from junction.model.filter import FilterError, parse_filter
+from junction.model.message import DUPLICATE_ID, Message, RoutingType
 
 log = logging.getLogger("junction.session")
 
@@ -246,7 +246,7 @@ class ServerSession:
         """Send a message; the Deferred fires when it is safe (synced if durable).
 
         Authorisation and routing errors raise synchronously (a
-        :class:`junction.brokercore.errors.BrokerError` or
+        :class:`junction.model.errors.BrokerError` or
         ``SecurityError``); storage failures arrive as an errback.
         """
         if tx is not None:

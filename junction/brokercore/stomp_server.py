@@ -27,20 +27,20 @@ from twisted.internet.protocol import Protocol
 from zope.interface import implementer
 
 from junction import __version__
-from junction.brokercore import errors
-from junction.brokercore.acceptor import (
+from junction.brokercore.session import ConnectionInfo, ServerSession
+from junction.brokercore.stomp_acks import AckNotFound, find, joined, release
+from junction.edge.acceptor import (
     AcceptorFactory,
     apply_socket_options,
     prefixes,
     proxy_details,
 )
-from junction.brokercore.message import BodyType, Message, RoutingType, Typed, plain
-from junction.brokercore.session import ConnectionInfo, ServerSession
-from junction.brokercore.stomp_acks import AckNotFound, find, joined, release
+from junction.edge.tls import peer_subject
 from junction.events.node import close_reason
+from junction.model import errors
+from junction.model.message import BodyType, Message, RoutingType, Typed, plain
 from junction.protocols.errors import RemoteProtocolError
 from junction.protocols.stomp import Frame, HeartBeat, StompCodec, StompLimits
-from junction.tls.listener import peer_subject
 
 log = logging.getLogger("junction.stomp")
 

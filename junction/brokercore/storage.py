@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from twisted.internet import defer
 
-from junction.brokercore.message import RoutingType, decode_message, encode_message_into
+from junction.model.message import RoutingType, decode_message, encode_message_into
 
 log = logging.getLogger("junction.storage")
 

@@ -38,12 +38,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Generic, Hashable, TypeVar
 
-from junction.brokercore.message import RoutingType
 from junction.config.model import (
     ADDRESS_SETTINGS_DEFAULTS,
     AddressSettings,
     WildcardAddresses,
 )
+from junction.model.message import RoutingType
 
 __all__ = [
     "WildcardSyntax",

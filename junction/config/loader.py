@@ -130,7 +130,6 @@ from importlib import metadata
 from typing import Any, NamedTuple
 from urllib.parse import unquote_plus
 
-from junction.brokercore.message import RoutingType
 from junction.config import model
 from junction.config.xmlsource import (
     ACCEPTED_NAMESPACES,
@@ -140,6 +139,7 @@ from junction.config.xmlsource import (
     parse_bytes,
     parse_file,
 )
+from junction.model.message import RoutingType
 from junction.tls.client import check_client_tls, parse_client_tls
 from junction.tls.server import check_server_tls, parse_server_tls
 
@@ -2918,7 +2918,7 @@ class _Loader:
 
 def _filter_problem(text: str) -> str | None:
     """Why a filter expression would not parse (checked with the broker's own parser)."""
-    from junction.brokercore.filter import FilterError, parse_filter
+    from junction.model.filter import FilterError, parse_filter
 
     try:
         parse_filter(text)

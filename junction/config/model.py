@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from junction.brokercore.message import RoutingType
+from junction.model.message import RoutingType
 
 Source = tuple[str, int]
 

@@ -24,7 +24,7 @@ that reads them.  Each ``check(target)``:
    Twisted protocol (never proton's reactor) -- with SASL PLAIN and the pool's
    ``username``/``password``, or ANONYMOUS when there is no username, and a
    container id starting with the routers' internal client prefix
-   (:data:`~junction.gateway.router.INTERNAL_CLIENT_ID_PREFIX`), so that if
+   (:data:`~junction.routing.keys.INTERNAL_CLIENT_ID_PREFIX`), so that if
    the probe ever reaches a gateway instead of a core it is routed local
    rather than around the pool;
 3. reads the peer's Open properties into a

@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from twisted.internet import task
 
 from junction.gateway.cache import FileCacheStore, RouterCache
-from junction.gateway.keys import KeyResolver, KeyType
-from junction.gateway.policies import create_policy
 from junction.gateway.pool import DynamicPool, StaticPool
 from junction.gateway.router import ConnectionRouter
-from junction.gateway.targets import Target
+from junction.routing.keys import KeyResolver, KeyType
+from junction.routing.policies import create_policy
+from junction.routing.targets import Target
 
 __all__ = ["RouterService", "build_router", "CACHE_FILE_SUFFIX"]
 

@@ -50,7 +50,7 @@ handshake included.
 
 The client transport is handed over by making the splice's client side the
 transport's protocol (``transport.protocol``, or ``wrappedProtocol`` for a
-protocol wrapper such as TLS), as :mod:`junction.brokercore.acceptor` hands a
+protocol wrapper such as TLS), as :mod:`junction.edge.acceptor` hands a
 sniffed connection to its protocol.
 """
 
@@ -67,11 +67,11 @@ from twisted.protocols.tls import TLSMemoryBIOProtocol
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
+from junction.edge.sockets import apply_socket_options, replace_receiver
+from junction.edge.tls import openssl_reason, tls_handle
 from junction.protocols.errors import ProtocolError
 from junction.protocols.proxy import encode_v2, proxy_enabled, tls_tlvs
-from junction.sockets import apply_socket_options, replace_receiver
 from junction.tls.client import wrap_client_factory
-from junction.tls.listener import openssl_reason, tls_handle
 from junction.tls.server import sni_host
 
 __all__ = [

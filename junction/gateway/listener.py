@@ -30,7 +30,7 @@ A :class:`GatewayFactory` serves one such acceptor.  Each connection gets a
      id, then the two connections are spliced;
    * OK, local target: **hand over** the transport and the bytes received
      so far to ``local_factory`` (the node's broker core on this acceptor),
-     as :mod:`junction.brokercore.acceptor` hands a sniffed connection over;
+     as :mod:`junction.edge.acceptor` hands a sniffed connection over;
    * ``REFUSED_UNAVAILABLE``: ERROR ``Connection router <r> is not ready``;
    * ``REFUSED_USE_ANOTHER``: ERROR ``Connection router <r> rejected this connection``;
    * the target cannot be reached: ERROR ``Connection router <r> could not
@@ -98,7 +98,9 @@ import logging
 from twisted.internet import defer
 from twisted.internet.protocol import Factory, Protocol
 
-from junction.brokercore.admission import OffenderLog
+from junction.edge.admission import OffenderLog
+from junction.edge.sockets import socket_transport
+from junction.edge.tls import certificate_login, peer_subject, tls_sni_host
 from junction.events.node import close_reason
 from junction.gateway.forward import (
     FORWARD_BUFFER_SIZE,
@@ -109,7 +111,6 @@ from junction.gateway.forward import (
     rebind,
     target_address,
 )
-from junction.gateway.targets import RouterStatus
 from junction.protocols.amqp.opening import (
     DEFAULT_CONTAINER_ID,
     FORCED,
@@ -122,8 +123,7 @@ from junction.protocols.amqp.sasl_client import SaslClient, SaslClientDone, Sasl
 from junction.protocols.detect import MAX_SNIFF_BYTES, NEED_MORE, UNKNOWN, describe, detect
 from junction.protocols.errors import RemoteProtocolError
 from junction.protocols.stomp import Frame, HeartBeat, StompCodec, StompLimits
-from junction.sockets import socket_transport
-from junction.tls.listener import certificate_login, peer_subject, tls_sni_host
+from junction.routing.targets import RouterStatus
 
 __all__ = [
     "REDIRECTING_PROTOCOLS",

@@ -38,7 +38,7 @@ from twisted.internet import defer
 from twisted.python.failure import Failure
 
 from junction.gateway.probe import PROBE_TIMEOUT, ProbeResult, TargetProbe, describe_failure
-from junction.gateway.targets import Target
+from junction.routing.targets import Target
 
 __all__ = [
     "PROBE_TIMEOUT",
@@ -356,7 +356,7 @@ class AbstractPool:
 
     Targets are kept in pool order: the local target (if any) first, then the
     others in the order they were added.  A target is one
-    :class:`~junction.gateway.targets.Target` object (identity is the object);
+    :class:`~junction.routing.targets.Target` object (identity is the object);
     each has a :class:`TargetMonitor` running while the pool is started.
 
     Entries (:meth:`add_entry`, :meth:`remove_entry`, :meth:`update_entry`,
@@ -634,7 +634,7 @@ class AbstractPool:
 class StaticPool(AbstractPool):
     """The ``<static-connectors>`` pool: a fixed list of targets, node ids learnt on connect.
 
-    ``targets`` are :class:`~junction.gateway.targets.Target` objects or
+    ``targets`` are :class:`~junction.routing.targets.Target` objects or
     connectors (each wrapped in a new Target).  With ``local_target`` (the
     embedded broker core, ``local-target-enabled``) it comes first.
     """

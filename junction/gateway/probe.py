@@ -1,6 +1,6 @@
 """How a pool learns whether a target is fit for connections: the probe interface.
 
-A *probe* looks at one :class:`~junction.gateway.targets.Target` and answers,
+A *probe* looks at one :class:`~junction.routing.targets.Target` and answers,
 asynchronously, with a :class:`ProbeResult`.  It plays the part of Artemis's
 ``Target.connect()`` + ``checkReadiness()`` (``getAttribute("broker",
 "Active")`` and, on first connect, ``"NodeID"``) and of its ``TargetProbe``\\ s

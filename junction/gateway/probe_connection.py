@@ -32,7 +32,7 @@ closing politely.  What is said and read is the subclass's
 
 Client identifiers the probes present (an AMQP container id, a STOMP
 ``client-id``) start with the routers' internal client prefix
-(:data:`~junction.gateway.router.INTERNAL_CLIENT_ID_PREFIX`): a probe that
+(:data:`~junction.routing.keys.INTERNAL_CLIENT_ID_PREFIX`): a probe that
 reaches a gateway instead of a core is routed local rather than around the
 pool, and a Junction core knows the connection is a probe.
 
@@ -51,6 +51,7 @@ from twisted.internet import defer, error
 from twisted.internet.protocol import ClientFactory, Protocol
 from twisted.python.failure import Failure
 
+from junction.edge.tls import openssl_reason as _describe_tls
 from junction.gateway.probe import (
     PROBE_TIMEOUT,
     NotThisProtocol,
@@ -58,10 +59,9 @@ from junction.gateway.probe import (
     ProbeResult,
     answer_locally,
 )
-from junction.gateway.router import INTERNAL_CLIENT_ID_PREFIX
 from junction.protocols.proxy import encode_v2_local, proxy_enabled
+from junction.routing.keys import INTERNAL_CLIENT_ID_PREFIX
 from junction.tls.client import TLSHostMismatch, wrap_client_factory
-from junction.tls.listener import openssl_reason as _describe_tls
 
 __all__ = ["CLOSE_LINGER", "ConnectionProbe", "FIRST_BYTES", "ProbeCheck", "ProbeProtocol", "preview"]
 

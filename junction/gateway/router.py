@@ -5,9 +5,9 @@
 takes the values the gateway learned from a client's opening (client id, SNI
 host, source address, user, roles) and decides, in this order:
 
-1. a client id starting with :data:`INTERNAL_CLIENT_ID_PREFIX` is one of the
+1. a client id starting with :data:`~junction.routing.keys.INTERNAL_CLIENT_ID_PREFIX` is one of the
    routers' own probe sessions: **local**;
-2. the key resolver turns the values into the key (:mod:`.keys`);
+2. the key resolver turns the values into the key (:mod:`junction.routing.keys`);
 3. with a policy, a key other than ``"NULL"`` is transformed by it;
 4. a key the ``local-target-filter`` matches **in full** (``re.fullmatch``,
    Java's ``Matcher.matches()``): **local**;
@@ -50,22 +50,17 @@ from twisted.internet import defer
 from twisted.logger import Logger
 
 from junction.gateway.cache import RouterCache
-from junction.gateway.keys import NULL_KEY, KeyResolver, SettableFilter
-from junction.gateway.policies import Policy
-from junction.gateway.targets import Pool, RouterResult, RouterStatus, Target
+from junction.routing.keys import INTERNAL_CLIENT_ID_PREFIX, NULL_KEY, KeyResolver, SettableFilter
+from junction.routing.policies import Policy
+from junction.routing.targets import Pool, RouterResult, RouterStatus, Target
 
 __all__ = [
-    "INTERNAL_CLIENT_ID_PREFIX",
     "REFUSED_UNAVAILABLE",
     "REFUSED_USE_ANOTHER",
     "ConnectionRouter",
     "DecisionReason",
     "RoutingDecision",
 ]
-
-#: Client ids of the routers' own probe sessions (Artemis ``CLIENT_ID_PREFIX``);
-#: such a connection always stays local.
-INTERNAL_CLIENT_ID_PREFIX = "$.artemis.internal.router.client."
 
 #: The result for a key this router's targets do not serve.
 REFUSED_USE_ANOTHER = RouterResult(RouterStatus.REFUSED_USE_ANOTHER)

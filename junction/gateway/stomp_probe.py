@@ -10,7 +10,7 @@ release); each ``check(target)``:
 1. sends ``CONNECT`` with ``accept-version:1.0,1.1``, ``host`` (the
    connector's host), ``heart-beat:0,0``, the pool's ``login``/``passcode``
    (none without a username) and a ``client-id`` starting with the routers'
-   internal client prefix (:data:`~junction.gateway.router.INTERNAL_CLIENT_ID_PREFIX`):
+   internal client prefix (:data:`~junction.routing.keys.INTERNAL_CLIENT_ID_PREFIX`):
    a gateway routes it to its local core, a Junction core knows it is a probe;
 2. reads the answer:
 

@@ -33,8 +33,6 @@ The *node* is duck-typed: it needs ``healthy() -> (ok, problems)`` and
 from __future__ import annotations
 
 import datetime
-import enum
-import json
 import logging
 import math
 import re
@@ -43,6 +41,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from twisted.web.resource import Resource
 from twisted.web.server import Site
+
+from junction.management.http import JSON_CONTENT_TYPE, encode_json, respond
 
 __all__ = [
     "build_site",
@@ -53,13 +53,11 @@ __all__ = [
     "StatusResource",
     "MetricsResource",
     "NotFoundResource",
-    "JSON_CONTENT_TYPE",
     "METRICS_CONTENT_TYPE",
 ]
 
 log = logging.getLogger("junction.management")
 
-JSON_CONTENT_TYPE = b"application/json"
 #: The classic Prometheus text format, which every Prometheus version scrapes.
 #: (``prometheus_client.CONTENT_TYPE_LATEST`` may announce a newer format than
 #: :func:`generate_latest` writes, depending on the library version.)
@@ -101,34 +99,10 @@ def build_registry(node) -> CollectorRegistry:
 
 
 # -- JSON helpers ---------------------------------------------------------------------
-def _json_default(value):
-    """Make the odd non-JSON value in a status dict serialisable instead of failing."""
-    if isinstance(value, (set, frozenset)):
-        # Enum members by name here too: json writes an IntEnum as its number.
-        return sorted((v.name if isinstance(v, enum.Enum) else v for v in value), key=str)
-    if isinstance(value, enum.Enum):
-        return value.name
-    if isinstance(value, (bytes, bytearray)):
-        return bytes(value).decode("utf-8", "replace")
-    return str(value)
-
-
-def _encode_json(payload) -> bytes:
-    return json.dumps(payload, default=_json_default, indent=2, sort_keys=False).encode("utf-8") + b"\n"
-
-
 def _request_path(request) -> str:
     """The path the client asked for, as text, for error messages."""
     segments = list(getattr(request, "prepath", [])) + list(getattr(request, "postpath", []))
     return "/" + b"/".join(segments).decode("utf-8", "replace")
-
-
-def _respond(request, code: int, payload) -> bytes:
-    """Set status and JSON headers on *request* and return the encoded body."""
-    request.setResponseCode(code)
-    request.setHeader(b"Content-Type", JSON_CONTENT_TYPE)
-    request.setHeader(b"Cache-Control", b"no-store")
-    return _encode_json(payload)
 
 
 def _error_text(exc: BaseException) -> str:
@@ -143,7 +117,7 @@ class NotFoundResource(Resource):
     isLeaf = True
 
     def render(self, request):
-        return _respond(
+        return respond(
             request,
             404,
             {"error": f"no such resource: {_request_path(request)}", "endpoints": list(ENDPOINTS)},
@@ -172,7 +146,7 @@ class _Endpoint(Resource):
         if request.method not in _READ_METHODS:
             request.setHeader(b"Allow", b", ".join(_READ_METHODS))
             method = request.method.decode("ascii", "replace")
-            return _respond(
+            return respond(
                 request,
                 405,
                 {"error": f"method {method} not allowed on {_request_path(request)}; use GET"},
@@ -181,7 +155,7 @@ class _Endpoint(Resource):
             return self.get(request)
         except Exception as exc:
             log.exception("management API: %s failed", _request_path(request))
-            return _respond(request, 500, {"error": _error_text(exc)})
+            return respond(request, 500, {"error": _error_text(exc)})
 
     def get(self, request) -> bytes:
         raise NotImplementedError
@@ -197,7 +171,7 @@ class HealthResource(_Endpoint):
             # A health check that cannot run is a failing node, not a server
             # error: probes must see 503 and the reason.
             log.exception("management API: node.healthy() failed")
-            return _respond(
+            return respond(
                 request,
                 503,
                 {"status": "failing", "problems": [f"health check raised {_error_text(exc)}"]},
@@ -208,8 +182,8 @@ class HealthResource(_Endpoint):
             ok, problems = result, []
         if ok:
             name, node_id = _node_identity(self.node)
-            return _respond(request, 200, {"status": "ok", "node": name, "node_id": node_id})
-        return _respond(
+            return respond(request, 200, {"status": "ok", "node": name, "node_id": node_id})
+        return respond(
             request,
             503,
             {"status": "failing", "problems": [str(p) for p in problems or ["unhealthy"]]},
@@ -221,7 +195,7 @@ class StatusResource(_Endpoint):
 
     def get(self, request) -> bytes:
         status = self.node.status()
-        body = _encode_json(status)
+        body = encode_json(status)
         request.setResponseCode(200)
         request.setHeader(b"Content-Type", JSON_CONTENT_TYPE)
         request.setHeader(b"Cache-Control", b"no-store")

@@ -22,9 +22,8 @@ import json
 
 from twisted.web.resource import Resource
 
-from junction.brokercore import errors
-from junction.management.api import _respond
-from junction.management.routers import authorize_change
+from junction.management.http import authorize_change, respond
+from junction.model import errors
 
 #: the largest request body read
 MAX_BODY_BYTES = 64 * 1024
@@ -42,7 +41,7 @@ class QueuesResource(Resource):
 
     def render_GET(self, request):
         status = self.node.status()
-        return _respond(request, 200, status.get("queues", []))
+        return respond(request, 200, status.get("queues", []))
 
     def render_POST(self, request):
         denied = authorize_change(request, self.node)
@@ -50,14 +49,14 @@ class QueuesResource(Resource):
             return denied
         body = request.content.read(MAX_BODY_BYTES + 1) if request.content is not None else b""
         if len(body) > MAX_BODY_BYTES:
-            return _respond(request, 413, {"error": f"the request body is over {MAX_BODY_BYTES} bytes"})
+            return respond(request, 413, {"error": f"the request body is over {MAX_BODY_BYTES} bytes"})
         try:
             spec = json.loads(body or b"{}")
         except ValueError as exc:
-            return _respond(request, 400, {"error": f"the request body is not JSON: {exc}"})
+            return respond(request, 400, {"error": f"the request body is not JSON: {exc}"})
         problem = _check_spec(spec)
         if problem:
-            return _respond(request, 400, {"error": problem})
+            return respond(request, 400, {"error": problem})
         try:
             created = self.node.create_admin_queue(
                 spec["name"],
@@ -67,12 +66,12 @@ class QueuesResource(Resource):
                 durable=spec.get("durable", True),
             )
         except errors.QueueExistsError as exc:
-            return _respond(request, 409, {"error": str(exc)})
+            return respond(request, 409, {"error": str(exc)})
         except errors.ClusterConfigurationUnavailableError as exc:
-            return _respond(request, 503, {"error": str(exc)})
+            return respond(request, 503, {"error": str(exc)})
         except errors.BrokerError as exc:
-            return _respond(request, 400, {"error": str(exc)})
-        return _respond(request, 201, created)
+            return respond(request, 400, {"error": str(exc)})
+        return respond(request, 201, created)
 
 
 def _check_spec(spec) -> str | None:
@@ -108,13 +107,13 @@ class _QueueResource(Resource):
         try:
             self.node.delete_admin_queue(self.name)
         except errors.NonExistentQueueError as exc:
-            return _respond(request, 404, {"error": str(exc)})
+            return respond(request, 404, {"error": str(exc)})
         except errors.ClusterConfigurationUnavailableError as exc:
-            return _respond(request, 503, {"error": str(exc)})
-        return _respond(request, 200, {"deleted": self.name})
+            return respond(request, 503, {"error": str(exc)})
+        return respond(request, 200, {"deleted": self.name})
 
     def render_GET(self, request):
         for queue in self.node.status().get("queues", []):
             if queue["name"] == self.name:
-                return _respond(request, 200, queue)
-        return _respond(request, 404, {"error": f"queue {self.name} does not exist"})
+                return respond(request, 200, queue)
+        return respond(request, 404, {"error": f"queue {self.name} does not exist"})

@@ -21,24 +21,16 @@ from twisted.internet import defer
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
 
+from junction.management.http import authorize_change, respond
+
 log = logging.getLogger("junction.management")
 
 CONNECTOR_FACTORY = "org.apache.activemq.artemis.core.remoting.impl.netty.NettyConnectorFactory"
-#: The address whose ``manage`` permission (``<security-settings>``) allows
-#: changing a router over HTTP: Artemis's default ``management-address``.
-MANAGEMENT_ADDRESS = "activemq.management"
-REALM = "junction"
 #: Seconds a management routing query may wait for the router (quorum waits).
 TARGET_TIMEOUT = 10.0
 
 _FILTER_FIELDS = {"localTargetFilter": "local_target_filter", "keyFilter": "key_filter"}
 _ATTRIBUTES = {"LocalTargetFilter": "local_target_filter", "TargetKeyFilter": "key_filter"}
-
-
-def _respond(request, code, payload) -> bytes:
-    from junction.management.api import _respond as respond
-
-    return respond(request, code, payload)
 
 
 def _routers(node) -> dict:
@@ -100,44 +92,6 @@ def lookup(node, key: str, name: str, clock, timeout: float = TARGET_TIMEOUT) ->
     return d
 
 
-def _security(node):
-    server = getattr(node, "server", None)
-    return getattr(server, "security", None) if server is not None else getattr(node, "security", None)
-
-
-def authorize_change(request, node) -> bytes | None:
-    """None when the request may change a router, else the error answer already set up.
-
-    Reading is open (the API listens on loopback unless configured
-    otherwise); a change -- a filter set over REST or a Jolokia ``write`` --
-    changes where clients go, so with security enabled it needs HTTP Basic
-    credentials of a user from the users file whose roles have the
-    ``manage`` permission on :data:`MANAGEMENT_ADDRESS`, as Artemis's
-    management operations need ``manage`` on its management address.
-    401 asks for credentials, 403 says the user may not.
-    """
-    security = _security(node)
-    if security is None or not getattr(security, "enabled", False):
-        return None
-    user = request.getUser()
-    user = user.decode("utf-8", "replace") if isinstance(user, bytes) else user
-    password = request.getPassword()
-    password = password.decode("utf-8", "replace") if isinstance(password, bytes) else password
-    principal = security.authenticate(user, password) if user else None
-    if principal is None:
-        request.setHeader(b"WWW-Authenticate", f'Basic realm="{REALM}"'.encode())
-        return _respond(request, 401, {"error": "changing a connection router needs a user with the "
-                                                f"manage permission on {MANAGEMENT_ADDRESS} (HTTP Basic)"})
-    if not security.is_allowed(principal, "manage", MANAGEMENT_ADDRESS):
-        log.warning("management API: user %s may not change connection routers (no manage permission on %s)",
-                    principal.user, MANAGEMENT_ADDRESS)
-        return _respond(request, 403, {"error": f"user {principal.user} does not have the manage permission "
-                                                f"on {MANAGEMENT_ADDRESS}"})
-    log.info("management API: %s %s by user %s", request.method.decode(), request.uri.decode("utf-8", "replace"),
-             principal.user)
-    return None
-
-
 def _status_name(result) -> str:
     return getattr(result.status, "name", str(result.status))
 
@@ -145,7 +99,7 @@ def _status_name(result) -> str:
 def _write_later(request, code, payload) -> None:
     if getattr(request, "_junction_gone", False):
         return
-    body = _respond(request, code, payload)
+    body = respond(request, code, payload)
     request.write(body)
     request.finish()
 
@@ -172,14 +126,14 @@ class RoutersResource(Resource):
 
     def render(self, request):
         if request.method not in (b"GET", b"HEAD"):
-            return _respond(request, 405, {"error": "use GET"})
+            return respond(request, 405, {"error": "use GET"})
         routers = _routers(self.node)
         try:
             payload = {"routers": [router_summary(n, s) for n, s in routers.items()]}
         except Exception as exc:
             log.exception("management API: /api/routers failed")
-            return _respond(request, 500, {"error": f"{type(exc).__name__}: {exc}"})
-        return _respond(request, 200, payload)
+            return respond(request, 500, {"error": f"{type(exc).__name__}: {exc}"})
+        return respond(request, 200, payload)
 
 
 class _RouterChild(Resource):
@@ -193,26 +147,26 @@ class _RouterChild(Resource):
     def render(self, request):
         routers = _routers(self.parent.node)
         if self.name not in routers:
-            return _respond(
+            return respond(
                 request, 404, {"error": f"no such connection router: {self.name}", "routers": sorted(routers)}
             )
         rest = [p for p in request.postpath if p]
         if rest == [b"target"]:
             if request.method not in (b"GET", b"HEAD"):
-                return _respond(request, 405, {"error": "use GET"})
+                return respond(request, 405, {"error": "use GET"})
             return self._target(request)
         if rest == [b"filters"]:
             if request.method in (b"GET", b"HEAD"):
-                return _respond(request, 200, self._filters())
+                return respond(request, 200, self._filters())
             if request.method in (b"PUT", b"POST"):
                 refused = authorize_change(request, self.parent.node)
                 if refused is not None:
                     return refused
                 return self._set_filters(request)
-            return _respond(request, 405, {"error": "use GET, PUT or POST"})
+            return respond(request, 405, {"error": "use GET, PUT or POST"})
         if not rest:
-            return _respond(request, 200, router_summary(self.name, routers[self.name]))
-        return _respond(request, 404, {"error": f"no such resource under router {self.name}"})
+            return respond(request, 200, router_summary(self.name, routers[self.name]))
+        return respond(request, 404, {"error": f"no such resource under router {self.name}"})
 
     def _filters(self) -> dict:
         router = _routers(self.parent.node)[self.name].router
@@ -222,31 +176,31 @@ class _RouterChild(Resource):
         try:
             body = json.loads(request.content.read() or b"{}")
         except ValueError as exc:
-            return _respond(request, 400, {"error": f"body is not JSON: {exc}"})
+            return respond(request, 400, {"error": f"body is not JSON: {exc}"})
         if not isinstance(body, dict) or not set(body) & set(_FILTER_FIELDS):
-            return _respond(request, 400, {"error": "expected a JSON object with localTargetFilter and/or keyFilter"})
+            return respond(request, 400, {"error": "expected a JSON object with localTargetFilter and/or keyFilter"})
         for field in body:
             if field not in _FILTER_FIELDS:
-                return _respond(request, 400, {"error": f"unknown field {field!r}"})
+                return respond(request, 400, {"error": f"unknown field {field!r}"})
             value = body[field]
             if value is not None and not isinstance(value, str):
-                return _respond(request, 400, {"error": f"{field} must be a string or null"})
+                return respond(request, 400, {"error": f"{field} must be a string or null"})
             try:
                 re.compile(value or "")
             except re.error as exc:
-                return _respond(request, 400, {"error": f"invalid {field} regular expression: {exc}"})
+                return respond(request, 400, {"error": f"invalid {field} regular expression: {exc}"})
         router = _routers(self.parent.node)[self.name].router
         try:
             for field, value in body.items():
                 setattr(router, _FILTER_FIELDS[field], value)
         except ValueError as exc:
-            return _respond(request, 400, {"error": str(exc)})
-        return _respond(request, 200, self._filters())
+            return respond(request, 400, {"error": str(exc)})
+        return respond(request, 200, self._filters())
 
     def _target(self, request):
         keys = request.args.get(b"key")
         if not keys:
-            return _respond(request, 400, {"error": "missing query parameter: key"})
+            return respond(request, 400, {"error": "missing query parameter: key"})
         key = keys[0].decode("utf-8", "replace")
         node = self.parent.node
         _watch(request)
@@ -345,18 +299,18 @@ class JolokiaResource(Resource):
         if request.method == b"GET" and any(request.postpath):
             body = _get_form(request.postpath)
             if body is None:
-                return _respond(request, 200, _jolokia_error(None, 400, "java.lang.IllegalArgumentException",
+                return respond(request, 200, _jolokia_error(None, 400, "java.lang.IllegalArgumentException",
                                                              "expected /jolokia/exec/MBEAN/OPERATION/ARGS... "
                                                              "or /jolokia/read/MBEAN[/ATTRIBUTE]"))
             return self._answer(request, body)
         if request.method != b"POST":
-            return _respond(request, 405, {"error": "use POST with a Jolokia JSON request"})
+            return respond(request, 405, {"error": "use POST with a Jolokia JSON request"})
         try:
             body = json.loads(request.content.read() or b"null")
         except ValueError as exc:
-            return _respond(request, 200, _jolokia_error(None, 400, "java.lang.IllegalArgumentException", f"bad JSON: {exc}"))
+            return respond(request, 200, _jolokia_error(None, 400, "java.lang.IllegalArgumentException", f"bad JSON: {exc}"))
         if not isinstance(body, dict):
-            return _respond(request, 200, _jolokia_error(body, 400, "java.lang.IllegalArgumentException",
+            return respond(request, 200, _jolokia_error(body, 400, "java.lang.IllegalArgumentException",
                                                          "expected one Jolokia request object"))
         return self._answer(request, body)
 

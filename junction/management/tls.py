@@ -13,8 +13,7 @@ import logging
 
 from twisted.web.resource import Resource
 
-from junction.management.api import _respond
-from junction.management.routers import authorize_change
+from junction.management.http import authorize_change, respond
 
 log = logging.getLogger("junction.management")
 
@@ -34,7 +33,7 @@ class TLSResource(Resource):
 
     def render_GET(self, request):
         factories = getattr(self.node, "tls_factories", {}) or {}
-        return _respond(request, 200, {name: f.status() for name, f in sorted(factories.items())})
+        return respond(request, 200, {name: f.status() for name, f in sorted(factories.items())})
 
 
 class TLSReloadResource(Resource):
@@ -51,8 +50,8 @@ class TLSReloadResource(Resource):
         if denied is not None:
             return denied
         result = self.node.reload_tls()
-        return _respond(request, 200 if not result["failed"] else 500, result)
+        return respond(request, 200 if not result["failed"] else 500, result)
 
     def render_GET(self, request):
         request.setHeader(b"Allow", b"POST")
-        return _respond(request, 405, {"error": "use POST to reload the TLS certificates"})
+        return respond(request, 405, {"error": "use POST to reload the TLS certificates"})

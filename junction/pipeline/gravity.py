@@ -31,7 +31,7 @@ together.  This job answers that from the event log:
 3. **Current placement**: the last target each key was routed to
    (``connection.routed``), else what ``--policy`` (CONSISTENT_HASH by
    default) over ``--targets`` would choose, computed with
-   :mod:`junction.gateway.policies` itself so the numbers are the gateway's.
+   :mod:`junction.routing.policies` itself so the numbers are the gateway's.
 
 4. **Configuration**: ``--form filter`` gives each broker a
    ``<connection-router>`` whose ``<local-target-filter>`` matches exactly its
@@ -60,8 +60,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from xml.sax.saxutils import escape as xml_escape
 
-from junction.gateway.keys import NULL_KEY
-from junction.gateway.policies import (
+from junction.routing.keys import NULL_KEY
+from junction.routing.policies import (
     MODULO,
     ConsistentHashModuloPolicy,
     LeastConnectionsPolicy,
@@ -576,7 +576,7 @@ def partition(
 
 @dataclass(frozen=True)
 class TargetSpec:
-    """What a policy needs of a target (a stand-in for :class:`junction.gateway.targets.Target`).
+    """What a policy needs of a target (a stand-in for :class:`junction.routing.targets.Target`).
 
     ``target_identity`` and CONSISTENT_HASH read ``node_id`` (else ``name``),
     LEAST_CONNECTIONS reads ``connection_count``; with the node ids the

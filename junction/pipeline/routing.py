@@ -249,7 +249,7 @@ def run(spark, events: str, out: str, **options):
             if str(exc).startswith("no events of kinds"):
                 raise PipelineError(no_routed) from None
             raise
-        from junction.gateway.router import INTERNAL_CLIENT_ID_PREFIX
+        from junction.routing.keys import INTERNAL_CLIENT_ID_PREFIX
 
         columns = ["kind", "ts", "node", "conn", "router", "key_type", "key", "target", "decision", "reason",
                    "cache_hit", "decision_us", "bytes_in", "bytes_out", "client_id"]

@@ -74,7 +74,7 @@ from dataclasses import asdict, dataclass, field
 from multiprocessing import get_context
 
 from junction.events.schema import SCHEMA_VERSION
-from junction.gateway.policies import murmur3_32
+from junction.routing.policies import murmur3_32
 
 __all__ = ["Truth", "generate", "DEFAULT_START_MS", "CHUNK_MESSAGES"]
 

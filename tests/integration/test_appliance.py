@@ -30,7 +30,7 @@ from proton import Message
 from proton.utils import BlockingConnection
 
 from junction.cli import main as junction_main
-from junction.management.status_table import StatusFetchError, fetch_status
+from junction.cli.status_table import StatusFetchError, fetch_status
 from tests.harness import REPO_ROOT, free_port, wait_for
 from tests.integration.test_stomp_clients import Client
 

@@ -13,8 +13,8 @@ import urllib.request
 
 import pytest
 
+from junction.cli.status_table import fetch_route, route_url
 from junction.management.routers import CONNECTOR_FACTORY
-from junction.management.status_table import fetch_route, route_url
 from tests.integration.test_gateway_stomp import make_core, make_gateway, wait_ready
 
 pytestmark = pytest.mark.timeout(120)

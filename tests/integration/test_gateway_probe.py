@@ -43,7 +43,7 @@ from junction.config.model import Connector
 from junction.gateway.amqp_probe import AmqpTargetProbe, ProbeError
 from junction.gateway.pool import StaticPool
 from junction.gateway.probe import PROBE_TIMEOUT, ProbeResult
-from junction.gateway.targets import Target
+from junction.routing.targets import Target
 from tests.harness import LOOPBACK, BrokerProcess, free_port, wait_for
 from tests.unit.probe_fixtures import CoreOpening, CoreOpeningFactory
 from tests.unit.test_gateway_pool import TargetProbeContract, outcome

@@ -35,8 +35,8 @@ import pytest
 import stomp
 from stomp.exception import ConnectFailedException
 
-from junction.gateway.policies import create_policy
-from junction.gateway.targets import Target
+from junction.routing.policies import create_policy
+from junction.routing.targets import Target
 from tests.harness import BrokerProcess, free_port, queue_status, wait_for
 from tests.integration import test_gateway_amqp as amqp
 from tests.integration.test_stomp_clients import Client

@@ -26,8 +26,8 @@ from types import SimpleNamespace
 import pytest
 from stomp.exception import ConnectFailedException
 
-from junction.gateway.policies import create_policy
-from junction.gateway.targets import Target
+from junction.routing.policies import create_policy
+from junction.routing.targets import Target
 from tests.harness import BrokerProcess, free_port, queue_status, wait_for
 from tests.integration.test_stomp_clients import Client
 

@@ -44,9 +44,9 @@ from proton import Message, SSLDomain
 from proton.utils import BlockingConnection
 from stomp.exception import ConnectFailedException
 
-from junction.gateway.policies import create_policy
-from junction.gateway.targets import Target
 from junction.node import NODE_ID_FILE
+from junction.routing.policies import create_policy
+from junction.routing.targets import Target
 from tests.harness import REPO_ROOT, BrokerProcess, free_port, queue_status, wait_for
 from tests.integration.test_gateway_routing import (
     PASSWORDS,

@@ -16,8 +16,6 @@ from types import SimpleNamespace
 import pytest
 
 from junction.events.schema import Event, encode
-from junction.gateway.policies import ConsistentHashPolicy, fnv1a_32
-from junction.gateway.targets import Target
 from junction.pipeline import gravity
 from junction.pipeline.gravity import (
     TargetSpec,
@@ -32,6 +30,8 @@ from junction.pipeline.gravity import (
     shard_of,
     whatif,
 )
+from junction.routing.policies import ConsistentHashPolicy, fnv1a_32
+from junction.routing.targets import Target
 
 #: tenant sizes that three brokers can hold one whole tenant pair each: 20+5, 15+10, 12+13
 TENANT_SIZES = (20, 5, 15, 10, 12, 13)

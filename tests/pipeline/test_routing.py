@@ -20,8 +20,8 @@ import pytest
 
 from junction.events.node import UNAUTHENTICATED
 from junction.events.schema import Event, encode
-from junction.gateway.router import INTERNAL_CLIENT_ID_PREFIX
 from junction.pipeline import routing
+from junction.routing.keys import INTERNAL_CLIENT_ID_PREFIX
 
 #: a whole minute (epoch ms), so one-minute buckets start at T0 and T0 + 60 s
 T0 = 1_699_999_980_000.0

@@ -16,7 +16,7 @@ from twisted.internet.address import IPv4Address
 from twisted.internet.testing import StringTransport
 
 from junction.gateway.pool import ProbeResult
-from junction.gateway.targets import Target
+from junction.routing.targets import Target
 
 
 @dataclasses.dataclass

@@ -30,7 +30,6 @@ from twisted.python.failure import Failure
 
 from junction.config.model import Connector
 from junction.gateway.probe import PROBE_TIMEOUT, ProbeResult
-from junction.gateway.targets import Target
 from junction.protocols.amqp.sasl import (
     NoSasl,
     Passthrough,
@@ -40,6 +39,7 @@ from junction.protocols.amqp.sasl import (
     SaslServer,
 )
 from junction.protocols.errors import RemoteProtocolError
+from junction.routing.targets import Target
 
 #: what the stand-in does when the client's Open arrives
 ANSWER = "answer"  # Open with the properties (then Close when the client closes)

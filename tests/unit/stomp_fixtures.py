@@ -20,7 +20,6 @@ from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 from twisted.python.failure import Failure
 
-from junction.brokercore.message import Message, RoutingType
 from junction.brokercore.queue import QueueDefinition
 from junction.brokercore.security import Principal, SecurityManager
 from junction.brokercore.server import BrokerServer
@@ -35,6 +34,7 @@ from junction.config.model import (
     QueueConfig,
     SecuritySetting,
 )
+from junction.model.message import Message, RoutingType
 from junction.protocols.stomp import Frame, HeartBeat, StompCodec
 
 __all__ = [

@@ -10,8 +10,8 @@ from twisted.internet.protocol import Factory, Protocol
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 
-from junction.brokercore.admission import AdmissionFactory, OffenderLog, wrap_admission
-from junction.sockets import replace_receiver, socket_transport
+from junction.edge.admission import AdmissionFactory, OffenderLog, wrap_admission
+from junction.edge.sockets import replace_receiver, socket_transport
 
 
 def addr(host: str, port: int = 40000) -> IPv4Address:

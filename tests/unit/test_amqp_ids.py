@@ -15,7 +15,7 @@ from junction.brokercore.amqp_ids import (
     id_object,
     message_id_text,
 )
-from junction.brokercore.message import Message
+from junction.model.message import Message
 from junction.protocols.amqp import message as sections_codec
 from junction.protocols.amqp.message import Properties
 

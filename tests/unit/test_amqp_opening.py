@@ -20,7 +20,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from proton import Collector, Condition, Data, Described, Endpoint, Event, symbol, ulong
 
-from junction.gateway.targets import RouterStatus
 from junction.protocols.amqp.opening import (
     CONNECTION_ESTABLISHMENT_FAILED,
     MAX_OPENING_BYTES,
@@ -35,6 +34,7 @@ from junction.protocols.amqp.opening import (
 )
 from junction.protocols.amqp.sasl import AMQP_HEADER, SASL_HEADER, SaslCredentials
 from junction.protocols.errors import LocalProtocolError
+from junction.routing.targets import RouterStatus
 
 REMOTE_ACTIVE = Endpoint.REMOTE_ACTIVE
 REMOTE_CLOSED = Endpoint.REMOTE_CLOSED

@@ -33,10 +33,10 @@ from twisted.internet.error import ConnectionDone
 from twisted.internet.testing import StringTransport
 from twisted.python.failure import Failure
 
-from junction.brokercore.acceptor import MultiProtocolFactory, ProtocolSwitch
 from junction.brokercore.amqp_server import AmqpFactory, AmqpProtocol
 from junction.brokercore.stomp_server import StompFactory, StompProtocol
 from junction.config.model import Acceptor
+from junction.edge.acceptor import MultiProtocolFactory, ProtocolSwitch
 from junction.protocols.amqp.sasl import AMQP_HEADER, SASL_HEADER
 from tests.unit.stomp_fixtures import ACCEPTOR as STOMP_ACCEPTOR
 from tests.unit.stomp_fixtures import Broker, Limits, SecuritySetting

@@ -20,9 +20,10 @@ from twisted.internet import error
 from twisted.internet.task import Clock
 from twisted.python.failure import Failure
 
-from junction.gateway import supervisor as sup
-from junction.gateway.appliance import ApplianceErrors, child_specs, format_board, load_appliance
-from junction.gateway.supervisor import ChildSpec, ChildState, Supervisor
+from junction.appliance import supervisor as sup
+from junction.appliance.folder import ApplianceErrors, child_specs, load_appliance
+from junction.appliance.supervisor import ChildSpec, ChildState, Supervisor
+from junction.cli.board import format_board
 
 ETC = os.path.join(os.path.dirname(__file__), "..", "..", "etc", "appliance")
 _pids = itertools.count(1000)
@@ -264,13 +265,13 @@ def test_one_junction_up_per_appliance_folder(tmp_path):
     import subprocess
     import sys
 
-    from junction.gateway.appliance import lock_appliance
+    from junction.appliance.folder import lock_appliance
 
     fd = lock_appliance(str(tmp_path))
     try:
         # another process (flock locks are per open file, so a second process is the real test)
         code = (
-            "import sys; from junction.gateway.appliance import lock_appliance, ApplianceRunning\n"
+            "import sys; from junction.appliance.folder import lock_appliance, ApplianceRunning\n"
             f"try:\n    lock_appliance({str(tmp_path)!r})\nexcept ApplianceRunning as e:\n    print(e); sys.exit(3)\n"
         )
         result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -352,14 +353,14 @@ def test_a_port_offset_moves_group_ports_and_leaves_any_port_alone():
     ],
 )
 def test_a_bind_failure_says_which_port_what_of_the_node_and_who_holds_it(error, expected):
-    from junction.gateway.appliance import bind_problem
+    from junction.cli.board import bind_problem
 
     gateway = next(n for n in load_appliance(ETC) if n.role == "gateway")
     assert bind_problem(gateway, error, owner=lambda port: "pid 7 (java)") == expected
 
 
 def test_the_board_shows_why_a_node_could_not_start(world):
-    from junction.gateway.appliance import StatusBoard
+    from junction.cli.board import StatusBoard
 
     s, clock, spawn, events, _ = world
     nodes = [n for n in load_appliance(ETC) if n.name in ("gateway", "core1", "core2")]
@@ -406,7 +407,7 @@ class _Agent:
 def test_the_board_counts_only_the_node_s_own_answer(world):
     import json
 
-    from junction.gateway.appliance import StatusBoard
+    from junction.cli.board import StatusBoard
 
     s, clock, spawn, events, _ = world
     nodes = [n for n in load_appliance(ETC) if n.name in ("gateway", "core1", "core2")]

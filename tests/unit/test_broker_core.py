@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import pytest
 
-from junction.brokercore import errors
 from junction.brokercore import queue as queue_module
-from junction.brokercore.message import (
+from junction.brokercore.server import EXPIRY_SCAN_PERIOD_S
+from junction.model import errors
+from junction.model.message import (
     ACTUAL_EXPIRY,
     DUPLICATE_ID,
     ORIGINAL_ADDRESS,
     ORIGINAL_QUEUE,
 )
-from junction.brokercore.server import EXPIRY_SCAN_PERIOD_S
 from tests.unit.stomp_fixtures import (
     AddressConfig,
     AddressSettings,

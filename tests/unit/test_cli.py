@@ -94,7 +94,7 @@ STATUS = {"name": "core1", "node_id": "6f1c-0001", "pid": 1, "acceptors": []}
 
 @pytest.fixture
 def answering(monkeypatch):
-    monkeypatch.setattr("junction.management.status_table.fetch_status", lambda url, timeout=5: dict(STATUS))
+    monkeypatch.setattr("junction.cli.status_table.fetch_status", lambda url, timeout=5: dict(STATUS))
 
 
 @pytest.mark.parametrize("node", [None, "core1", "6f1c-0001"])
@@ -120,7 +120,7 @@ def asked(monkeypatch):
         urls.append(url)
         return dict(STATUS)
 
-    monkeypatch.setattr("junction.management.status_table.fetch_status", fetch)
+    monkeypatch.setattr("junction.cli.status_table.fetch_status", fetch)
     return urls
 
 
@@ -145,7 +145,7 @@ def test_status_finds_the_node_meant_in_the_appliance_and_follows_the_port_offse
 def test_route_asks_the_node_found_by_name(etc, asked, monkeypatch, capsys):
     routes = []
     monkeypatch.setattr(
-        "junction.management.status_table.fetch_route",
+        "junction.cli.status_table.fetch_route",
         lambda url, timeout=5: routes.append(url) or (200, {"target": None}),
     )
     run("route", "shard", "admin", "--etc", str(etc / "appliance"), "--node", "core1", "--port-offset", "7")
@@ -229,7 +229,7 @@ def test_the_listener_of_a_port_is_found_on_this_host():
     import os
     import socket
 
-    from junction.management.portowner import describe_listener, listener
+    from junction.cli.portowner import describe_listener, listener
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

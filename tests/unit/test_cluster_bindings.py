@@ -13,8 +13,8 @@ from junction.brokercore.cluster.bindings import (
     select,
 )
 from junction.brokercore.cluster.changes import ChangeRecord
-from junction.brokercore.filter import parse_filter
-from junction.brokercore.message import Message, RoutingType
+from junction.model.filter import parse_filter
+from junction.model.message import Message, RoutingType
 
 ANY, MULTI = RoutingType.ANYCAST, RoutingType.MULTICAST
 

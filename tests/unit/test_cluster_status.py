@@ -8,8 +8,9 @@ import json
 import pytest
 
 from junction import cli
-from junction.management.cluster_table import WIDTH, format_cluster, node_names, short_id
-from junction.management.status_table import ELLIPSIS, format_status
+from junction.cli.cluster_table import WIDTH, format_cluster, node_names, short_id
+from junction.cli.status_table import format_status
+from junction.cli.tables import ELLIPSIS
 
 A = "6f1c1e2a-0000-4000-8000-00000000000a"
 B = "7b2d3f4e-0000-4000-8000-00000000000b"
@@ -620,7 +621,7 @@ def test_node_names_prefer_what_the_peer_said():
 def test_junction_status_prints_the_cluster_and_json_is_untouched(monkeypatch, capsys):
     status = status_with(CLUSTER)
     monkeypatch.setattr(
-        "junction.management.status_table.fetch_status", lambda url: copy.deepcopy(status)
+        "junction.cli.status_table.fetch_status", lambda url: copy.deepcopy(status)
     )
     assert cli.main(["status", "--url", "http://127.0.0.1:8161"]) == 0
     out = capsys.readouterr().out
@@ -632,7 +633,7 @@ def test_junction_status_prints_the_cluster_and_json_is_untouched(monkeypatch, c
 
 def test_junction_status_without_cluster_prints_what_it_did(monkeypatch, capsys):
     monkeypatch.setattr(
-        "junction.management.status_table.fetch_status", lambda url: copy.deepcopy(BASE)
+        "junction.cli.status_table.fetch_status", lambda url: copy.deepcopy(BASE)
     )
     assert cli.main(["status"]) == 0
     assert capsys.readouterr().out == BASE_TEXT + "\n"

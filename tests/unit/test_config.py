@@ -11,7 +11,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from junction.brokercore.message import RoutingType
 from junction.config import model
 from junction.config.loader import (
     ADDRESS_SETTING_ELEMENTS,
@@ -37,6 +36,7 @@ from junction.config.properties import (
     verify_password,
 )
 from junction.config.xmlsource import XMLSourceError, parse_string
+from junction.model.message import RoutingType
 
 ETC = Path(__file__).resolve().parents[2] / "etc"
 ENC_RE = re.compile(r"ENC\(1024:[0-9A-F]{64}:[0-9A-F]{128}\)\Z")

@@ -18,7 +18,6 @@ import pytest
 
 from junction.brokercore import events as events_module
 from junction.brokercore.events import MessageEvents
-from junction.brokercore.message import Message, RoutingType
 from junction.events.sink import (
     ACKNOWLEDGED,
     DELIVERED,
@@ -34,6 +33,7 @@ from junction.events.sink import (
     segment,
 )
 from junction.events.writer import EventLog
+from junction.model.message import Message, RoutingType
 from tests.unit.test_events import _read_all
 
 NODE_ID = 'id-"%s\\1'

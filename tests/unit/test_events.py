@@ -244,7 +244,7 @@ def test_the_broker_cores_message_events_name_their_fields(tmp_path, grouped):
     from types import SimpleNamespace
 
     from junction.brokercore.events import MessageEvents
-    from junction.brokercore.message import Message, RoutingType
+    from junction.model.message import Message, RoutingType
 
     log = EventLog(str(tmp_path), "core1", "node-1", clock=lambda: 2.0)
     events = MessageEvents(log, "node-1")
@@ -287,7 +287,7 @@ def test_the_broker_cores_message_events_sample_whole_messages_by_trace_id(tmp_p
     from types import SimpleNamespace
 
     from junction.brokercore.events import TRACE_NATIVE, MessageEvents
-    from junction.brokercore.message import Message
+    from junction.model.message import Message
 
     log = EventLog(str(tmp_path), "core1", "node-1", sample_rate=0.5)
     events = MessageEvents(log, "node-1")

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from junction.brokercore.filter import (
+from junction.model.filter import (
     HEADER_IDENTIFIERS,
     MATCH_ALL,
     MAX_FILTER_LENGTH,
@@ -23,7 +23,7 @@ from junction.brokercore.filter import (
     FilterError,
     parse_filter,
 )
-from junction.brokercore.message import Message, Typed
+from junction.model.message import Message, Typed
 
 T, F, U = True, False, None
 

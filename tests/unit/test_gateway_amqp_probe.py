@@ -19,9 +19,9 @@ from twisted.python.failure import Failure
 from junction.config.model import Connector
 from junction.gateway.amqp_probe import AmqpTargetProbe, ProbeError
 from junction.gateway.probe import ProbeResult, TargetProbe
-from junction.gateway.router import INTERNAL_CLIENT_ID_PREFIX
-from junction.gateway.targets import Target
 from junction.protocols.proxy import encode_v2_local
+from junction.routing.keys import INTERNAL_CLIENT_ID_PREFIX
+from junction.routing.targets import Target
 from tests.unit.probe_fixtures import (
     HANG,
     NO_CONNECT,

@@ -14,7 +14,7 @@ from twisted.internet.task import Clock
 
 from junction.config.loader import parse_config
 from junction.gateway.build import build_router
-from junction.gateway.targets import RouterStatus, Target
+from junction.routing.targets import RouterStatus, Target
 from tests.unit.gateway_fixtures import FakeProbe
 
 CONFIG = """<configuration xmlns="urn:activemq">

@@ -26,8 +26,8 @@ from junction.config.model import Acceptor, Limits
 from junction.gateway.build import build_router
 from junction.gateway.forward import Splice
 from junction.gateway.listener import GatewayFactory, GatewayProtocol
-from junction.gateway.targets import Target
 from junction.protocols.stomp import Frame, StompCodec
+from junction.routing.targets import Target
 from tests.unit.gateway_fixtures import FakeProbe, Wire
 from tests.unit.stomp_fixtures import Broker, FakeUserStore
 
@@ -966,7 +966,7 @@ def test_router_mode_is_checked(gateways):
 
 
 def test_amqp_local_hand_off_through_a_multi_protocol_core_acceptor(gateways):
-    from junction.brokercore.acceptor import MultiProtocolFactory
+    from junction.edge.acceptor import MultiProtocolFactory
     from tests.unit.test_amqp_server import amqp_acceptor
 
     broker = Broker(users=CORE_USERS, security_settings=SECURITY)

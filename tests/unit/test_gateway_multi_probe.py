@@ -31,7 +31,7 @@ from junction.gateway.probe import (
     TargetProbe,
 )
 from junction.gateway.stomp_probe import StompTargetProbe
-from junction.gateway.targets import Target
+from junction.routing.targets import Target
 from tests.unit.probe_fixtures import (
     CLOSE,
     ERROR,

@@ -35,7 +35,7 @@ from junction.gateway.pool import (
     TargetMonitor,
 )
 from junction.gateway.probe import TargetProbe
-from junction.gateway.targets import Target
+from junction.routing.targets import Target
 from tests.unit.gateway_fixtures import FakeCore, FakeProbe  # noqa: F401 - FakeCore used by tests
 
 MULTIPLE_TARGETS = 10

@@ -11,22 +11,21 @@ from twisted.internet.task import Clock
 from twisted.logger import globalLogPublisher
 
 from junction.gateway.cache import RouterCache
-from junction.gateway.keys import KeyResolver, KeyType
-from junction.gateway.policies import (
-    ConsistentHashModuloPolicy,
-    FirstElementPolicy,
-    Policy,
-    create_policy,
-)
 from junction.gateway.router import (
-    INTERNAL_CLIENT_ID_PREFIX,
     REFUSED_UNAVAILABLE,
     REFUSED_USE_ANOTHER,
     ConnectionRouter,
     DecisionReason,
     RoutingDecision,
 )
-from junction.gateway.targets import Pool, RouterStatus, Target
+from junction.routing.keys import INTERNAL_CLIENT_ID_PREFIX, KeyResolver, KeyType
+from junction.routing.policies import (
+    ConsistentHashModuloPolicy,
+    FirstElementPolicy,
+    Policy,
+    create_policy,
+)
+from junction.routing.targets import Pool, RouterStatus, Target
 
 
 class FakePool:

@@ -23,9 +23,9 @@ from junction.gateway.probe import (
     describe_failure,
 )
 from junction.gateway.probe_connection import CLOSE_LINGER
-from junction.gateway.router import INTERNAL_CLIENT_ID_PREFIX
 from junction.gateway.stomp_probe import PROBE_STOMP_LIMITS, StompTargetProbe
 from junction.protocols.proxy import ProxyHeaderReader
+from junction.routing.keys import INTERNAL_CLIENT_ID_PREFIX
 from tests.unit.probe_fixtures import (
     CLOSE,
     ERROR,

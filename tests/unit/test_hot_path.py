@@ -16,11 +16,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from twisted.internet.testing import StringTransport
 
-from junction.brokercore.message import Message, RoutingType, Typed
 from junction.brokercore.queue import MessageRef
 from junction.brokercore.security import SecurityError
 from junction.brokercore.stomp_server import StompProtocol, _Subscription
 from junction.config.model import SecuritySetting
+from junction.model.message import Message, RoutingType, Typed
 from junction.protocols.errors import LocalProtocolError
 from junction.protocols.stomp import Frame
 from tests.unit.stomp_fixtures import ACCEPTOR, Broker

@@ -26,20 +26,19 @@ from twisted.web.resource import getChildForRequest
 from twisted.web.test._util import _render
 from twisted.web.test.requesthelper import DummyRequest
 
-from junction.brokercore.message import Message, RoutingType
 from junction.brokercore.queue import Consumer
 from junction.brokercore.server import BrokerServer
-from junction.config.model import AddressConfig, BrokerConfig, QueueConfig
-from junction.management import api
-from junction.management.api import build_registry, build_site
-from junction.management.status_table import (
-    ELLIPSIS,
+from junction.cli.status_table import (
     StatusFetchError,
     fetch_status,
     format_status,
     status_url,
-    truncate,
 )
+from junction.cli.tables import ELLIPSIS, truncate
+from junction.config.model import AddressConfig, BrokerConfig, QueueConfig
+from junction.management import api
+from junction.management.api import build_registry, build_site
+from junction.model.message import Message, RoutingType
 
 #: The keys BrokerServer.status() returns; the API must pass them through untouched.
 SERVER_KEYS = {

@@ -20,10 +20,10 @@ from twisted.python.failure import Failure
 
 from junction import cli
 from junction.config.model import Connector
-from junction.gateway.keys import KeyResolver, KeyType, SettableFilter
-from junction.gateway.targets import RouterResult, RouterStatus, Target
 from junction.management.api import build_site
 from junction.management.routers import CONNECTOR_FACTORY, TARGET_TIMEOUT
+from junction.routing.keys import KeyResolver, KeyType, SettableFilter
+from junction.routing.targets import RouterResult, RouterStatus, Target
 
 CONNECTOR = Connector(name="broker-b", scheme="tcp", host="10.0.0.2", port=61617, params={"sslEnabled": "true"})
 REMOTE = Target(connector=CONNECTOR, node_id="node-b-id", ready=True)
@@ -338,9 +338,9 @@ def answers(monkeypatch):
         seen["url"] = url
         return seen["answer"]
 
-    monkeypatch.setattr("junction.management.status_table.fetch_route", fake_fetch)
+    monkeypatch.setattr("junction.cli.status_table.fetch_route", fake_fetch)
     # `junction route` first checks, from its status, which node it reached
-    monkeypatch.setattr("junction.management.status_table.fetch_status",
+    monkeypatch.setattr("junction.cli.status_table.fetch_status",
                         lambda url, timeout=5: {"name": "gw", "node_id": "gw-id"})
     return seen
 
@@ -372,7 +372,7 @@ def test_cli_route_error(answers, capsys):
 
 
 def test_fetch_route_unreachable():
-    from junction.management.status_table import StatusFetchError, fetch_route
+    from junction.cli.status_table import StatusFetchError, fetch_route
 
     with pytest.raises(StatusFetchError):
         fetch_route("http://127.0.0.1:9/api/routers/r/target?key=k", timeout=1)
@@ -387,7 +387,7 @@ def test_fetch_route_unreachable():
     ],
 )
 def test_route_url(base, expected):
-    from junction.management.status_table import route_url
+    from junction.cli.status_table import route_url
 
     assert route_url(base, "r/x", "a&b") == expected
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from junction.cli.status_table import format_status
 from junction.config.loader import ConfigErrors, parse_config, parse_probe_protocols
 from junction.config.model import Connector
 from junction.gateway.probe import stand_in_node_id
-from junction.management.status_table import format_status
 
 
 def _config(connectors: str):

@@ -3,7 +3,7 @@
 Codec: every v1 and v2 form the specification defines (TCP4, TCP6, UNIX,
 UNSPEC, LOCAL, UNKNOWN), fed whole and one byte at a time, the leftover
 bytes, the named limits, round trips and random garbage (Hypothesis).
-Acceptor: :class:`junction.brokercore.acceptor.ProxyProtocolFactory` on a
+Acceptor: :class:`junction.edge.acceptor.ProxyProtocolFactory` on a
 ``StringTransport`` and a ``task.Clock``, in front of the real STOMP server
 and the multi-protocol switch.
 """
@@ -291,16 +291,16 @@ def test_garbage_never_raises_anything_but_the_protocol_error(data, cut):
 from twisted.internet.address import IPv4Address, IPv6Address  # noqa: E402
 from twisted.internet.testing import MemoryReactorClock, StringTransport  # noqa: E402
 
-from junction.brokercore.acceptor import (  # noqa: E402
+from junction.brokercore.amqp_server import AmqpFactory  # noqa: E402
+from junction.brokercore.stomp_server import StompFactory, StompProtocol  # noqa: E402
+from junction.config.model import Acceptor, Connector  # noqa: E402
+from junction.edge.acceptor import (  # noqa: E402
     MultiProtocolFactory,
     ProxyHeaderProtocol,
     ProxyProtocolFactory,
     parse_trusted_sources,
     wrap_proxy_protocol,
 )
-from junction.brokercore.amqp_server import AmqpFactory  # noqa: E402
-from junction.brokercore.stomp_server import StompFactory, StompProtocol  # noqa: E402
-from junction.config.model import Acceptor, Connector  # noqa: E402
 from tests.unit.stomp_fixtures import ACCEPTOR, Broker  # noqa: E402
 
 STOMP_CONNECT = b"CONNECT\naccept-version:1.2\nhost:localhost\n\n\x00"
@@ -522,7 +522,7 @@ def test_forward_header_goes_before_the_amqp_handshake():
 
 def test_the_probe_sends_a_v2_local_header_on_proxy_connectors():
     from junction.gateway.amqp_probe import AmqpTargetProbe
-    from junction.gateway.targets import Target
+    from junction.routing.targets import Target
 
     params = {"proxyProtocolEnabled": "true"}
     for with_proxy in (True, False):

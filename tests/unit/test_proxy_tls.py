@@ -6,7 +6,8 @@ import struct
 
 from twisted.internet.testing import StringTransport
 
-from junction.brokercore.acceptor import ProxiedTransport
+from junction.edge.acceptor import ProxiedTransport
+from junction.edge.tls import peer_subject, tls_sni_host
 from junction.protocols.proxy import (
     PP2_CLIENT_CERT_CONN,
     PP2_CLIENT_SSL,
@@ -17,7 +18,6 @@ from junction.protocols.proxy import (
     encode_v2,
     tls_tlvs,
 )
-from junction.tls.listener import peer_subject, tls_sni_host
 
 SUBJECT = "CN=app-client,O=trustme"
 

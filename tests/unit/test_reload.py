@@ -15,14 +15,14 @@ import pytest
 from twisted.internet.task import Clock
 
 from junction.brokercore.config_reload import ConfigReloader, restart_needed
-from junction.brokercore.message import RoutingType
 from junction.brokercore.security import SecurityManager
 from junction.brokercore.server import BrokerServer
+from junction.cli.status_table import format_status
 from junction.config import properties
 from junction.config.filewatch import RACY_WINDOW_NS, FileWatch
 from junction.config.loader import load_config
 from junction.config.reloading import ReloadingFiles, watch_user_store
-from junction.management.status_table import format_status
+from junction.model.message import RoutingType
 
 HOUR_NS = 3600 * 10**9
 

@@ -13,10 +13,10 @@ import os
 
 from junction.brokercore.events import MessageEvents
 from junction.brokercore.journal import FaultyFiles, Journal
-from junction.brokercore.message import Message, RoutingType
 from junction.brokercore.storage import JournalStorage
 from junction.events.schema import decode
 from junction.events.writer import EventLog
+from junction.model.message import Message, RoutingType
 from tests.unit.writer_fixtures import InlineReactor, settle
 
 

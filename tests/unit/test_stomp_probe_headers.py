@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from junction.brokercore.stomp_server import ROUTER_PROBE_CLIENT_ID_PREFIX
-from junction.gateway.router import INTERNAL_CLIENT_ID_PREFIX
 from junction.gateway.stomp_probe import ACTIVE_HEADER, CONNECTIONS_HEADER, NODE_ID_HEADER
+from junction.routing.keys import INTERNAL_CLIENT_ID_PREFIX
 from tests.unit.stomp_fixtures import Broker
 
 PROBE_HEADERS = (NODE_ID_HEADER, ACTIVE_HEADER, CONNECTIONS_HEADER)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from junction.brokercore.message import ORIGINAL_ADDRESS
+from junction.model.message import ORIGINAL_ADDRESS
 from tests.unit.stomp_fixtures import (
     AddressSettings,
     Broker,

@@ -13,7 +13,7 @@ from twisted.internet.address import IPv4Address
 from twisted.internet.protocol import Factory, Protocol
 from twisted.internet.task import Clock
 
-from junction.tls.listener import TLSAcceptorFactory
+from junction.edge.tls import TLSAcceptorFactory
 from junction.tls.server import (
     check_server_tls,
     iana_to_openssl,

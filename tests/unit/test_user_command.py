@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from junction import cli
+from junction.cli.user import UserFilesError, lock_holder, resolve, running_nodes
 from junction.config.properties import UserStore
 from junction.node import LOCK_FILE
-from junction.user_command import UserFilesError, lock_holder, resolve, running_nodes
 
 ETC = Path(__file__).resolve().parents[2] / "etc"
 

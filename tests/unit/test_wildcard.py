@@ -13,7 +13,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from junction.brokercore.message import RoutingType
 from junction.brokercore.wildcard import (
     DEFAULT_SYNTAX,
     PATTERN_CACHE_SIZE,
@@ -32,6 +31,7 @@ from junction.config.model import (
     SecuritySetting,
     WildcardAddresses,
 )
+from junction.model.message import RoutingType
 
 # --------------------------------------------------------------------------
 # syntax

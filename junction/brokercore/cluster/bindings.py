@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from junction.brokercore.filter import FilterError, parse_filter
-from junction.brokercore.message import RoutingType
+from junction.model.filter import FilterError, parse_filter
+from junction.model.message import RoutingType
 
 _ANYCAST = RoutingType.ANYCAST
 _MULTICAST = RoutingType.MULTICAST

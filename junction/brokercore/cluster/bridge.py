@@ -27,9 +27,9 @@ from twisted.internet import error as tx_error
 from twisted.internet.protocol import ClientFactory, Protocol
 
 from junction.brokercore.events import carry_trace
-from junction.brokercore.message import encode_message
 from junction.brokercore.queue import Consumer
 from junction.brokercore.storage import quiet_failure
+from junction.model.message import encode_message
 from junction.protocols.cluster import link as wire
 from junction.protocols.errors import ProtocolError
 

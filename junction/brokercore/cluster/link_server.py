@@ -15,7 +15,7 @@ import logging
 
 from twisted.internet.protocol import Factory, Protocol
 
-from junction.brokercore import errors
+from junction.model import errors
 from junction.protocols.cluster import link as wire
 from junction.protocols.errors import ProtocolError
 

@@ -24,7 +24,6 @@ import json
 import logging
 import uuid
 
-from junction.brokercore import errors
 from junction.brokercore.cluster.bindings import (
     MAX_REMOTE_BINDINGS,
     AddressMatcher,
@@ -33,9 +32,10 @@ from junction.brokercore.cluster.bindings import (
 )
 from junction.brokercore.cluster.connection import ClusterConnection
 from junction.brokercore.cluster.redistribution import Redistribution
-from junction.brokercore.message import RoutingType, decode_message
 from junction.brokercore.queue import QueueDefinition
 from junction.config.model import DEFAULT_CLUSTER_PASSWORD, DEFAULT_CLUSTER_USER
+from junction.model import errors
+from junction.model.message import RoutingType, decode_message
 
 log = logging.getLogger("junction.cluster")
 
@@ -418,7 +418,7 @@ class ClusterManager:
     def message_received(self, sender: str, frame, *, behind_stores: bool = False):
         """Store one forwarded message; the Deferred of its journal transaction, or None when already safe.
 
-        Raises :class:`junction.brokercore.errors.BrokerError` when it cannot be
+        Raises :class:`junction.model.errors.BrokerError` when it cannot be
         taken now (the sender keeps it and tries again later).  ``behind_stores``:
         earlier messages of the same link are still being journaled, so this one
         goes through the journal too, to reach its queues after them (in order).

@@ -23,10 +23,10 @@ import functools
 import logging
 import socket
 
-from junction.brokercore import errors
 from junction.brokercore.cluster.changes import ChangeRecord, ChangeRecordFull
-from junction.brokercore.message import RoutingType
 from junction.brokercore.queue import QueueDefinition
+from junction.model import errors
+from junction.model.message import RoutingType
 
 log = logging.getLogger("junction.cluster")
 

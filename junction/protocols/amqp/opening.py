@@ -181,7 +181,7 @@ NETWORK_HOST = Symbol("network-host")
 PORT = Symbol("port")
 
 #: Router statuses :meth:`AmqpOpening.refuse` understands (the names of
-#: ``junction.gateway.targets.RouterStatus``; its members are accepted too).
+#: ``junction.routing.targets.RouterStatus``; its members are accepted too).
 REFUSED_UNAVAILABLE = "REFUSED_UNAVAILABLE"
 REFUSED_USE_ANOTHER = "REFUSED_USE_ANOTHER"
 
@@ -523,7 +523,7 @@ class AmqpOpening:
 
         ``status`` is ``REFUSED_UNAVAILABLE`` ("is not ready") or
         ``REFUSED_USE_ANOTHER`` ("rejected this connection"), as a string or
-        a :class:`~junction.gateway.targets.RouterStatus` member.  The
+        a :class:`~junction.routing.targets.RouterStatus` member.  The
         condition is ``amqp:connection:forced``.
         """
         name = getattr(status, "name", status)

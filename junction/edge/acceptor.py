@@ -27,7 +27,7 @@ from twisted.internet.address import IPv4Address, IPv6Address
 from twisted.internet.protocol import Factory, Protocol
 from zope.interface import directlyProvides, providedBy
 
-from junction import sockets
+from junction.edge import sockets
 from junction.protocols.detect import MAX_SNIFF_BYTES, NEED_MORE, UNKNOWN, describe, detect
 from junction.protocols.errors import RemoteProtocolError
 from junction.protocols.proxy import PROXY_ENABLED_PARAMS, ProxyHeaderReader, proxy_enabled
@@ -247,7 +247,7 @@ class ProxiedTransport:
         object.__setattr__(self, "_transport", transport)
         object.__setattr__(self, "proxy_header", header)
         #: the header came from a source in proxyTrustedSources: what it says of the
-        #: client's certificate may log the client in (see junction.tls.listener.peer_subject)
+        #: client's certificate may log the client in (see junction.edge.tls.peer_subject)
         object.__setattr__(self, "proxy_trusted", trusted)
         object.__setattr__(self, "proxy_address", _peer(transport))
         object.__setattr__(self, "proxy_version", header.version_name)

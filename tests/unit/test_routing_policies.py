@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from junction.gateway import policies
-from junction.gateway.policies import (
+from junction.routing import policies
+from junction.routing.policies import (
     ENTRY_POINT_GROUP,
     ConsistentHashModuloPolicy,
     ConsistentHashPolicy,
@@ -29,7 +29,7 @@ from junction.gateway.policies import (
     policy_names,
     target_identity,
 )
-from junction.gateway.targets import Target
+from junction.routing.targets import Target
 
 INT_MIN = -(2**31)
 INT_MAX = 2**31 - 1

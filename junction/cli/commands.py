@@ -19,8 +19,7 @@ import logging
 import os
 import sys
 
-DEFAULT_CONFIG = os.path.join("etc", "broker.xml")
-DEFAULT_APPLIANCE_DIR = os.path.join("etc", "appliance")
+from junction.cli.defaults import DEFAULT_APPLIANCE_DIR, DEFAULT_CONFIG
 
 
 class JsonFormatter(logging.Formatter):
@@ -150,14 +149,14 @@ def _reload_on_sighup(reactor, node) -> None:
 
 
 def cmd_up(args) -> int:
-    from junction.gateway.appliance import (
+    from junction.appliance.folder import (
         ApplianceErrors,
         ApplianceRunning,
-        StatusBoard,
         child_specs,
         load_appliance,
         lock_appliance,
     )
+    from junction.cli.board import StatusBoard
 
     folder = args.etc
     try:
@@ -175,7 +174,7 @@ def cmd_up(args) -> int:
     _setup_logging(False, args.log_level)
     from twisted.internet import reactor
 
-    from junction.gateway.supervisor import Supervisor
+    from junction.appliance.supervisor import Supervisor
 
     live = args.status if args.status is not None else sys.stdout.isatty()
 
@@ -243,7 +242,7 @@ def _node_url(args) -> tuple[str | None, str | None]:
     default = f"http://127.0.0.1:{DEFAULT_MANAGEMENT_PORT + args.port_offset}"
     if not args.node or not os.path.isdir(args.etc):
         return default, None
-    from junction.gateway.appliance import ApplianceErrors, load_appliance
+    from junction.appliance.folder import ApplianceErrors, load_appliance
 
     try:
         nodes = load_appliance(args.etc, port_offset=args.port_offset)
@@ -265,7 +264,7 @@ def _reach_node(args):
     another node than ``--node`` names is said plainly, with the process that
     listens on the port when this host can tell.
     """
-    from junction.management import status_table
+    from junction.cli import status_table
 
     url, problem = _node_url(args)
     if url is None:
@@ -291,8 +290,8 @@ def _port_holder(port: int | None, url: str) -> str:
     """``; port 8161 here is held by pid 4242 (java)`` for a URL on this host, when /proc tells."""
     import urllib.parse
 
-    from junction.management.portowner import describe_listener
-    from junction.management.status_table import _is_loopback, status_url
+    from junction.cli.portowner import describe_listener
+    from junction.cli.status_table import _is_loopback, status_url
 
     host = urllib.parse.urlsplit(status_url(url)).hostname
     if port is None or not _is_loopback(host):
@@ -302,7 +301,7 @@ def _port_holder(port: int | None, url: str) -> str:
 
 
 def cmd_status(args) -> int:
-    from junction.management.status_table import format_status
+    from junction.cli.status_table import format_status
 
     status, failed = _reach_node(args)
     if status is None:
@@ -315,7 +314,7 @@ def cmd_status(args) -> int:
 
 
 def cmd_route(args) -> int:
-    from junction.management import status_table
+    from junction.cli import status_table
 
     node, failed = _reach_node(args)  # the node asked is the one meant (its router, not another's)
     if node is None:
@@ -341,7 +340,7 @@ def cmd_route(args) -> int:
 
 
 def cmd_user(args) -> int:
-    from junction.user_command import run
+    from junction.cli.user import run
 
     return run(args)
 

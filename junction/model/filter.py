@@ -3,7 +3,7 @@
 Queues in ``broker.xml``, diverts, bridges and STOMP ``selector`` headers all
 use the same small SQL-92 subset.  :func:`parse_filter` parses a filter once
 into a tree of closures; :meth:`Filter.matches` then runs that tree against a
-:class:`~junction.brokercore.message.Message`.  Routing calls ``matches`` for
+:class:`~junction.model.message.Message`.  Routing calls ``matches`` for
 every message and every filtered queue, so the parsed form does the work
 (operator dispatch, type checks of literals, LIKE pattern compilation) up
 front and each closure does only what its node needs.
@@ -71,7 +71,7 @@ import re
 import unicodedata
 from typing import Any, Callable
 
-from junction.brokercore.message import Message, Typed
+from junction.model.message import Message, Typed
 
 __all__ = [
     "Filter",

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from twisted.internet.address import IPv4Address, IPv6Address
 
-from junction.gateway.keys import (
+from junction.routing.keys import (
     DEFAULT_KEY_TYPE,
     NULL_KEY,
     KeyResolver,

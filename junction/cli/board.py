@@ -1,206 +1,42 @@
-"""``junction up``: the appliance -- a gateway and its broker cores from one folder.
+"""What ``junction up`` shows: the appliance's live status board.
 
-Every ``*.xml`` in the appliance folder (``etc/appliance`` by default) is a
-node's broker.xml.  :func:`load_appliance` reads them all before anything
-starts and reports every problem at once (each file's own errors with file
-and line, and clashes between files: two nodes with one name, one port or
-one data folder).  A node with ``<connection-routers>`` is a gateway, the
-others are broker cores.  :class:`~junction.gateway.supervisor.Supervisor`
-runs each as a ``junction run`` child process; :class:`StatusBoard` polls
-each node's management API and shows a live table (nodes, ports,
-readiness as the gateway's pool sees it, connections, restarts), or, when
-the output is not a terminal, one line per event and each child's log lines
-prefixed with its name.  A node that could not bind a port says which, what of
-it uses the port and who holds it (:func:`bind_problem`: ``8161 in use
-(management API), by pid 4242 (java)``).  ``port_offset`` moves every port of
-every node (``junction up --port-offset``, :mod:`junction.config.ports`).
-
-Child logs are also kept in ``<folder>/data/logs/<node>.log``.
+:class:`StatusBoard` polls each node's management API and shows a live table
+(nodes, ports, readiness as the gateway's pool sees it, connections,
+restarts), or, when the output is not a terminal, one line per event and
+each child's log lines prefixed with its name.  It is the supervisor's
+observer: a child whose status answers is marked running.  A node that could
+not bind a port says which, what of it uses the port and who holds it
+(:func:`bind_problem`: ``8161 in use (management API), by pid 4242 (java)``).
 """
 
 from __future__ import annotations
 
 import errno
-import glob
 import json
-import os
 import re
-import sys
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 
-from junction.gateway.supervisor import Child, ChildSpec, ChildState, Supervisor
-from junction.management.status_table import format_duration, format_table
+from junction.appliance.folder import ApplianceNode
+from junction.appliance.supervisor import Child, ChildState, Supervisor
+from junction.cli.tables import format_duration, format_table
 
 __all__ = [
-    "DEFAULT_APPLIANCE_DIR",
     "STATUS_INTERVAL",
     "STATUS_TIMEOUT",
     "EVENT_LINES",
-    "ApplianceNode",
-    "ApplianceErrors",
-    "ApplianceRunning",
-    "lock_appliance",
-    "load_appliance",
-    "child_specs",
     "StatusBoard",
     "format_board",
     "bind_problem",
 ]
 
-#: the folder ``junction up`` reads unless told otherwise
-DEFAULT_APPLIANCE_DIR = os.path.join("etc", "appliance")
 #: seconds between two polls of every node's status (and table redraws)
 STATUS_INTERVAL = 1.0
 #: seconds a status poll may take before the node counts as not answering
 STATUS_TIMEOUT = 2.0
 #: how many recent events the live table shows under it
 EVENT_LINES = 8
-
-
-@dataclass(frozen=True)
-class ApplianceNode:
-    """One node of the appliance: its config file and what the table shows of it."""
-
-    name: str
-    role: str  # "gateway" or "core"
-    config_path: str
-    config: object
-    management_url: str | None
-    #: "name host:port" of each acceptor, for the table
-    listens: tuple[str, ...]
-
-
-class ApplianceErrors(Exception):
-    """Everything wrong with an appliance folder, one problem per line."""
-
-    def __init__(self, problems: list[str]):
-        super().__init__("\n".join(problems))
-        self.problems = problems
-
-
-class ApplianceRunning(RuntimeError):
-    """Another ``junction up`` runs this appliance folder."""
-
-
-def lock_appliance(folder: str) -> int:
-    """Hold ``<folder>/data/appliance.lock`` for this process; :class:`ApplianceRunning` if taken.
-
-    Without it a second ``junction up`` on the same folder would start nodes
-    that cannot lock their journals or bind their ports and restart them
-    forever.  The lock is an ``flock`` (released when the process ends, even
-    killed); the file holds the owner's pid for the message.  Returns the
-    descriptor, to be kept open.
-    """
-    import fcntl
-
-    data = os.path.join(folder, "data")
-    os.makedirs(data, exist_ok=True)
-    path = os.path.join(data, "appliance.lock")
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        owner = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "?"
-        os.close(fd)
-        raise ApplianceRunning(f"the appliance in {folder} is already running (junction up, pid {owner})") from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, str(os.getpid()).encode(), 0)
-    return fd
-
-
-def load_appliance(folder: str, *, port_offset: int = 0) -> list[ApplianceNode]:
-    """Read and check every node config in *folder*; raise :class:`ApplianceErrors` listing all problems.
-
-    ``port_offset`` moves every port of every node (:func:`junction.config.ports.offset_ports`)
-    before the nodes are checked against each other.
-    """
-    from junction.config.loader import ConfigErrors, load_config, load_user_store
-    from junction.config.ports import offset_ports
-
-    problems: list[str] = []
-    paths = sorted(glob.glob(os.path.join(folder, "*.xml")))
-    if not paths:
-        raise ApplianceErrors([f"{folder}: no node configs (*.xml) in this folder"])
-    nodes: list[ApplianceNode] = []
-    for path in paths:
-        try:
-            config = offset_ports(load_config(path), port_offset)
-        except ConfigErrors as exc:
-            problems.extend(str(exc).splitlines())
-            continue
-        if config.security_enabled or os.path.exists(config.users_file):
-            try:
-                load_user_store(config)
-            except ConfigErrors as exc:
-                problems.extend(str(exc).splitlines())
-        management = None
-        if config.management_port is not None:
-            management = f"http://{_url_host(config.management_host)}:{config.management_port}"
-        listens = tuple(f"{a.name} {a.host}:{a.port}" for a in config.acceptors)
-        role = "gateway" if config.connection_routers else "core"
-        nodes.append(ApplianceNode(config.name, role, path, config, management, listens))
-    problems.extend(_clashes(nodes))
-    if not any(n.role == "gateway" for n in nodes) and not problems:
-        problems.append(f"{folder}: no gateway (a node with <connection-routers>) among {len(nodes)} nodes")
-    if problems:
-        raise ApplianceErrors(problems)
-    return nodes
-
-
-def _url_host(host: str | None) -> str:
-    if not host or host in ("0.0.0.0", "::"):
-        return "127.0.0.1"
-    return f"[{host}]" if ":" in host else host
-
-
-def _clashes(nodes: list[ApplianceNode]) -> list[str]:
-    """Two nodes of one appliance may not share a name, a port or a data folder."""
-    problems = []
-    seen: dict = {}
-
-    def claim(kind: str, value, node: ApplianceNode) -> None:
-        other = seen.setdefault((kind, value), node)
-        if other is not node:
-            problems.append(f"{node.config_path}: {kind} {value} is also used by {other.config_path} ({other.name})")
-
-    for node in nodes:
-        c = node.config
-        claim("node name", c.name, node)
-        for acceptor in c.acceptors:
-            if acceptor.port:
-                claim("port", acceptor.port, node)
-        if c.management_port:
-            claim("port", c.management_port, node)
-        journal = c.journal_directory
-        if not os.path.isabs(journal):
-            journal = os.path.normpath(os.path.join(c.base_dir or ".", journal))
-        claim("journal directory", journal, node)
-    return problems
-
-
-def child_specs(
-    nodes: list[ApplianceNode], folder: str, *, python: str | None = None, log_level: str = "info", port_offset: int = 0
-) -> list[ChildSpec]:
-    """One ``junction run --supervised`` child per node, logging to ``<folder>/data/logs``.
-
-    Each child is given ``--port-offset`` too: it reads its own file again.
-    """
-    python = python or sys.executable
-    logs = os.path.join(folder, "data", "logs")
-    moved = ("--port-offset", str(port_offset)) if port_offset else ()
-    return [
-        ChildSpec(
-            name=node.name,
-            role=node.role,
-            argv=(python, "-m", "junction", "run", "--config", os.path.abspath(node.config_path),
-                  "--log-level", log_level, *moved, "--supervised", str(os.getpid())),
-            log_path=os.path.join(logs, f"{node.name}.log"),
-        )
-        for node in nodes
-    ]
 
 
 # -- the live status -------------------------------------------------------------------
@@ -418,7 +254,7 @@ def bind_problem(node: ApplianceNode, error: str | None, *, owner: Callable[[int
 
     ``8161 in use (management API), by pid 4242 (java)``; ``80 needs privileges
     (acceptor web)``; None for any other error.  ``owner(port)`` names the
-    process listening on the port (default: :func:`~junction.management.portowner.describe_listener`).
+    process listening on the port (default: :func:`~junction.cli.portowner.describe_listener`).
     """
     found = _LISTEN_ERROR.search(error or "")
     if found is None:
@@ -429,7 +265,7 @@ def bind_problem(node: ApplianceNode, error: str | None, *, owner: Callable[[int
     if code == errno.EADDRINUSE:
         text = f"{port} in use"
         if owner is None:
-            from junction.management.portowner import describe_listener as owner
+            from junction.cli.portowner import describe_listener as owner
         holder = owner(port)
     elif code == errno.EACCES:
         text = f"{port} needs privileges"

@@ -18,7 +18,7 @@ from twisted.internet.interfaces import IOpenSSLServerConnectionCreator
 from twisted.protocols.tls import BufferingTLSTransport, TLSMemoryBIOFactory
 from zope.interface import implementer
 
-from junction.brokercore.admission import OffenderLog
+from junction.edge.admission import OffenderLog
 from junction.protocols.proxy import ClientTLS as ClientTLSInfo
 from junction.protocols.proxy import client_tls, proxy_enabled
 from junction.tls.server import ServerContexts, refusal, sni_host

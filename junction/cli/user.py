@@ -29,7 +29,7 @@ import sys
 from dataclasses import dataclass, field
 
 # where junction up and junction run look by default (relative to the current folder)
-from junction.cli import DEFAULT_APPLIANCE_DIR, DEFAULT_CONFIG
+from junction.cli.defaults import DEFAULT_APPLIANCE_DIR, DEFAULT_CONFIG
 
 __all__ = ["UserFiles", "UserFilesError", "lock_holder", "resolve", "run"]
 

@@ -52,6 +52,7 @@ from collections.abc import Sequence
 
 __all__ = [
     "DEFAULT_KEY_TYPE",
+    "INTERNAL_CLIENT_ID_PREFIX",
     "NULL_KEY",
     "KeyResolver",
     "KeyType",
@@ -65,6 +66,10 @@ __all__ = [
 #: value may also be the string "NULL"; Artemis does not tell them apart
 #: either (a ``local-target-filter`` of ``NULL|...`` relies on it).
 NULL_KEY = "NULL"
+
+#: Client ids of the routers' own probe sessions (Artemis ``CLIENT_ID_PREFIX``);
+#: such a connection always stays local.
+INTERNAL_CLIENT_ID_PREFIX = "$.artemis.internal.router.client."
 
 
 class KeyType(enum.Enum):

@@ -3,7 +3,7 @@
 Two pieces the CLI wires together: :func:`fetch_status` (stdlib ``urllib``,
 so the command needs no reactor) and :func:`format_status`, which turns the
 status dict into aligned plain text for a terminal or a support ticket
-(the cluster part is :mod:`junction.management.cluster_table`).
+(the cluster part is :mod:`junction.cli.cluster_table`).
 Both tolerate keys missing from the dict, so the command works against
 older or newer nodes whose status has fewer or more fields.
 """
@@ -16,6 +16,8 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
+
+from junction.cli.tables import cell, format_bytes, format_duration, format_table, truncate
 
 __all__ = [
     "DEFAULT_URL",
@@ -32,9 +34,6 @@ __all__ = [
 
 #: Where a node's management API listens unless broker.xml says otherwise.
 DEFAULT_URL = "http://127.0.0.1:8161"
-#: Widest a name column gets before names are cut short with an ellipsis.
-MAX_NAME_WIDTH = 40
-ELLIPSIS = "\N{HORIZONTAL ELLIPSIS}"
 
 
 class StatusFetchError(OSError):
@@ -223,71 +222,6 @@ def _error_detail(body: bytes) -> str:
 
 
 # -- formatting -----------------------------------------------------------------------
-def truncate(text, width: int = MAX_NAME_WIDTH) -> str:
-    """*text* cut to *width* characters, the last one an ellipsis when cut."""
-    text = "" if text is None else str(text)
-    if width < 1 or len(text) <= width:
-        return text
-    return text[: width - 1] + ELLIPSIS
-
-
-def format_duration(seconds) -> str:
-    """``93784.2`` -> ``1d 02:03:04``; under a day ``02:03:04``."""
-    try:
-        total = int(float(seconds))
-    except (TypeError, ValueError):
-        return "-"
-    total = max(total, 0)
-    days, rest = divmod(total, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    clock = f"{hours:02d}:{minutes:02d}:{secs:02d}"
-    return f"{days}d {clock}" if days else clock
-
-
-def format_bytes(value) -> str:
-    """Bytes with a binary unit: ``512 B``, ``1.5 KiB``, ``10.0 MiB``."""
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        return "-" if value is None else str(value)
-    size = float(value)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(size) < 1024 or unit == "TiB":
-            return f"{int(size)} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return str(value)  # unreachable
-
-
-def _cell(value) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
-
-
-def format_table(headers: list[str], rows: list[list], numeric: set[int] = frozenset()) -> list[str]:
-    """Aligned lines for a table: text columns left-aligned, *numeric* ones right.
-
-    Column widths fit the widest cell; the last column is not padded on the
-    right so lines carry no trailing blanks.
-    """
-    cells = [[_cell(v) for v in row] for row in rows]
-    widths = [len(h) for h in headers]
-    for row in cells:
-        for i, text in enumerate(row):
-            widths[i] = max(widths[i], len(text))
-
-    def line(values):
-        out = []
-        for i, text in enumerate(values):
-            out.append(text.rjust(widths[i]) if i in numeric else text.ljust(widths[i]))
-        return "  ".join(out).rstrip()
-
-    return [line(headers)] + [line(row) for row in cells]
-
-
 def _section(title: str, headers, rows, numeric) -> list[str]:
     lines = ["", f"{title} ({len(rows)})"]
     if rows:
@@ -315,7 +249,7 @@ def _journal_lines(status: dict) -> list[str]:
             continue
         if isinstance(value, float) and not value.is_integer():
             value = round(value, 2)
-        shown = format_bytes(value) if "bytes" in str(key) or str(key).endswith("size") else _cell(value)
+        shown = format_bytes(value) if "bytes" in str(key) or str(key).endswith("size") else cell(value)
         figures.append(f"{key} {shown}")
     lines = []
     current = "enabled; journal:"
@@ -353,8 +287,8 @@ def format_status(status: dict) -> str:
     Header lines (node, uptime, persistence and journal, message totals),
     then tables of acceptors, addresses and queues, then, when the status has
     a ``cluster`` key, the "Cluster" section of
-    :func:`junction.management.cluster_table.format_cluster`.  Names longer than
-    :data:`MAX_NAME_WIDTH` end in an ellipsis so a long temporary-queue name
+    :func:`junction.cli.cluster_table.format_cluster`.  Names longer than
+    :data:`~junction.cli.tables.MAX_NAME_WIDTH` end in an ellipsis so a long temporary-queue name
     cannot push every other column off the screen.  Missing keys show as
     ``-`` rather than failing.
     """
@@ -385,7 +319,7 @@ def format_status(status: dict) -> str:
         (
             "Clients",
             f"{len(connections) if isinstance(connections, list) else '-'} connections, "
-            f"{_cell(status.get('sessions'))} sessions",
+            f"{cell(status.get('sessions'))} sessions",
         )
     )
     header.append(
@@ -393,7 +327,7 @@ def format_status(status: dict) -> str:
             "Messages",
             "routed {}, duplicate {}, dead-lettered {}, expired {}, dropped {}".format(
                 *(
-                    _cell(status.get(k))
+                    cell(status.get(k))
                     for k in (
                         "messages_routed",
                         "messages_duplicate",
@@ -496,7 +430,7 @@ def format_status(status: dict) -> str:
         {3, 4, 5, 6, 7},
     )
     if isinstance(status.get("cluster"), dict):
-        from junction.management.cluster_table import format_cluster
+        from junction.cli.cluster_table import format_cluster
 
         lines += format_cluster(status["cluster"])
     return "\n".join(lines)

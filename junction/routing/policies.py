@@ -97,7 +97,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib import metadata
 
-from junction.gateway.targets import Target
+from junction.routing.targets import Target
 
 try:  # the C extension, when installed (setup.cfg requires it)
     import mmh3 as _mmh3

@@ -12,7 +12,7 @@ import socket
 
 __all__ = ["apply_socket_options"]
 
-log = logging.getLogger("junction.sockets")
+log = logging.getLogger("junction.edge.sockets")
 
 
 def apply_socket_options(transport, params) -> None:

@@ -2,7 +2,7 @@
 
 :func:`format_cluster` turns the dict that ``Node.status()`` puts under
 ``"cluster"`` (the cluster manager's status plus the node's broadcast and
-discovery groups) into the lines :func:`~junction.management.status_table.format_status`
+discovery groups) into the lines :func:`~junction.cli.status_table.format_status`
 appends after its own tables.  Like the rest of the status table it tolerates
 missing keys (a node with discovery or broadcast groups but no cluster
 connection reports only ``node_id`` and the two group lists).
@@ -14,7 +14,7 @@ an ellipsis, never below a few characters.  Tables with no rows are left out.
 
 from __future__ import annotations
 
-from junction.management.status_table import _cell, format_duration, format_table, truncate
+from junction.cli.tables import cell, format_duration, format_table, truncate
 
 __all__ = ["WIDTH", "format_cluster", "node_names", "short_id"]
 
@@ -70,7 +70,7 @@ def _endpoint(host, port) -> str:
     host = "-" if host in (None, "") else str(host)
     if ":" in host:
         host = f"[{host}]"
-    return f"{host}:{_cell(port)}"
+    return f"{host}:{cell(port)}"
 
 
 def _age(ms) -> str:
@@ -98,7 +98,7 @@ def _fit(
     column loses a character at a time.  The last column has no padding, so it
     only counts with the length of its longest cell.
     """
-    cells = [[_cell(v) for v in row] for row in rows]
+    cells = [[cell(v) for v in row] for row in rows]
     widths = [max([len(h)] + [len(row[i]) for row in cells]) for i, h in enumerate(headers)]
     total = len(INDENT) + sum(widths) + 2 * (len(widths) - 1)
     while total > width:
@@ -155,7 +155,7 @@ def _summary(cluster: dict) -> list[str]:
         _line(
             "messages forwarded {}, received {}, redistributed {}, duplicates dropped {}".format(
                 *(
-                    _cell(cluster.get(k))
+                    cell(cluster.get(k))
                     for k in (
                         "messages_forwarded",
                         "messages_received",
@@ -169,18 +169,18 @@ def _summary(cluster: dict) -> list[str]:
     master = cluster.get("master")
     if isinstance(master, dict):
         if master.get("is_master"):
-            what = f"this node is the master broker ({_cell(master.get('record_entries'))} recorded entities)"
+            what = f"this node is the master broker ({cell(master.get('record_entries'))} recorded entities)"
         else:
             state = "reachable" if master.get("available") else "UNREACHABLE, changes refused"
             what = f"master broker {master.get('master_broker')}: {state}"
         pending = master.get("pending_changes")
         if pending:
-            what += f", {_cell(pending)} waiting to be recorded"
+            what += f", {cell(pending)} waiting to be recorded"
         lines.append(_line(what))
     moving = _list(cluster.get("redistributing"))
     if moving:
         lines += _wrapped(
-            "redistributing", [f"{r.get('queue')} ({_cell(r.get('moved'))} moved)" for r in moving]
+            "redistributing", [f"{r.get('queue')} ({cell(r.get('moved'))} moved)" for r in moving]
         )
     for connection in connections:
         how = []
@@ -189,7 +189,7 @@ def _summary(cluster: dict) -> list[str]:
         if connection.get("message_load_balancing"):
             how.append(str(connection["message_load_balancing"]))
         if connection.get("max_hops") is not None:
-            how.append(f"max-hops {_cell(connection['max_hops'])}")
+            how.append(f"max-hops {cell(connection['max_hops'])}")
         if connection.get("discovery_group"):
             how.append(f"discovery group {connection['discovery_group']}")
         static = connection.get("static_connectors")
@@ -215,7 +215,7 @@ def _bridges(cluster: dict, names: dict) -> list[str]:
                     bridge.get("target"),
                     bridge.get("state"),
                     bridge.get("found_by"),
-                    f"{_cell(sent)}/{_cell(acked)}",
+                    f"{cell(sent)}/{cell(acked)}",
                     bridge.get("waiting"),
                     bridge.get("problem") or "",
                 ]
@@ -289,7 +289,7 @@ def _discovery_groups(cluster: dict) -> list[str]:
     lines = ["", f"Discovery groups ({len(groups)})"]
     for group in groups:
         entries = _list(group.get("entries"))
-        counters = [_plural(len(entries), "node"), f"received {_cell(group.get('received'))}"]
+        counters = [_plural(len(entries), "node"), f"received {cell(group.get('received'))}"]
         for key in ("malformed", "dropped"):
             if _count(group.get(key)):
                 counters.append(f"{key} {group[key]}")

@@ -89,7 +89,7 @@ class _Admitted(ProtocolWrapper):
     """Counts its source's connection until it ends (or, relayed, until the relay ends)."""
 
     #: bytes pass through unchanged: the gateway writes to (and relays) the socket beneath
-    #: (junction.sockets.socket_transport)
+    #: (junction.edge.sockets.socket_transport)
     transparent = True
 
     def connectionLost(self, reason):
