@@ -30,7 +30,8 @@ current / baseline with its spread, so that a change can be checked for
   those ratios over ``--baseline HEAD`` (the build against itself) is the
   noise floor: a difference inside it cannot be told from noise;
 * **guards** -- every process (clients, nodes of both builds) shares the
-  same CPUs, the bench's own; the CPU that the build *not* under test uses
+  same CPUs, the bench's own; both builds' nodes run with the same
+  ``PYTHONHASHSEED``; the CPU that the build *not* under test uses
   during a trial (it should be idle) is measured and reported, with a
   warning above :data:`IDLE_CPU_WARN`; the load average at the start and the
   end is printed with the figures.
@@ -69,6 +70,8 @@ except ImportError:  # run from a script in bench/: bench/ is on sys.path
 BASELINE, CURRENT = "baseline", "current"
 #: rounds per scenario when the script has no ``--runs`` of its own
 ROUNDS = 5
+#: the ``PYTHONHASHSEED`` of both builds' nodes (see :meth:`Build.env`)
+HASH_SEED = "0"
 #: seconds ``git`` and ``tar`` may take to resolve and export a revision
 GIT_TIMEOUT = 120.0
 #: share of one CPU that the build not under test may use during a trial before a warning
@@ -97,11 +100,16 @@ class Build:
         its own ``PYTHONPATH`` (this checkout); None removes a variable.  A node
         of an exported tree writes its bytecode there (the tree is removed
         afterwards), which is how :meth:`check_imported` sees where it imported
-        ``junction`` from.
+        ``junction`` from.  Every build's nodes get the same ``PYTHONHASHSEED``
+        (:data:`HASH_SEED` unless this process has one): with a random seed per
+        process, the layout of every str-keyed dict and set differs between the
+        two nodes for the whole run, a difference that is not the code's and
+        that alternating rounds cannot average out.
         """
         inherited = os.environ.get("PYTHONPATH")
         env: dict[str, str | None] = {
-            "PYTHONPATH": str(self.root) + (os.pathsep + inherited if inherited else "")
+            "PYTHONPATH": str(self.root) + (os.pathsep + inherited if inherited else ""),
+            "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", HASH_SEED),
         }
         if self.root != common.REPO_ROOT:
             env["PYTHONDONTWRITEBYTECODE"] = None

@@ -130,6 +130,18 @@ def test_a_node_of_the_build_imports_junction_from_its_tree(repo, tmp_path):
         build.check_imported()  # bytecode now written in the tree
 
 
+def test_both_builds_nodes_get_their_tree_and_the_same_hash_seed(monkeypatch, tmp_path):
+    monkeypatch.delenv("PYTHONHASHSEED", raising=False)
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    old = baseline.Build(baseline.BASELINE, tmp_path, "old").env()
+    new = baseline.current_build().env()
+    assert old["PYTHONPATH"] == f"{tmp_path}{os.pathsep}/elsewhere"
+    assert new["PYTHONPATH"] == f"{common.REPO_ROOT}{os.pathsep}/elsewhere"
+    assert old["PYTHONHASHSEED"] == new["PYTHONHASHSEED"] == baseline.HASH_SEED
+    monkeypatch.setenv("PYTHONHASHSEED", "7")
+    assert baseline.current_build().env()["PYTHONHASHSEED"] == "7"
+
+
 def test_each_script_refuses_a_bad_revision_with_status_2(capsys):
     for script in (stomp_throughput, amqp_throughput, gateway):
         assert script.main(["--baseline", "no-such-rev-anywhere"]) == 2
