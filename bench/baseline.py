@@ -32,9 +32,10 @@ current / baseline with its spread, so that a change can be checked for
 * **guards** -- every process (clients, nodes of both builds) shares the
   same CPUs, the bench's own; both builds' nodes run with the same
   ``PYTHONHASHSEED``; the CPU that the build *not* under test uses
-  during a trial (it should be idle) is measured and reported, with a
-  warning above :data:`IDLE_CPU_WARN`; the load average at the start and the
-  end is printed with the figures.
+  during a trial (it should be idle) and the CPU that programs outside the
+  benchmark use are measured and reported, with a warning above
+  :data:`IDLE_CPU_WARN` and :data:`OTHERS_WARN`; the load average at the
+  start and the end is printed with the figures.
 
 A bad REV (or one without a ``junction`` package) is refused before
 anything starts, with exit status 2.
@@ -74,8 +75,10 @@ ROUNDS = 5
 HASH_SEED = "0"
 #: seconds ``git`` and ``tar`` may take to resolve and export a revision
 GIT_TIMEOUT = 120.0
-#: share of one CPU that the build not under test may use during a trial before a warning
+#: share of one CPU that the build not under test may use during the trials before a warning
 IDLE_CPU_WARN = 0.02
+#: CPUs that other programs may use during the trials before a warning
+OTHERS_WARN = 0.1
 
 
 class BaselineError(common.BenchError):
@@ -309,35 +312,60 @@ def affinity_text() -> str:
     return f"{len(cpus)} CPUs ({','.join(map(str, cpus))}) shared by clients and nodes"
 
 
-class IdleWatch:
-    """CPU used by the build not under test while the other runs a trial.
+def own_cpu() -> float:
+    """CPU seconds of this process and of its children that have been waited for."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+class TrialWatch:
+    """What else used the CPUs while a trial ran: the idle build, and other programs.
 
     Both builds' nodes stay up for the whole run; the one waiting its turn
-    should be idle.  ``pids`` maps a build's name to its nodes' PIDs.  CPU
-    comes in clock ticks (10 ms), so one trial's share is coarse; the share
-    over all trials is what :meth:`note` judges.
+    should be idle.  ``pids`` maps a build's name to its nodes' PIDs.
+    *Others* is the host's busy CPU minus both builds' nodes, this process
+    and its finished children (the consumer processes): programs outside the
+    benchmark, which make its figures noisy.  CPU comes in clock ticks
+    (10 ms), so one trial's share is coarse; the shares over all trials are
+    what :meth:`note` judges.
     """
 
     def __init__(self, pids: dict[str, list[int]]) -> None:
         self.pids = pids
-        self.ticks = 0
+        self.idle_ticks = 0
+        self.other_seconds = 0.0
         self.seconds = 0.0
 
     @property
     def share(self) -> float:
         """The idle builds' CPU over all trials, as a share of one CPU."""
-        return self.ticks / common.CLK_TCK / self.seconds if self.seconds > 0 else 0.0
+        return self.idle_ticks / common.CLK_TCK / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def others(self) -> float:
+        """Other programs' CPU over all trials, in CPUs."""
+        return self.other_seconds / self.seconds if self.seconds > 0 else 0.0
 
     def run(self, build: str, fn: Callable[[], dict]) -> dict:
-        """``fn()``'s row with ``idle_build_cpu``: the other builds' CPU share during it."""
-        others = [p for name, pids in self.pids.items() if name != build for p in pids]
-        c0, t0 = self._ticks(others), time.monotonic()
+        """``fn()``'s row with ``idle_build_cpu`` and ``other_cpu`` (CPUs) during it."""
+        every = [p for pids in self.pids.values() for p in pids]
+        idle = [p for name, pids in self.pids.items() if name != build for p in pids]
+        before = (self._ticks(idle), self._ticks(every), common.host_busy_ticks(), own_cpu())
+        t0 = time.monotonic()
         row = fn()
-        c1, t1 = self._ticks(others), time.monotonic()
-        if c0 is not None and c1 is not None and t1 > t0:
-            row["idle_build_cpu"] = (c1 - c0) / common.CLK_TCK / (t1 - t0)
-            self.ticks += c1 - c0
-            self.seconds += t1 - t0
+        seconds = time.monotonic() - t0
+        after = (self._ticks(idle), self._ticks(every), common.host_busy_ticks(), own_cpu())
+        if None in before or None in after or seconds <= 0:
+            return row
+        idle_ticks, node_ticks, host_ticks, own = (
+            b - a for a, b in zip(before, after, strict=True)
+        )
+        other = max(0.0, (host_ticks - node_ticks) / common.CLK_TCK - own)
+        row["idle_build_cpu"] = idle_ticks / common.CLK_TCK / seconds
+        row["other_cpu"] = other / seconds
+        self.idle_ticks += idle_ticks
+        self.other_seconds += other
+        self.seconds += seconds
         return row
 
     @staticmethod
@@ -347,11 +375,16 @@ class IdleWatch:
 
     def note(self) -> str:
         text = (
-            f"the build waiting its turn used {self.share:.1%} of a CPU during the other's "
-            f"trials ({self.seconds:.0f} s of trials)"
+            f"during the {self.seconds:.0f} s of trials: the build waiting its turn used "
+            f"{self.share:.1%} of a CPU, other programs {self.others:.2f} CPUs"
         )
         if self.share > IDLE_CPU_WARN:
-            text += f" -- WARNING: above {IDLE_CPU_WARN:.0%}, it took CPU from the trials"
+            text += f"\nWARNING: the idle build used over {IDLE_CPU_WARN:.0%} of a CPU"
+        if self.others > OTHERS_WARN:
+            text += (
+                f"\nWARNING: other programs used over {OTHERS_WARN:g} CPUs: the ratios are "
+                "noisier than on a quiet machine"
+            )
         return text
 
 
@@ -463,7 +496,7 @@ def run(args, script, *, name: str, trial: Callable, key_header: str, key_cells:
                 print(f"== {b.name}: {b.label} ({b.root})", file=sys.stderr)
                 targets[b.name] = stack.enter_context(script.junction_target(args, deadline, b))
                 b.check_imported()
-            watch = IdleWatch({n: [t.pid] for n, t in targets.items() if t.pid is not None})
+            watch = TrialWatch({n: [t.pid] for n, t in targets.items() if t.pid is not None})
 
             def on(b: Build, mode, n: int, tag: str) -> dict:
                 return trial(targets[b.name], mode, n, args, deadline, tag)
@@ -490,6 +523,7 @@ def run(args, script, *, name: str, trial: Callable, key_header: str, key_cells:
             "rows": rows,
             "idle": watch.note(),
             "idle_share": watch.share,
+            "others": watch.others,
             "load": (load_start, os.getloadavg()[0]),
         }
 
@@ -509,6 +543,7 @@ def run(args, script, *, name: str, trial: Callable, key_header: str, key_cells:
                     "rounds": args.rounds,
                     "loadavg": out["load"],
                     "idle_build_cpu": out["idle_share"],
+                    "other_cpu": out["others"],
                     "comparison": comp,
                 },
                 out["rows"],

@@ -620,7 +620,7 @@ def run_all(args, deadline: common.Deadline, builds=None) -> dict:
         worlds = [stack.enter_context(world(args, deadline, b)) for b in builds or [None]]
         watch = None
         if builds:
-            watch = baseline.IdleWatch({w.build: [w.core.pid, w.gateway.pid] for w in worlds})
+            watch = baseline.TrialWatch({w.build: [w.core.pid, w.gateway.pid] for w in worlds})
 
         def trial(w: World, fn, key: dict, *fn_args) -> dict:
             call = partial(fn, w, key["protocol"], key["path"], *fn_args)
@@ -673,6 +673,7 @@ def run_all(args, deadline: common.Deadline, builds=None) -> dict:
     out["loadavg_end"] = os.getloadavg()[0]
     if builds:  # each build times its routing in its own process: bench/gateway_baseline.py
         out["idle_note"], out["idle_build_cpu"] = watch.note(), watch.share
+        out["other_cpu"] = watch.others
     else:
         out["routing"] = routing_figures(args.routing_keys, args.routing_repeat)
     return out

@@ -19,6 +19,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
@@ -304,3 +305,30 @@ def test_run_interleaves_the_builds_and_prints_both_figures_and_ratios(monkeypat
     ]
     (thr,) = [q for q in record["comparison"] if q["metric"] == "msgs_per_s"]
     assert thr["ratio_median"] == pytest.approx(1.04) and thr["rounds"] == 3
+
+
+def test_the_watch_counts_the_waiting_builds_cpu_not_the_one_under_test():
+    """A busy process standing for one build's node: its CPU counts only while the
+    other build runs a trial, and then the note warns."""
+    spin = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    idle = subprocess.Popen(["sleep", "60"])
+    try:
+        watch = baseline.TrialWatch({"busy": [spin.pid], "quiet": [idle.pid]})
+
+        def wait_a_while() -> dict:
+            end = time.monotonic() + 0.5
+            while time.monotonic() < end:
+                time.sleep(0.01)
+            return {}
+
+        row = watch.run("busy", wait_a_while)  # the busy one is under test: not idle CPU
+        assert row["idle_build_cpu"] == 0.0
+        assert "WARNING: the idle build" not in watch.note()
+        row = watch.run("quiet", wait_a_while)  # now the busy one waits its turn
+        assert row["idle_build_cpu"] > baseline.IDLE_CPU_WARN  # a whole CPU on a quiet machine
+        assert watch.share > baseline.IDLE_CPU_WARN
+        assert "WARNING: the idle build" in watch.note()
+    finally:
+        for p in (spin, idle):
+            p.kill()
+            p.wait()
