@@ -71,6 +71,13 @@ Targets:
     and prints the ratios junction / peer per mode.  ``--host/--port/--pid``
     then describe the peer.
 
+``--baseline REV``
+    runs git revision REV of this repository (exported to a temporary
+    directory) and this checkout, each on its own node, every mode in
+    ``--rounds`` (5) alternating rounds, and prints both builds' figures and
+    the ratios current / baseline with their spread (``bench/baseline.py``;
+    docs/performance.md, "Comparing two builds").
+
 RabbitMQ 3.10 addresses (checked against the Debian 3.10.8 peer with proton
 0.40): ``/queue/NAME`` as a link source or target *declares* queue NAME (and
 routes through the default exchange to it); ``/amq/queue/NAME`` refers to an

@@ -50,6 +50,13 @@ both alike) after a warm-up of each path:
   routers of ``bench/gateway_routing.py`` (CONSISTENT_HASH miss/hit,
   FIRST_ELEMENT, CONSISTENT_HASH_MODULO with a local-target filter).
 
+With ``--baseline REV`` it does all of this for git revision REV of this
+repository (exported to a temporary directory) and for this checkout, each
+build with its own core and gateway, every measurement in ``--runs``
+alternating rounds of both builds, and prints each build's report and then
+the ratios current / baseline with their spread (``bench/gateway_baseline.py``,
+``bench/baseline.py``; docs/performance.md, "Comparing two builds").
+
 Targets from the gateway issue, printed with whether each was met: throughput
 gateway / direct >= 0.95; added p50 <= 0.1 ms at 2,000 msg/s.  They are
 checked, not enforced: the exit status is 1 only when a measurement failed.

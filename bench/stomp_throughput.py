@@ -47,6 +47,13 @@ Targets:
     and prints the ratios junction / peer per mode.  ``--host/--port/--pid``
     then describe the peer.
 
+``--baseline REV``
+    runs git revision REV of this repository (exported to a temporary
+    directory) and this checkout, each on its own node, every mode in
+    ``--rounds`` (5) alternating rounds, and prints both builds' figures and
+    the ratios current / baseline with their spread (``bench/baseline.py``;
+    docs/performance.md, "Comparing two builds").
+
 RabbitMQ quirks handled: vhost ``/`` in the ``host`` header, guest/guest by
 default, and no ``persistent:false`` header (RabbitMQ rejects it; the header
 is simply omitted).
