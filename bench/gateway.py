@@ -109,6 +109,10 @@ except ImportError:  # run as ``python bench/gateway.py``: bench/ is on sys.path
     import baseline
     import common
     import gateway_baseline
+
+    # the routing figures are timed in this process: on this checkout's junction, not on
+    # another checkout that the virtualenv may have installed in editable mode
+    sys.path.insert(0, str(common.REPO_ROOT))
     import gateway_routing
     import stomp_throughput
 
