@@ -71,6 +71,13 @@ Targets:
     and prints the ratios junction / peer per mode.  ``--host/--port/--pid``
     then describe the peer.
 
+``--baseline REV``
+    runs git revision REV of this repository (exported to a temporary
+    directory) and this checkout, each on its own node, every mode in
+    ``--rounds`` (5) alternating rounds, and prints both builds' figures and
+    the ratios current / baseline with their spread (``bench/baseline.py``;
+    docs/performance.md, "Comparing two builds").
+
 RabbitMQ 3.10 addresses (checked against the Debian 3.10.8 peer with proton
 0.40): ``/queue/NAME`` as a link source or target *declares* queue NAME (and
 routes through the default exchange to it); ``/amq/queue/NAME`` refers to an
@@ -122,8 +129,9 @@ from proton.handlers import MessagingHandler
 from proton.reactor import Container, LinkOption
 
 try:
-    from . import common  # imported as bench.amqp_throughput from the repository root
+    from . import baseline, common  # imported as bench.amqp_throughput from the repository root
 except ImportError:  # run as ``python bench/amqp_throughput.py``: bench/ is on sys.path
+    import baseline
     import common
 
 PEER_AMQP_PORTS = {
@@ -179,9 +187,13 @@ def make_target(kind: str, host: str, port: int, pid: int | None, args) -> Targe
 
 
 @contextmanager
-def junction_target(args, deadline: common.Deadline):
-    """Start a Junction broker in a temp dir (harness), yield its Target, stop it."""
-    with common.junction_broker(args, deadline) as broker:
+def junction_target(args, deadline: common.Deadline, build=None):
+    """Start a Junction broker in a temp dir (harness), yield its Target, stop it.
+
+    ``build``: a ``--baseline`` build (its name becomes the target's), or None for this checkout.
+    """
+    name = "junction" if build is None else build.name
+    with common.junction_broker(args, deadline, build) as broker:
         # the harness waits for the broker as a whole; make sure AMQP is up too
         amqp_deadline = common.Deadline(deadline.cap(10.0))
         while not common.harness().port_open(broker.amqp_port, broker.host):
@@ -189,10 +201,10 @@ def junction_target(args, deadline: common.Deadline):
                 raise common.BenchError(f"junction: AMQP port {broker.amqp_port} did not open")
             time.sleep(0.05)
         print(
-            f"junction: AMQP {broker.amqp_url} pid {broker.pid} dir {broker.dir}",
+            f"{name}: AMQP {broker.amqp_url} pid {broker.pid} dir {broker.dir}",
             file=sys.stderr,
         )
-        yield make_target("junction", broker.host, broker.amqp_port, broker.pid, args)
+        yield make_target(name, broker.host, broker.amqp_port, broker.pid, args)
 
 
 def target_context(kind: str, args, deadline: common.Deadline):
@@ -741,22 +753,23 @@ def print_report(results: list[dict], rat: list[dict] | None, args) -> None:
         rat, f"{'durable':7}", lambda q: f"{('true' if q['durable'] else 'false'):7}"
     )
     if args.json:
-        common.print_json(
-            {
-                "bench": "amqp_throughput",
-                "command": command_line(),
-                "messages": args.messages,
-                "size": args.size,
-                "prefetch": args.prefetch,
-                "window": args.window,
-                "windowed": args.windowed,
-                "warmup": args.warmup,
-                "clients": args.clients,
-            },
-            results,
-            rat,
-        )
+        common.print_json(json_settings(args), results, rat)
     sys.stdout.flush()
+
+
+def json_settings(args) -> dict:
+    """The run's settings, as the ``--json`` line gives them."""
+    return {
+        "bench": "amqp_throughput",
+        "command": command_line(),
+        "messages": args.messages,
+        "size": args.size,
+        "prefetch": args.prefetch,
+        "window": args.window,
+        "windowed": args.windowed,
+        "warmup": args.warmup,
+        "clients": args.clients,
+    }
 
 
 # --------------------------------------------------------------------------- main
@@ -821,14 +834,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--user", help="SASL PLAIN user (rabbitmq default: guest)")
     p.add_argument("--password")
     common.add_run_options(p)
+    baseline.add_options(p)
     return p
 
 
+def run_baseline(args) -> int:
+    """``--baseline``: this script's modes on two builds (see ``bench/baseline.py``)."""
+    return baseline.run(
+        args,
+        sys.modules[__name__],
+        name="amqp_throughput",
+        trial=run_trial,
+        key_header=f"{'durable':7}",
+        key_cells=lambda q: f"{('true' if q['durable'] else 'false'):7}",
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     if args.messages <= 0 or args.size <= 0 or args.window <= 0 or args.prefetch <= 0:
         print("--messages, --size, --window and --prefetch must be positive", file=sys.stderr)
         return 2
+    status = baseline.dispatch(args, parser, lambda: run_baseline(args))
+    if status is not None:
+        return status
     print(f"command: {command_line()}", file=sys.stderr)
     return common.run_benchmark(
         args, "amqp_throughput", run_target, row_key, MODE_KEYS, print_report

@@ -143,23 +143,28 @@ def harness():
 
 
 @contextmanager
-def junction_broker(args, deadline: Deadline):
+def junction_broker(args, deadline: Deadline, build=None):
     """Start a Junction broker in a temp dir (harness), yield it, stop it.
 
     Security off, persistence on, free ports.  The broker directory is removed
     afterwards unless the run failed or ``args.keep`` is set.  On a failure
     after the broker started, the tail of its log is printed (a failed start
-    raises an error that already holds it).
+    raises an error that already holds it).  ``build`` (a
+    ``bench/baseline.py`` Build, for ``--baseline``) names the broker and
+    gives its process the ``PYTHONPATH`` of that build's tree; None runs
+    this checkout.
     """
     tmp = tempfile.mkdtemp(prefix="junction-bench-")
     broker = harness().BrokerProcess(
         tmp,
-        name="bench",
+        name="bench" if build is None else build.name,
         security=False,
         persistence=True,
+        env=None if build is None else build.env(),
         startup_timeout=deadline.cap(60.0),
     )
-    CLEANUP.push("junction", broker.stop)
+    what = "junction" if build is None else f"junction {build.name}"
+    CLEANUP.push(what, broker.stop)
     started = ok = False
     try:
         broker.start()
@@ -169,7 +174,7 @@ def junction_broker(args, deadline: Deadline):
     finally:
         if started and not ok:
             print(broker.log_tail(30), file=sys.stderr)
-        CLEANUP.run("junction")
+        CLEANUP.run(what)
         if ok and not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
         else:

@@ -50,6 +50,13 @@ both alike) after a warm-up of each path:
   routers of ``bench/gateway_routing.py`` (CONSISTENT_HASH miss/hit,
   FIRST_ELEMENT, CONSISTENT_HASH_MODULO with a local-target filter).
 
+With ``--baseline REV`` it does all of this for git revision REV of this
+repository (exported to a temporary directory) and for this checkout, each
+build with its own core and gateway, every measurement in ``--runs``
+alternating rounds of both builds, and prints each build's report and then
+the ratios current / baseline with their spread (``bench/gateway_baseline.py``,
+``bench/baseline.py``; docs/performance.md, "Comparing two builds").
+
 Targets from the gateway issue, printed with whether each was met: throughput
 gateway / direct >= 0.95; added p50 <= 0.1 ms at 2,000 msg/s.  They are
 checked, not enforced: the exit status is 1 only when a measurement failed.
@@ -83,16 +90,29 @@ import struct
 import sys
 import tempfile
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from functools import partial
 from types import SimpleNamespace
 
 try:  # imported as bench.gateway from the repository root
-    from . import amqp_throughput, common, gateway_routing, stomp_throughput
+    from . import (
+        amqp_throughput,
+        baseline,
+        common,
+        gateway_baseline,
+        gateway_routing,
+        stomp_throughput,
+    )
 except ImportError:  # run as ``python bench/gateway.py``: bench/ is on sys.path
     import amqp_throughput
+    import baseline
     import common
+    import gateway_baseline
+
+    # the routing figures are timed in this process: on this checkout's junction, not on
+    # another checkout that the virtualenv may have installed in editable mode
+    sys.path.insert(0, str(common.REPO_ROOT))
     import gateway_routing
     import stomp_throughput
 
@@ -122,6 +142,8 @@ class World:
     gateway: object
     direct_port: int
     gateway_port: int
+    #: the ``--baseline`` build this world runs (``baseline`` / ``current``), or None
+    build: str | None = None
 
     def port(self, path: str) -> int:
         return self.direct_port if path == "direct" else self.gateway_port
@@ -147,10 +169,15 @@ def wait_pool_ready(gateway, deadline: common.Deadline, seconds: float = 30.0) -
 
 
 @contextmanager
-def world(args, deadline: common.Deadline):
-    """Start the core and the gateway in a temp dir, yield a :class:`World`, stop both."""
+def world(args, deadline: common.Deadline, build=None):
+    """Start the core and the gateway in a temp dir, yield a :class:`World`, stop both.
+
+    ``build`` (``--baseline``): both processes run that build's tree; None runs this checkout.
+    """
     h = common.harness()
     tmp = tempfile.mkdtemp(prefix="junction-bench-gateway-")
+    env = None if build is None else build.env()
+    label = "" if build is None else f"{build.name} "
     gw_in = h.free_port()
     core = h.BrokerProcess(
         tmp,
@@ -158,6 +185,7 @@ def world(args, deadline: common.Deadline):
         security=True,
         users=USERS,
         persistence=args.durable,
+        env=env,
         stomp_acceptor_params=PREFIXES,
         extra_acceptors_xml=(
             f'<acceptor name="gateway-in">tcp://127.0.0.1:{gw_in}?protocols=STOMP,AMQP;'
@@ -186,6 +214,7 @@ def world(args, deadline: common.Deadline):
         security=True,
         users=USERS,
         persistence=False,
+        env=env,
         stomp_acceptor_params=PREFIXES,
         extra_core_xml=routers,
         extra_acceptors_xml=(
@@ -194,8 +223,8 @@ def world(args, deadline: common.Deadline):
         ),
         startup_timeout=deadline.cap(60.0),
     )
-    common.CLEANUP.push("core", core.stop)
-    common.CLEANUP.push("gateway", gateway.stop)  # stopped first (LIFO)
+    common.CLEANUP.push(f"{label}core", core.stop)
+    common.CLEANUP.push(f"{label}gateway", gateway.stop)  # stopped first (LIFO)
     ok = False
     try:
         core.start()
@@ -210,19 +239,21 @@ def world(args, deadline: common.Deadline):
         if args.isolate_gateway:
             isolate(gateway.pid, core.pid)
         print(
-            f"core: pid {core.pid}, gateway-in 127.0.0.1:{gw_in}; gateway: pid {gateway.pid}, "
-            f"routed 127.0.0.1:{routed}; dir {tmp}",
+            f"{label}core: pid {core.pid}, gateway-in 127.0.0.1:{gw_in}; gateway: pid "
+            f"{gateway.pid}, routed 127.0.0.1:{routed}; dir {tmp}",
             file=sys.stderr,
         )
-        yield World(core, gateway, gw_in, routed)
+        if build is not None:
+            build.check_imported()
+        yield World(core, gateway, gw_in, routed, None if build is None else build.name)
         ok = True
     finally:
         if not ok:
             for b in (core, gateway):
                 if b.proc is not None:
                     print(b.log_tail(20), file=sys.stderr)
-        common.CLEANUP.run("gateway")
-        common.CLEANUP.run("core")
+        common.CLEANUP.run(f"{label}gateway")
+        common.CLEANUP.run(f"{label}core")
         if ok and not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
         else:
@@ -565,7 +596,8 @@ def order(run: int) -> tuple[str, ...]:
 
 
 def echo(kind: str, row: dict) -> None:
-    head = f"  {kind:11} {row['protocol']:5} {row['path']:7}"
+    build = f"{row['build']:8} " if "build" in row else ""
+    head = f"  {build}{kind:11} {row['protocol']:5} {row['path']:7}"
     if "error" in row:
         print(f"{head} ERROR: {(row['error'].splitlines() or [''])[0]}", file=sys.stderr)
     elif kind == "connections":
@@ -580,7 +612,13 @@ def echo(kind: str, row: dict) -> None:
         )
 
 
-def run_all(args, deadline: common.Deadline) -> dict:
+def run_all(args, deadline: common.Deadline, builds=None) -> dict:
+    """Every measurement, on this checkout or (``--baseline``) on each of ``builds``.
+
+    With builds, each has a world (core and gateway) up for the whole run;
+    every round runs both, the first of the two alternating between rounds,
+    and each world's paths ABBA as without builds.
+    """
     out: dict = {
         "throughput": [],
         "latency": [],
@@ -589,24 +627,37 @@ def run_all(args, deadline: common.Deadline) -> dict:
         "rate": args.rate,
         "loadavg_start": os.getloadavg()[0],
     }
-    with world(args, deadline) as w:
+    with ExitStack() as stack:
+        worlds = [stack.enter_context(world(args, deadline, b)) for b in builds or [None]]
+        watch = None
+        if builds:
+            watch = baseline.TrialWatch({w.build: [w.core.pid, w.gateway.pid] for w in worlds})
+
+        def trial(w: World, fn, key: dict, *fn_args) -> dict:
+            call = partial(fn, w, key["protocol"], key["path"], *fn_args)
+            if watch is not None:
+                call = partial(watch.run, w.build, call)
+            row = common.guarded(call, key, deadline)
+            if w.build is not None:
+                row["build"] = w.build
+            return row
 
         def measured(kind: str, proto: str, fn, *fn_args) -> None:
             """``--runs`` rounds of ``fn(w, proto, path, *fn_args)`` on both paths, ABBA."""
             for run in range(args.runs):
-                for path in order(run):
-                    key = {"protocol": proto, "path": path, "run": run}
-                    row = common.guarded(partial(fn, w, proto, path, *fn_args), key, deadline)
-                    row["run"] = run
-                    out[kind].append(row)
-                    echo(kind, row)
+                for w in baseline.order(worlds, run):
+                    for path in order(run):
+                        row = trial(w, fn, {"protocol": proto, "path": path, "run": run}, *fn_args)
+                        row["run"] = run
+                        out[kind].append(row)
+                        echo(kind, row)
 
         def warm_up(proto: str, fn, *fn_args) -> None:
-            for path in PATHS:
-                key = {"protocol": proto, "path": path}
-                row = common.guarded(partial(fn, w, proto, path, *fn_args), key, deadline)
-                if "error" in row:
-                    echo("warm-up", row)
+            for w in worlds:
+                for path in PATHS:
+                    row = trial(w, fn, {"protocol": proto, "path": path}, *fn_args)
+                    if "error" in row:
+                        echo("warm-up", row)
 
         for proto in PROTOCOLS:
             # warm-up of both paths: the clients' imports, the cores' first queues
@@ -626,11 +677,16 @@ def run_all(args, deadline: common.Deadline) -> dict:
         for proto in PROTOCOLS:
             warm_up(proto, connection_trial, 20, deadline)
             measured("connections", proto, connection_trial, args.connections, deadline)
-        for b in (w.core, w.gateway):
-            if not b.running:
-                raise common.BenchError(f"{b.name} exited during the run\n{b.log_tail(20)}")
+        for w in worlds:
+            for b in (w.core, w.gateway):
+                if not b.running:
+                    raise common.BenchError(f"{b.name} exited during the run\n{b.log_tail(20)}")
     out["loadavg_end"] = os.getloadavg()[0]
-    out["routing"] = routing_figures(args.routing_keys, args.routing_repeat)
+    if builds:  # each build times its routing in its own process: bench/gateway_baseline.py
+        out["idle_note"], out["idle_build_cpu"] = watch.note(), watch.share
+        out["other_cpu"] = watch.others
+    else:
+        out["routing"] = routing_figures(args.routing_keys, args.routing_repeat)
     return out
 
 
@@ -830,10 +886,9 @@ def print_report(out: dict, s: dict, args) -> None:
         )
 
 
-def print_json(out: dict, s: dict, args) -> None:
-    import json
-
-    record = {
+def json_record(out: dict, s, args) -> dict:
+    """The ``--json`` line's record: the settings, the summary ``s`` and every row."""
+    return {
         "bench": "gateway",
         "command": command_line(),
         "count": args.count,
@@ -854,7 +909,12 @@ def print_json(out: dict, s: dict, args) -> None:
         "summary": s,
         **out,
     }
-    print(json.dumps(record, separators=(",", ":")))
+
+
+def print_json(out: dict, s: dict, args) -> None:
+    import json
+
+    print(json.dumps(json_record(out, s, args), separators=(",", ":")))
 
 
 # --------------------------------------------------------------------------- main
@@ -890,11 +950,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=600.0, help="cap on the whole run, seconds")
     p.add_argument("--json", action="store_true", help="also print one JSON line")
     p.add_argument("--keep", action="store_true", help="keep the brokers' directory")
+    baseline.add_options(p, rounds=False)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     if args.quick:
         args.count, args.runs, args.warmup = 2000, 1, 200
         args.latency_count, args.connections = 400, 50
@@ -908,15 +970,27 @@ def main(argv: list[str] | None = None) -> int:
     if args.rate <= 0 or args.warmup < 0:
         print("--rate must be positive and --warmup not negative", file=sys.stderr)
         return 2
+    status = baseline.dispatch(
+        args, parser, lambda: gateway_baseline.run(args, sys.modules[__name__])
+    )
+    if status is not None:
+        return status
     if not args.stomp_nagle:
         stomp_producer_nodelay()
+
     def report(out: dict) -> None:
         s = summarize(out)
         print_report(out, s, args)
         if args.json:
             print_json(out, s, args)
 
-    return common.run_guarded(NAME, args, run_all, report, lambda out: any("error" in r for k in ("throughput", "latency", "connections") for r in out[k]))
+    return common.run_guarded(NAME, args, run_all, report, failed)
+
+
+def failed(out: dict) -> bool:
+    """Whether a measurement went wrong (exit status 1)."""
+    return any("error" in r for k in ("throughput", "latency", "connections") for r in out[k])
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -47,6 +47,13 @@ Targets:
     and prints the ratios junction / peer per mode.  ``--host/--port/--pid``
     then describe the peer.
 
+``--baseline REV``
+    runs git revision REV of this repository (exported to a temporary
+    directory) and this checkout, each on its own node, every mode in
+    ``--rounds`` (5) alternating rounds, and prints both builds' figures and
+    the ratios current / baseline with their spread (``bench/baseline.py``;
+    docs/performance.md, "Comparing two builds").
+
 RabbitMQ quirks handled: vhost ``/`` in the ``host`` header, guest/guest by
 default, and no ``persistent:false`` header (RabbitMQ rejects it; the header
 is simply omitted).
@@ -78,8 +85,9 @@ from dataclasses import dataclass, field
 import stomp
 
 try:
-    from . import common  # imported as bench.stomp_throughput from the repository root
+    from . import baseline, common  # imported as bench.stomp_throughput from the repository root
 except ImportError:  # run as ``python bench/stomp_throughput.py``: bench/ is on sys.path
+    import baseline
     import common
 
 PEER_STOMP_PORTS = {
@@ -144,14 +152,18 @@ def make_target(kind: str, host: str, port: int, pid: int | None, args) -> Targe
 
 
 @contextmanager
-def junction_target(args, deadline: common.Deadline):
-    """Start a Junction broker in a temp dir (harness), yield its Target, stop it."""
-    with common.junction_broker(args, deadline) as broker:
+def junction_target(args, deadline: common.Deadline, build=None):
+    """Start a Junction broker in a temp dir (harness), yield its Target, stop it.
+
+    ``build``: a ``--baseline`` build (its name becomes the target's), or None for this checkout.
+    """
+    name = "junction" if build is None else build.name
+    with common.junction_broker(args, deadline, build) as broker:
         print(
-            f"junction: STOMP {broker.host}:{broker.stomp_port} pid {broker.pid} dir {broker.dir}",
+            f"{name}: STOMP {broker.host}:{broker.stomp_port} pid {broker.pid} dir {broker.dir}",
             file=sys.stderr,
         )
-        yield make_target("junction", broker.host, broker.stomp_port, broker.pid, args)
+        yield make_target(name, broker.host, broker.stomp_port, broker.pid, args)
 
 
 def target_context(kind: str, args, deadline: common.Deadline):
@@ -539,20 +551,21 @@ def print_report(results: list[dict], rat: list[dict] | None, args) -> None:
         lambda q: f"{q['ack']:17}  {('true' if q['persistent'] else 'false'):7}",
     )
     if args.json:
-        common.print_json(
-            {
-                "bench": "stomp_throughput",
-                "messages": args.messages,
-                "size": args.size,
-                "prefetch": args.prefetch,
-                "receipt_window": args.receipt_window,
-                "warmup": args.warmup,
-                "stomp_version": args.stomp_version,
-            },
-            results,
-            rat,
-        )
+        common.print_json(json_settings(args), results, rat)
     sys.stdout.flush()
+
+
+def json_settings(args) -> dict:
+    """The run's settings, as the ``--json`` line gives them."""
+    return {
+        "bench": "stomp_throughput",
+        "messages": args.messages,
+        "size": args.size,
+        "prefetch": args.prefetch,
+        "receipt_window": args.receipt_window,
+        "warmup": args.warmup,
+        "stomp_version": args.stomp_version,
+    }
 
 
 # --------------------------------------------------------------------------- main
@@ -606,16 +619,38 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--user")
     p.add_argument("--password")
     common.add_run_options(p)
+    baseline.add_options(p)
     return p
 
 
+def run_baseline(args) -> int:
+    """``--baseline``: this script's modes on two builds (see ``bench/baseline.py``)."""
+
+    def trial(target: Target, mode, n: int, args, deadline: common.Deadline, tag: str) -> dict:
+        ack_mode, persistent = mode
+        return run_trial(target, ack_mode, persistent, n, args, deadline, tag)
+
+    return baseline.run(
+        args,
+        sys.modules[__name__],
+        name="stomp_throughput",
+        trial=trial,
+        key_header=f"{'ack':17}  {'persist':7}",
+        key_cells=lambda q: f"{q['ack']:17}  {('true' if q['persistent'] else 'false'):7}",
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     if args.messages <= 0 or args.size <= 0 or args.receipt_window <= 0 or args.prefetch <= 0:
         print(
             "--messages, --size, --receipt-window and --prefetch must be positive", file=sys.stderr
         )
         return 2
+    status = baseline.dispatch(args, parser, lambda: run_baseline(args))
+    if status is not None:
+        return status
     return common.run_benchmark(
         args, "stomp_throughput", run_target, row_key, MODE_KEYS, print_report
     )
