@@ -18,11 +18,10 @@ from twisted.internet import defer
 
 from junction import collector
 from junction.brokercore.acceptor import (
-    PROXY_ACCEPTOR_PARAMS,
     MultiProtocolFactory,
     wrap_proxy_protocol,
 )
-from junction.brokercore.admission import ADMISSION_PARAMS, wrap_admission
+from junction.brokercore.admission import wrap_admission
 from junction.brokercore.amqp_server import AMQP_ACCEPTOR_PARAMS, AmqpFactory
 from junction.brokercore.config_reload import ConfigReloader
 from junction.brokercore.events import MessageEvents
@@ -31,7 +30,9 @@ from junction.brokercore.server import BrokerServer
 from junction.brokercore.stomp_server import STOMP_ACCEPTOR_PARAMS, StompFactory
 from junction.brokercore.wildcard import WildcardSyntax
 from junction.config.loader import load_certificate_users
+from junction.config.params import acceptor_params_with_effect, param
 from junction.config.reloading import watch_certificate_users, watch_user_store
+from junction.config.unimplemented import warnings as config_warnings
 from junction.events.node import NodeEvents
 from junction.events.writer import EventLog
 from junction.gateway.build import build_router
@@ -40,40 +41,8 @@ from junction.gateway.probe import ProbeResult
 from junction.gateway.targets import Target
 from junction.tls.client import reload_client_context
 from junction.tls.listener import wrap_tls
-from junction.tls.server import TLS_ACCEPTOR_PARAMS
 
 log = logging.getLogger("junction.node")
-
-#: Address settings Junction reads but does not act on yet: a config that sets
-#: one gets a warning at start-up naming it, so nothing is silently ignored.
-UNIMPLEMENTED_ADDRESS_SETTINGS = (
-    "redelivery_collision_avoidance_factor",
-    "page_max_cache_size",
-    "last_value_queue",
-    "default_last_value_key",
-    "default_non_destructive",
-    "default_exclusive_queue",
-    "default_consumer_window_size",
-    "slow_consumer_threshold",
-    "slow_consumer_policy",
-    "slow_consumer_check_period",
-    "auto_delete_created_queues",
-    "default_group_rebalance",
-    "default_group_buckets",
-    "default_group_first_key",
-    "default_ring_size",
-)
-#: Queue attributes likewise (``<queue exclusive="true">`` ...).
-UNIMPLEMENTED_QUEUE_ATTRIBUTES = (
-    "exclusive",
-    "last_value",
-    "last_value_key",
-    "non_destructive",
-    "group_rebalance",
-    "group_buckets",
-    "group_first_key",
-    "ring_size",
-)
 
 #: Protocols the broker core serves today; the rest arrive with their issues.
 SERVED_PROTOCOLS = frozenset({"STOMP", "AMQP"})
@@ -95,7 +64,7 @@ DEFAULT_BACKLOG = 1024
 
 def listen_backlog(acceptor) -> int:
     """The listen backlog of *acceptor*: its ``backlog`` parameter, else :data:`DEFAULT_BACKLOG`."""
-    value = int((acceptor.params or {}).get("backlog", -1))
+    value = param(acceptor.params, "backlog")
     return value if value > 0 else DEFAULT_BACKLOG
 
 
@@ -482,12 +451,12 @@ class Node:
             )
         if not served and not (links and "CLUSTER" in protocols):
             return
-        known = {"router", "routerMode", "routingTimeout", "routingMaxBytes"} if acceptor.router else {"router"}
-        known |= PROXY_ACCEPTOR_PARAMS | ADMISSION_PARAMS | {"backlog", "protocols"}
+        parts = {"LISTENER", "PROXY", "ADMISSION", *served}
+        if acceptor.router:
+            parts.add("GATEWAY")
         if acceptor.tls is not None:
-            known |= TLS_ACCEPTOR_PARAMS
-        for name in served:
-            known |= PROTOCOL_FACTORIES[name][1]
+            parts.add("TLS")
+        known = acceptor_params_with_effect(parts)
         for key in sorted(set(acceptor.params) - known):
             log.warning(
                 "%s:%d: acceptor %s: parameter %s has no effect in Junction yet",
@@ -528,7 +497,7 @@ class Node:
                 acceptor.tls.build(),
                 reactor=self.reactor,
                 acceptor_name=acceptor.name,
-                handshakes_allowed=int(acceptor.params.get("handshakesAllowed", -1)),
+                handshakes_allowed=param(acceptor.params, "handshakesAllowed"),
             )
             self.tls_factories[acceptor.name] = listening
             what += " over TLS"
@@ -856,38 +825,6 @@ class Node:
         return status
 
 
-#: cluster-connection settings Junction reads but does not act on, with Artemis's defaults
-_CLUSTER_SETTINGS_WITHOUT_EFFECT = {
-    "min_large_message_size": 102_400,
-    "call_failover_timeout": -1,
-}
-
-
-def _cluster_settings_without_effect(config) -> list[str]:
-    problems = []
-    for cc in config.cluster_connections:
-        for name, default in _CLUSTER_SETTINGS_WITHOUT_EFFECT.items():
-            if getattr(cc, name) != default:
-                problems.append(
-                    f"{cc.source[0]}:{cc.source[1]}: cluster connection {cc.name!r}: <{name.replace('_', '-')}> "
-                    "has no effect in Junction (its links carry a message of up to 64 MiB whole, and nodes "
-                    "have no failover yet)"
-                )
-    for group in config.discovery_groups:
-        if group.initial_wait_timeout != 10_000:
-            problems.append(
-                f"{group.source[0]}:{group.source[1]}: discovery group {group.name!r}: <initial-wait-timeout> "
-                "has no effect in Junction (cluster connections and pools act on each broadcast as it comes)"
-            )
-    sd = config.scale_down
-    if sd is not None and sd.discovery_group is not None:
-        problems.append(
-            f"{sd.source[0]}:{sd.source[1]}: scale-down <discovery-group-ref> has no effect in Junction yet: "
-            "scale-down uses the peers of a cluster connection (cluster-name, else the first)"
-        )
-    return problems
-
-
 def _pool_description(pool) -> str:
     if pool is None:
         return "no pool"
@@ -909,28 +846,13 @@ def _announced_connector(announced):
 
 
 def unimplemented_settings(config) -> list[str]:
-    """Settings the config gives that this build reads but does not act on."""
-    problems = []
-    for item in config.address_settings:
-        for name in UNIMPLEMENTED_ADDRESS_SETTINGS:
-            value = getattr(item, name, None)
-            if value is not None:
-                file, line = item.source
-                problems.append(
-                    f"{file}:{line}: address-setting {item.match!r}: <{name.replace('_', '-')}> "
-                    "is not implemented by Junction yet and has no effect"
-                )
-    for address in config.addresses:
-        for queue in address.queues:
-            for name in UNIMPLEMENTED_QUEUE_ATTRIBUTES:
-                value = getattr(queue, name, None)
-                if value not in (None, False):
-                    file, line = queue.source
-                    problems.append(
-                        f"{file}:{line}: queue {queue.name!r}: {name.replace('_', '-')} "
-                        "is not implemented by Junction yet and has no effect"
-                    )
-    problems.extend(_cluster_settings_without_effect(config))
+    """Settings the config gives that this build reads but does not act on.
+
+    The :class:`~junction.config.specs.Warned` rows of
+    :data:`junction.config.unimplemented.UNIMPLEMENTED`, then the protocols a
+    connection router does not route yet.
+    """
+    problems = config_warnings(config)
     routed = ",".join(sorted(ROUTED_PROTOCOLS))
     not_routed = ",".join(sorted({"AMQP", "CORE", "OPENWIRE"} - ROUTED_PROTOCOLS))
     for router in config.connection_routers:
