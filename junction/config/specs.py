@@ -36,7 +36,7 @@ not implement, adds the rest:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from typing import Any
 
 from junction.config.values import Parser
@@ -136,12 +136,17 @@ class Elements(dict):
         self.model = model
 
     def rows(self):
-        """``(element, spec, model field, default)`` for each row; field and
-        default are None for rows that are not :class:`Value`."""
+        """``(element, spec, model field, default)`` for each row: the schema as a
+        table of element name -> type, default, field.  Field and default are
+        None for rows that are not :class:`Value` (and the default None for a
+        field without one)."""
         defaults = {}
         if self.model is not None:
             for f in fields(self.model):
-                defaults[f.name] = f.default
+                if f.default is not MISSING:
+                    defaults[f.name] = f.default
+                elif f.default_factory is not MISSING:
+                    defaults[f.name] = f.default_factory()
         for name, spec in self.items():
             if isinstance(spec, Value):
                 yield name, spec, spec.attr, defaults.get(spec.attr)
