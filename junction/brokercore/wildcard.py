@@ -38,12 +38,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Generic, Hashable, TypeVar
 
+from junction.config.address_settings import ResolvedAddressSettings
 from junction.config.model import (
     ADDRESS_SETTINGS_DEFAULTS,
     AddressSettings,
     WildcardAddresses,
 )
-from junction.model.message import RoutingType
 
 __all__ = [
     "WildcardSyntax",
@@ -345,76 +345,6 @@ class BoundedLRU:
 
     def __contains__(self, key: Hashable) -> bool:
         return key in self._data
-
-
-@dataclass(frozen=True)
-class ResolvedAddressSettings:
-    """The effective address settings of one address, every field filled in.
-
-    Same fields as :class:`~junction.config.model.AddressSettings` (minus
-    ``match``/``source``), merged from every matching ``<address-setting>``
-    (most specific first) and then :data:`ADDRESS_SETTINGS_DEFAULTS`.  Only
-    fields whose Artemis default is "none" (the dead-letter and expiry
-    addresses, the last-value and group-first keys) can be ``None``.
-    ``max_redelivery_delay`` defaults to ``redelivery_delay * 10`` of the
-    *resolved* redelivery delay, as Artemis's getter computes it.
-    ``matched`` lists the match strings that contributed, most specific first.
-    """
-
-    dead_letter_address: str | None
-    auto_create_dead_letter_resources: bool
-    dead_letter_queue_prefix: str
-    dead_letter_queue_suffix: str
-    expiry_address: str | None
-    auto_create_expiry_resources: bool
-    expiry_queue_prefix: str
-    expiry_queue_suffix: str
-    expiry_delay: int
-    min_expiry_delay: int
-    max_expiry_delay: int
-    max_delivery_attempts: int
-    redelivery_delay: int
-    redelivery_delay_multiplier: float
-    redelivery_collision_avoidance_factor: float
-    max_redelivery_delay: int
-    max_size_bytes: int
-    max_size_messages: int
-    page_size_bytes: int
-    page_max_cache_size: int
-    address_full_policy: str
-    message_counter_history_day_limit: int
-    last_value_queue: bool
-    default_last_value_key: str | None
-    default_non_destructive: bool
-    default_exclusive_queue: bool
-    default_max_consumers: int
-    default_purge_on_no_consumers: bool
-    default_consumer_window_size: int
-    redistribution_delay: int
-    local_delivery_preferred: bool
-    send_to_dla_on_no_route: bool
-    slow_consumer_threshold: int
-    slow_consumer_policy: str
-    slow_consumer_check_period: int
-    auto_create_queues: bool
-    auto_delete_queues: bool
-    auto_delete_created_queues: bool
-    auto_delete_queues_delay: int
-    auto_delete_queues_message_count: int
-    auto_create_addresses: bool
-    auto_delete_addresses: bool
-    auto_delete_addresses_delay: int
-    default_address_routing_type: RoutingType
-    default_queue_routing_type: RoutingType
-    default_group_rebalance: bool
-    default_group_buckets: int
-    default_group_first_key: str | None
-    default_ring_size: int
-    enable_metrics: bool
-    management_browse_page_size: int
-    config_delete_queues: str
-    config_delete_addresses: str
-    matched: tuple[str, ...] = ()
 
 
 #: The AddressSettings fields that carry a setting (not ``match``/``source``).

@@ -12,6 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from junction.config.address_settings import (  # noqa: F401 - the model's address settings
+    ADDRESS_FULL_POLICIES,
+    ADDRESS_SETTINGS_DEFAULTS,
+    AddressSettings,
+)
 from junction.model.message import RoutingType
 
 Source = tuple[str, int]
@@ -31,8 +36,6 @@ PERMISSION_TYPES = (
     "view",
     "edit",
 )
-
-ADDRESS_FULL_POLICIES = ("BLOCK", "FAIL", "DROP", "PAGE")
 
 #: Protocols a gateway pool's readiness probe can speak, as a connector's
 #: ``probeProtocols=`` names them (Junction's; Artemis's pools probe over CORE).
@@ -136,133 +139,6 @@ class AddressConfig:
     routing_types: frozenset[RoutingType]
     queues: tuple[QueueConfig, ...] = ()
     source: Source = ("", 0)
-
-
-@dataclass(frozen=True)
-class AddressSettings:
-    """One ``<address-setting match="..">``.
-
-    Every field is ``None`` when the element was absent, so settings from
-    several matches can be merged (more specific match wins, field by field)
-    as Artemis does; :meth:`resolved` fills in the Artemis defaults.
-    """
-
-    match: str
-    dead_letter_address: str | None = None
-    auto_create_dead_letter_resources: bool | None = None
-    dead_letter_queue_prefix: str | None = None
-    dead_letter_queue_suffix: str | None = None
-    expiry_address: str | None = None
-    auto_create_expiry_resources: bool | None = None
-    expiry_queue_prefix: str | None = None
-    expiry_queue_suffix: str | None = None
-    expiry_delay: int | None = None
-    min_expiry_delay: int | None = None
-    max_expiry_delay: int | None = None
-    max_delivery_attempts: int | None = None
-    redelivery_delay: int | None = None
-    redelivery_delay_multiplier: float | None = None
-    redelivery_collision_avoidance_factor: float | None = None
-    max_redelivery_delay: int | None = None
-    max_size_bytes: int | None = None
-    max_size_messages: int | None = None
-    page_size_bytes: int | None = None
-    page_max_cache_size: int | None = None
-    address_full_policy: str | None = None
-    message_counter_history_day_limit: int | None = None
-    last_value_queue: bool | None = None
-    default_last_value_key: str | None = None
-    default_non_destructive: bool | None = None
-    default_exclusive_queue: bool | None = None
-    default_max_consumers: int | None = None
-    default_purge_on_no_consumers: bool | None = None
-    default_consumer_window_size: int | None = None
-    redistribution_delay: int | None = None
-    #: Junction's: prefer local consumers over remote ones (Sun MQ's localDeliveryPreferred)
-    local_delivery_preferred: bool | None = None
-    send_to_dla_on_no_route: bool | None = None
-    slow_consumer_threshold: int | None = None
-    slow_consumer_policy: str | None = None
-    slow_consumer_check_period: int | None = None
-    auto_create_queues: bool | None = None
-    auto_delete_queues: bool | None = None
-    auto_delete_created_queues: bool | None = None
-    auto_delete_queues_delay: int | None = None
-    auto_delete_queues_message_count: int | None = None
-    auto_create_addresses: bool | None = None
-    auto_delete_addresses: bool | None = None
-    auto_delete_addresses_delay: int | None = None
-    default_address_routing_type: RoutingType | None = None
-    default_queue_routing_type: RoutingType | None = None
-    default_group_rebalance: bool | None = None
-    default_group_buckets: int | None = None
-    default_group_first_key: str | None = None
-    default_ring_size: int | None = None
-    enable_metrics: bool | None = None
-    management_browse_page_size: int | None = None
-    #: what a configuration reload does with a queue / an address that is no longer
-    #: in ``<addresses>``: ``OFF`` keeps it, ``FORCE`` removes it and its messages
-    config_delete_queues: str | None = None
-    config_delete_addresses: str | None = None
-    source: Source = ("", 0)
-
-
-#: Artemis defaults for every AddressSettings field (AddressSettings.java).
-ADDRESS_SETTINGS_DEFAULTS = dict(
-    dead_letter_address=None,
-    auto_create_dead_letter_resources=False,
-    dead_letter_queue_prefix="DLQ.",
-    dead_letter_queue_suffix="",
-    expiry_address=None,
-    auto_create_expiry_resources=False,
-    expiry_queue_prefix="EXP.",
-    expiry_queue_suffix="",
-    expiry_delay=-1,
-    min_expiry_delay=-1,
-    max_expiry_delay=-1,
-    max_delivery_attempts=10,
-    redelivery_delay=0,
-    redelivery_delay_multiplier=1.0,
-    redelivery_collision_avoidance_factor=0.0,
-    max_redelivery_delay=None,  # Artemis: redelivery-delay * 10
-    max_size_bytes=-1,
-    max_size_messages=-1,
-    page_size_bytes=10 * 1024 * 1024,
-    page_max_cache_size=5,
-    address_full_policy="PAGE",
-    message_counter_history_day_limit=0,
-    last_value_queue=False,
-    default_last_value_key=None,
-    default_non_destructive=False,
-    default_exclusive_queue=False,
-    default_max_consumers=-1,
-    default_purge_on_no_consumers=False,
-    default_consumer_window_size=1024 * 1024,
-    redistribution_delay=-1,
-    local_delivery_preferred=False,
-    send_to_dla_on_no_route=False,
-    slow_consumer_threshold=-1,
-    slow_consumer_policy="NOTIFY",
-    slow_consumer_check_period=5,
-    auto_create_queues=True,
-    auto_delete_queues=True,
-    auto_delete_created_queues=False,
-    auto_delete_queues_delay=0,
-    auto_delete_queues_message_count=0,
-    auto_create_addresses=True,
-    auto_delete_addresses=True,
-    auto_delete_addresses_delay=0,
-    default_address_routing_type=RoutingType.MULTICAST,
-    default_queue_routing_type=RoutingType.MULTICAST,
-    default_group_rebalance=False,
-    default_group_buckets=-1,
-    default_group_first_key=None,
-    default_ring_size=-1,
-    enable_metrics=True,
-    management_browse_page_size=200,
-    config_delete_queues="OFF",
-    config_delete_addresses="OFF",
-)
 
 
 @dataclass(frozen=True)

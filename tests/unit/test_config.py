@@ -13,16 +13,10 @@ from hypothesis import strategies as st
 
 from junction.config import model
 from junction.config.loader import (
-    ADDRESS_SETTING_ELEMENTS,
-    CORE_ELEMENTS,
     ConfigError,
     ConfigErrors,
-    Value,
     load_config,
-    parse_byte_size,
     parse_config,
-    parse_transport_url,
-    substitute,
 )
 from junction.config.properties import (
     PropertiesError,
@@ -35,6 +29,11 @@ from junction.config.properties import (
     set_password,
     verify_password,
 )
+from junction.config.schema import ADDRESS_SETTING_ELEMENTS, CORE_ELEMENTS
+from junction.config.specs import Value
+from junction.config.substitute import substitute
+from junction.config.urls import parse_transport_url
+from junction.config.values import parse_byte_size
 from junction.config.xmlsource import XMLSourceError, parse_string
 from junction.model.message import RoutingType
 
@@ -1144,7 +1143,7 @@ def test_router_model_defaults():
 
 
 def test_router_tables_cover_the_model():
-    from junction.config.loader import CACHE_ELEMENTS, POOL_ELEMENTS, ROUTER_ELEMENTS
+    from junction.config.schema import CACHE_ELEMENTS, POOL_ELEMENTS, ROUTER_ELEMENTS
 
     def reachable(table):
         return {s.attr for s in table.values() if isinstance(s, Value)}
@@ -1626,7 +1625,7 @@ def test_acceptor_router_must_name_a_defined_router():
 def test_plugin_policies_from_entry_points(monkeypatch):
     from importlib import metadata
 
-    import junction.config.loader as loader
+    import junction.config.schema as loader
 
     eps = metadata.EntryPoints(
         [metadata.EntryPoint("STICKY_TENANT", "mypkg.policies:Sticky", "junction.policies")]

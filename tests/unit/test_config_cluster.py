@@ -10,16 +10,18 @@ import pytest
 
 from junction.config import model
 from junction.config.loader import (
+    ConfigError,
+    ConfigErrors,
+    load_config,
+    parse_config,
+)
+from junction.config.schema import (
     BROADCAST_GROUP_ELEMENTS,
     CLUSTER_CONNECTION_ELEMENTS,
     DISCOVERY_GROUP_ELEMENTS,
     SCALE_DOWN_ELEMENTS,
-    ConfigError,
-    ConfigErrors,
-    Value,
-    load_config,
-    parse_config,
 )
+from junction.config.specs import Value
 
 
 def write(tmp_path: Path, text: str, name: str = "broker.xml") -> Path:

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from junction.cli.status_table import format_status
-from junction.config.loader import ConfigErrors, parse_config, parse_probe_protocols
+from junction.config.loader import ConfigErrors, parse_config
 from junction.config.model import Connector
+from junction.config.urls import parse_probe_protocols
 from junction.gateway.probe import stand_in_node_id
 
 

@@ -1,0 +1,196 @@
+"""The node's listeners: every acceptor it serves, the broker core's and the gateway's.
+
+An acceptor with ``router=`` gets the gateway's listener in front of the
+factory the broker core would have had (connections kept local are handed to
+it); then TLS (``sslEnabled``), the PROXY protocol and the per-source limits
+wrap it, and it listens.  Started after the routers and the cluster manager,
+before the cluster's links and the management API; stopped first of all but
+the reload check: no new connection, the gateway's openings closed, then the
+relay engine that carries forwarded connections.
+"""
+
+from __future__ import annotations
+
+from twisted.internet import defer
+
+from junction.brokercore.amqp_server import AmqpFactory
+from junction.brokercore.stomp_server import StompFactory
+from junction.config.params import acceptor_params_with_effect, param
+from junction.edge.acceptor import MultiProtocolFactory, wrap_proxy_protocol
+from junction.edge.admission import wrap_admission
+from junction.edge.tls import wrap_tls
+from junction.gateway.listener import ROUTED_PROTOCOLS, GatewayFactory
+from junction.node.service import NodeService, log
+
+__all__ = ["DEFAULT_BACKLOG", "PROTOCOL_FACTORIES", "SERVED_PROTOCOLS", "ListenersService", "listen_backlog"]
+
+#: Protocols the broker core serves today; the rest arrive with their issues.
+SERVED_PROTOCOLS = frozenset({"STOMP", "AMQP"})
+#: each served protocol's factory (the acceptor parameters each acts on are in junction.config.params)
+PROTOCOL_FACTORIES = {"STOMP": StompFactory, "AMQP": AmqpFactory}
+
+
+#: connections the kernel completes for an acceptor before Junction accepts them (Artemis's
+#: ``backlog`` parameter; Netty's default is the system's somaxconn).  Twisted's own default,
+#: 50, overflows when clients connect in bursts while the node is busy: the kernel then drops
+#: the client's SYN and the client waits a second to retry.
+DEFAULT_BACKLOG = 1024
+
+
+def listen_backlog(acceptor) -> int:
+    """The listen backlog of *acceptor*: its ``backlog`` parameter, else :data:`DEFAULT_BACKLOG`."""
+    value = param(acceptor.params, "backlog")
+    return value if value > 0 else DEFAULT_BACKLOG
+
+
+class ListenersService(NodeService):
+    """``node.listeners`` (ports), ``node.factories`` (each acceptor's own factory),
+    ``node.tls_factories``, ``node.admission_factories`` and ``node.relay``."""
+
+    name = "listeners"
+
+    def startService(self):
+        super().startService()
+        for acceptor in self.node.config.acceptors:
+            self._listen(acceptor)
+
+    @defer.inlineCallbacks
+    def stopService(self):
+        """Stop listening, close the gateway's connections, then stop the relay engine."""
+        super().stopService()
+        node = self.node
+        for port in list(node.listeners.values()):
+            yield defer.maybeDeferred(port.stopListening)
+        node.listeners.clear()
+        for factory in node.factories.values():
+            if isinstance(factory, GatewayFactory):
+                factory.close_all()
+        if node.relay is not None:
+            node.relay.stop()  # after close_all: their clean closes are done first
+            node.relay = None
+
+    def _listen(self, acceptor) -> None:
+        node = self.node
+        protocols = acceptor.protocols or SERVED_PROTOCOLS
+        served = protocols & SERVED_PROTOCOLS
+        unserved = protocols - SERVED_PROTOCOLS - {"CLUSTER"}
+        if unserved:
+            log.warning(
+                "acceptor %s: protocols %s are not served by this build yet", acceptor.name, ",".join(sorted(unserved))
+            )
+        # Cluster links arrive on every broker acceptor of a clustered node, told apart by their
+        # preamble; protocols=CLUSTER makes an acceptor for links only.
+        links = node.cluster is not None and not acceptor.router
+        if "CLUSTER" in protocols and not links:
+            log.warning(
+                "acceptor %s: protocols=CLUSTER, but this node %s", acceptor.name,
+                "routes connections on it (router=)" if acceptor.router else "has no cluster connection or cluster credentials",
+            )
+        if not served and not (links and "CLUSTER" in protocols):
+            return
+        parts = {"LISTENER", "PROXY", "ADMISSION", *served}
+        if acceptor.router:
+            parts.add("GATEWAY")
+        if acceptor.tls is not None:
+            parts.add("TLS")
+        known = acceptor_params_with_effect(parts)
+        for key in sorted(set(acceptor.params) - known):
+            log.warning(
+                "%s:%d: acceptor %s: parameter %s has no effect in Junction yet",
+                acceptor.source[0],
+                acceptor.source[1],
+                acceptor.name,
+                key,
+            )
+        factories = {
+            name: PROTOCOL_FACTORIES[name](node.server, acceptor=acceptor, limits=node.config.limits, reactor=node.reactor)
+            for name in sorted(served)
+        }
+        if links:
+            # Cluster links arrive on the broker's own acceptors, told apart by their preamble
+            # (Artemis's cluster connections use its CORE protocol on them the same way).
+            from junction.brokercore.cluster.link_server import LinkServerFactory
+
+            factories["CLUSTER"] = LinkServerFactory(node.cluster, acceptor=acceptor, reactor=node.reactor)
+        if len(factories) == 1:
+            factory = next(iter(factories.values()))
+        else:
+            factory = MultiProtocolFactory(
+                factories,
+                reactor=node.reactor,
+                acceptor_name=acceptor.name,
+                sniff_timeout=node.config.limits.connect_timeout / 1000.0,
+            )
+        what = ",".join(sorted(served | ({"cluster links"} if links else set())))
+        if acceptor.router:
+            factory, what = self._gateway_factory(acceptor, served, factory)
+        # sslEnabled: TLS in front of the protocols; proxyProtocolEnabled: a PROXY
+        # header before that, read within the connect timeout.  node.factories keeps
+        # the acceptor's own factory (status, stop).
+        listening = factory
+        if acceptor.tls is not None:
+            listening = wrap_tls(
+                factory,
+                acceptor.tls.build(),
+                reactor=node.reactor,
+                acceptor_name=acceptor.name,
+                handshakes_allowed=param(acceptor.params, "handshakesAllowed"),
+            )
+            node.tls_factories[acceptor.name] = listening
+            what += " over TLS"
+        proxied = wrap_proxy_protocol(
+            listening, acceptor, reactor=node.reactor, timeout=node.config.limits.connect_timeout / 1000.0
+        )
+        if proxied is not listening:
+            what += " behind the PROXY protocol"
+        # per-source limits see the socket's own peer, so they go outermost
+        listening = wrap_admission(proxied, acceptor, reactor=node.reactor)
+        if listening is not proxied:
+            node.admission_factories[acceptor.name] = listening
+        port = node.reactor.listenTCP(
+            acceptor.port, listening, interface=acceptor.host or "0.0.0.0", backlog=listen_backlog(acceptor)
+        )
+        node.listeners[acceptor.name] = port
+        node.factories[acceptor.name] = factory
+        actual = port.getHost().port
+        log.info("acceptor %s listening on %s:%d for %s", acceptor.name, acceptor.host, actual, what)
+
+    def _gateway_factory(self, acceptor, served, local_factory):
+        """The gateway listener of an acceptor with ``router=``, and what it does, for the log.
+
+        Connections the router keeps local are handed to ``local_factory``
+        (the factory the acceptor would have had without ``router=``).
+        """
+        node = self.node
+        routed = served & ROUTED_PROTOCOLS
+        not_routed = served - ROUTED_PROTOCOLS
+        if not_routed:
+            log.warning(
+                "acceptor %s: router=%s routes %s; %s connections on it are closed: not routed by "
+                "this build yet",
+                acceptor.name,
+                acceptor.router,
+                ",".join(sorted(routed)) or "nothing",
+                ",".join(sorted(not_routed)),
+            )
+        factory = GatewayFactory(
+            node.routers[acceptor.router],
+            security=node.server.security,
+            acceptor=acceptor,
+            limits=node.config.limits,
+            reactor=node.reactor,
+            local_factory=local_factory,
+            container_id=node.config.name,
+            relay=self._relay_engine(),
+        )
+        factory.events = node.events
+        return factory, f"{','.join(sorted(routed)) or 'nothing'} routed by router {acceptor.router}"
+
+    def _relay_engine(self):
+        """The node's relay engine for forwarded connections (one per node, made on first use)."""
+        node = self.node
+        if node.relay is None:
+            from junction.gateway.relay import RelayEngine
+
+            node.relay = RelayEngine(node.reactor)
+        return node.relay
