@@ -197,6 +197,8 @@ class Receiver(LinkContext):
         protocol.links[self.link_impl] = self
         link.open()
         self.waiting_for_space = False
+        #: the injected clock (message timestamps and TTLs), read per message
+        self._seconds = protocol.reactor.seconds
         link.flow(protocol.credits)
 
     def on_delivery(self, dlv) -> None:
@@ -233,7 +235,7 @@ class Receiver(LinkContext):
                 self._top_up()
                 return
         try:
-            message = to_core(bytes(data), self.address, now_ms=self.protocol.now_ms())
+            message = to_core(bytes(data), self.address, now_ms=int(self._seconds() * 1000))
             rtype = self.routing_type
             if self.address is None:
                 message.address, rtype = self.sctx.resolve(message.address, ())
@@ -412,7 +414,8 @@ class Sender(LinkContext):
         link = self.link_impl
         dlv = _new_delivery(link, _tag(b"%d" % next(self._tags)))
         message = ref.message
-        data = to_amqp(message, ref.delivery_count - 1, now_ms=self.protocol.now_ms() if message.expiration else 0)
+        now_ms = int(self.protocol.reactor.seconds() * 1000) if message.expiration else 0
+        data = to_amqp(message, ref.delivery_count - 1, now_ms=now_ms)
         _send(link, _from_buffer(data), len(data))
         _advance(link)
         if self.presettled:

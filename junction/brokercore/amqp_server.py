@@ -536,10 +536,6 @@ class AmqpProtocol(Protocol):
     }
 
     # -- helpers ---------------------------------------------------------------------------
-    def now_ms(self) -> int:
-        """Epoch milliseconds by the injected clock (message timestamps, TTLs)."""
-        return int(self.reactor.seconds() * 1000)
-
     def _fail_connection(self, name: str, text: str) -> None:
         conn = self.pn_connection
         if conn is None:

@@ -66,7 +66,7 @@ class Coordinator:
             return
         if code == DECLARE:
             tx = session.begin()
-            txid = self.sctx.newtxid_of()
+            txid = self.sctx.new_txid()
             self.sctx.transactions[txid] = tx
             dlv.local.data = [txid]
             dlv.update(DECLARED)

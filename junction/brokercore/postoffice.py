@@ -90,6 +90,7 @@ class PostOffice:
         self.settings = server.settings
         self.settings_for = server.settings_for
         self.now_ms = server.now_ms
+        self._seconds = server.reactor.seconds
         self.storage = server.storage
         self.config = server.config
         self.syntax = server.syntax
@@ -417,7 +418,7 @@ class PostOffice:
         the caller commits.
         """
         if not message.timestamp:
-            message.timestamp = self.now_ms()
+            message.timestamp = int(self._seconds() * 1000)  # now_ms(), inline on the hot path
         settings = self.settings_for(message.address)
         if message.expiration or settings.expiry_delay > 0 or settings.max_expiry_delay > 0:
             # (else effective_expiration leaves "never" as it is)
@@ -534,7 +535,8 @@ class PostOffice:
             address.messages -= 1
             if address.page_store is not None:
                 self.pager.schedule_depage(address)
-            self.release_blocked(address)
+            if address.blocked:
+                self.release_blocked(address)
 
 
 def effective_expiration(expiration: int, now: int, settings) -> int:
