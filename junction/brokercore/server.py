@@ -28,13 +28,7 @@ from junction.brokercore.filter import FilterError, parse_filter
 from junction.brokercore.message import ACTUAL_EXPIRY, ORIGINAL_ADDRESS, ORIGINAL_QUEUE, RoutingType
 from junction.brokercore.postoffice import PostOffice
 from junction.brokercore.queue import MessageRef, Queue, QueueDefinition
-from junction.brokercore.storage import (
-    JournalStorage,
-    NullStorage,
-    WriteBatch,
-    queue_record,
-    quiet_failure,
-)
+from junction.brokercore.storage import JournalStorage, NullStorage, WriteBatch, quiet_failure
 from junction.brokercore.wildcard import SettingsRepository, WildcardSyntax
 from junction.config.model import ADDRESS_SETTINGS_DEFAULTS, BrokerConfig
 
@@ -599,4 +593,4 @@ def _version() -> str:
     return __version__
 
 
-__all__ = ["BrokerServer", "Address", "queue_record"]
+__all__ = ["BrokerServer"]
