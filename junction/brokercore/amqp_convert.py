@@ -131,9 +131,11 @@ def to_core(data: bytes, address: str | None, *, now_ms: int | None = None) -> M
     """Decode an AMQP message into the core model.
 
     ``address`` is the link's target address, or None on an anonymous-relay
-    link, where the message's ``to`` names it.  Raises
-    :class:`ConversionError` (or the codec's ``DecodeError``, a ValueError)
-    for a message that cannot be taken.
+    link, where the message's ``to`` names it.  ``now_ms`` (epoch
+    milliseconds) stamps the message and starts its ``ttl``: the broker passes
+    its injected clock's time; without it (tools, tests) the wall clock is read.
+    Raises :class:`ConversionError` (or the codec's ``DecodeError``, a
+    ValueError) for a message that cannot be taken.
     """
     sections = sections_codec.decode_message(data)
     if now_ms is None:
@@ -250,7 +252,9 @@ def to_amqp(message: Message, delivery_count: int = 0, *, now_ms: int | None = N
     """The AMQP encoding of ``message`` for a consumer.
 
     ``delivery_count`` is the number of earlier failed deliveries (the AMQP
-    header's delivery-count).
+    header's delivery-count).  ``now_ms`` turns an expiration into the
+    header's ``ttl``: the broker passes its injected clock's time; without it
+    (tools, tests) the wall clock is read.
     """
     if now_ms is None:
         now_ms = int(time.time() * 1000) if message.expiration else 0

@@ -4,18 +4,14 @@
 :class:`junction.protocols.amqp.sasl.SaslServer` (PLAIN, ANONYMOUS; proton's
 wheel has no server-side PLAIN), then into a ``proton.Transport`` in server
 mode bound to a ``Connection`` and a ``Collector`` -- proton's engine is the
-sans-IO codec here; proton's reactor is never used.  Engine events are
+sans-IO codec here; proton's reactor is never used.  Each read is handled in
+one journal batch (:meth:`BrokerServer.batch_writes`).  Engine events are
 dispatched to small per-endpoint contexts that call the
-:class:`junction.brokercore.session.ServerSession` API:
-
-* one :class:`ServerSession` per AMQP session (transactions are per session);
-* :class:`_Receiver`: a client's sender -- messages into the broker, credit
-  granted in ``amqpCredits`` batches and withheld while an address is full
-  under BLOCK; durable sends are accepted only once synced;
-* :class:`_Sender`: a client's receiver -- a broker consumer whose credit is
-  the link credit; drain, pre-settled or unsettled deliveries and the four
-  outcomes;
-* :class:`_Coordinator`: local transactions (declare / discharge).
+:class:`junction.brokercore.session.ServerSession` API: one per AMQP session
+and one per link (:mod:`junction.brokercore.amqp_links`), and the transaction
+coordinator (:mod:`junction.brokercore.amqp_transactions`).  proton's private
+API, which the hot paths need, is confined to
+:mod:`junction.brokercore.proton_private`.
 
 Behaviour follows Artemis's AMQP protocol manager: container-id is the client
 id; capabilities ``queue``/``topic``, ``shared``/``global`` and the acceptor's
@@ -26,35 +22,19 @@ selectors arrive as the ``apache.org:selector-filter:string`` source filter.
 
 from __future__ import annotations
 
-import itertools
 import logging
-import uuid
 
-import cproton
-from cproton_ffi import ffi, lib
-from proton import (
-    Collector,
-    Condition,
-    Connection,
-    Delivery,
-    Described,
-    Endpoint,
-    Event,
-    Link,
-    Terminus,
-    Transport,
-    symbol,
-    ulong,
-)
+from proton import Collector, Condition, Connection, Endpoint, Terminus, Transport, symbol
 from twisted.internet import interfaces
 from twisted.internet.protocol import Protocol
 from zope.interface import implementer
 
 from junction import __version__
-from junction.brokercore.amqp_convert import ConversionError, to_amqp, to_core
-from junction.brokercore.queue import QueueDefinition
-from junction.brokercore.security import SecurityError
-from junction.brokercore.session import ConnectionInfo, ServerSession
+from junction.brokercore import proton_private as pn
+from junction.brokercore.amqp_links import Receiver, Sender, SessionContext
+from junction.brokercore.amqp_terminus import condition_for
+from junction.brokercore.amqp_transactions import Coordinator
+from junction.brokercore.session import ConnectionInfo
 from junction.edge.acceptor import (
     AcceptorFactory,
     apply_socket_options,
@@ -63,9 +43,6 @@ from junction.edge.acceptor import (
 )
 from junction.edge.tls import certificate_login, peer_subject
 from junction.events.node import close_reason
-from junction.model import errors
-from junction.model.message import RoutingType
-from junction.protocols.amqp import message as sections_codec
 from junction.protocols.amqp.engine import drain_output
 from junction.protocols.amqp.sasl import (
     SUPPORTED_MECHANISMS,
@@ -76,14 +53,20 @@ from junction.protocols.amqp.sasl import (
     SaslRequired,
     SaslServer,
 )
-from junction.protocols.amqp.types import Described as AmqpDescribed
-from junction.protocols.amqp.types import Scalar
 from junction.protocols.errors import RemoteProtocolError
 
 log = logging.getLogger("junction.amqp")
 
-_ANYCAST = RoutingType.ANYCAST
-_MULTICAST = RoutingType.MULTICAST
+# The engine's C functions the event dispatch uses, as module globals.
+_NULL = pn.NULL
+_PN_DELIVERY = pn.PN_DELIVERY
+_PN_LINK_FLOW = pn.PN_LINK_FLOW
+_peek = pn.collector_peek
+_pop = pn.collector_pop
+_event_type = pn.event_type
+_event_delivery = pn.event_delivery
+_event_link = pn.event_link
+_delivery_link = pn.delivery_link
 
 #: Artemis defaults for the acceptor parameters of the same names.
 DEFAULT_CREDITS = 1000
@@ -96,26 +79,10 @@ DEFAULT_CHANNEL_MAX = 65_535
 #: link is closed with amqp:link:message-size-exceeded
 DEFAULT_MAX_MESSAGE_SIZE = 10 * 1024 * 1024
 
-SELECTOR_FILTER = symbol("apache.org:selector-filter:string")
-SELECTOR_FILTER_CODE = 0x0000468C00000004
-NO_LOCAL_FILTER = symbol("apache.org:no-local-filter:list")
-CAP_QUEUE = symbol("queue")
-CAP_TOPIC = symbol("topic")
-CAP_SHARED = symbol("shared")
-CAP_GLOBAL = symbol("global")
-CAP_TEMP_QUEUE = symbol("temporary-queue")
-CAP_TEMP_TOPIC = symbol("temporary-topic")
+#: what the broker offers every connection (and what a client may ask to be alone with)
 ANONYMOUS_RELAY = symbol("ANONYMOUS-RELAY")
 SHARED_SUBS = symbol("SHARED-SUBS")
 SOLE_CONNECTION = symbol("sole-connection-for-container")
-LOCAL_TRANSACTIONS = symbol("amqp:local-transactions")
-
-#: transactional-state, declared, declare and discharge descriptors
-TRANSACTIONAL_STATE = 0x34
-DECLARED = 0x33
-DECLARE = 0x31
-DISCHARGE = 0x32
-ACCEPTED_CODE = 0x24
 
 #: Acceptor URL parameters the AMQP acceptor acts on; node.py warns about the rest.
 AMQP_ACCEPTOR_PARAMS = frozenset(
@@ -140,668 +107,6 @@ AMQP_ACCEPTOR_PARAMS = frozenset(
         "useEpoll",
     }
 )
-
-# The engine's C functions used on the hot path (see _Receiver.on_delivery).
-_NULL = ffi.NULL
-_PN_DELIVERY = lib.PN_DELIVERY
-_PN_LINK_FLOW = lib.PN_LINK_FLOW
-_PN_ACCEPTED = lib.PN_ACCEPTED
-_peek = lib.pn_collector_peek
-_pop = lib.pn_collector_pop
-_event_type = lib.pn_event_type
-_event_delivery = lib.pn_event_delivery
-_event_link = lib.pn_event_link
-_delivery_link = lib.pn_delivery_link
-_delivery_aborted = lib.pn_delivery_aborted
-_partial = lib.pn_delivery_partial
-_readable = lib.pn_delivery_readable
-_pending = lib.pn_delivery_pending
-_remote_settled = lib.pn_delivery_settled
-_remote_state = lib.pn_delivery_remote_state
-_settle = lib.pn_delivery_settle
-_update = lib.pn_delivery_update
-_recv = cproton.pn_link_recv
-_send = lib.pn_link_send
-_from_buffer = ffi.from_buffer
-_advance = lib.pn_link_advance
-_credit = lib.pn_link_credit
-_flow = lib.pn_link_flow
-_get_drain = lib.pn_link_get_drain
-_drained = lib.pn_link_drained
-_new_delivery = lib.pn_delivery
-_tag = cproton.py2bytes
-
-
-
-class LinkRefused(Exception):
-    """An attach the broker refuses: the link is closed with this condition."""
-
-    def __init__(self, condition: str, description: str):
-        super().__init__(description)
-        self.condition = condition
-        self.description = description
-
-
-def _condition_for(exc: BaseException) -> tuple[str, str]:
-    """The AMQP error condition for a broker error."""
-    if isinstance(exc, LinkRefused):
-        return exc.condition, exc.description
-    if isinstance(exc, SecurityError):
-        return "amqp:unauthorized-access", str(exc)
-    if isinstance(exc, errors.AddressFullError):
-        return "amqp:resource-limit-exceeded", str(exc)
-    if isinstance(exc, (errors.NonExistentAddressError, errors.NonExistentQueueError)):
-        return "amqp:not-found", str(exc)
-    if isinstance(exc, errors.MaxConsumersReachedError):
-        return "amqp:resource-locked", str(exc)
-    if isinstance(exc, errors.InvalidFilterError):
-        return "amqp:invalid-field", str(exc)
-    if isinstance(exc, (ConversionError, ValueError)):
-        return "amqp:decode-error", str(exc)
-    if isinstance(exc, errors.BrokerError):
-        return "amqp:internal-error", str(exc)
-    return "amqp:internal-error", f"{type(exc).__name__}: {exc}"
-
-
-def _capabilities(terminus) -> set:
-    data = terminus.capabilities
-    if data is None:
-        return set()
-    try:
-        # A terminus's Data starts before its first node: position on it
-        # first, or get_object() reads nothing.
-        data.rewind()
-        data.next()
-        value = data.get_object()
-    except Exception:  # noqa: BLE001 - a malformed capabilities field
-        return set()
-    if value is None:
-        return set()
-    if isinstance(value, (list, tuple)):
-        return {str(v) for v in value}
-    if hasattr(value, "elements"):  # proton Array
-        return {str(v) for v in value.elements}
-    return {str(value)}
-
-
-def _filters(terminus) -> dict:
-    data = terminus.filter
-    if data is None:
-        return {}
-    try:
-        data.rewind()
-        data.next()
-        value = data.get_object()
-    except Exception:  # noqa: BLE001
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def _selector(filters: dict) -> tuple[str | None, object | None]:
-    """(selector text, the filter entry to echo) from a source's filter set."""
-    for key, value in filters.items():
-        if isinstance(value, Described) and (
-            value.descriptor == SELECTOR_FILTER or value.descriptor == SELECTOR_FILTER_CODE
-        ):
-            return str(value.value), (key, value)
-    return None, None
-
-
-def subscription_queue_name(client_id: str | None, link_name: str, shared: bool, global_: bool, volatile: bool) -> str:
-    """The queue of a topic subscription, named as Artemis names it for AMQP.
-
-    ``<container-id>.<link-name>``; the link name alone when the
-    subscription is ``global`` or the connection has no container id.  A
-    shared subscription drops the ``|suffix`` clients add to tell their links
-    apart, and is marked ``:shared-volatile`` when not durable and
-    ``:global`` when global.
-    """
-    queue = link_name if (global_ or not client_id) else f"{client_id}.{link_name}"
-    if shared:
-        queue = queue.split("|", 1)[0]
-        if volatile:
-            queue += ":shared-volatile"
-        if global_:
-            queue += ":global"
-    return queue
-
-
-def _temporary_node(session, capabilities) -> tuple[str, RoutingType]:
-    """A dynamic node: a temporary queue named by the broker, gone with its link or session."""
-    name = str(uuid.uuid4())
-    rtype = _MULTICAST if str(CAP_TEMP_TOPIC) in capabilities else _ANYCAST
-    session.check("createNonDurableQueue", name, name)
-    session.server.create_queue(
-        QueueDefinition(name=name, address=name, routing_type=rtype, durable=False, temporary=True)
-    )
-    session.temporary_queues.add(name)
-    return name, rtype
-
-
-class _Context:
-    """What every link context has: its connection, session, link, and a dynamic node if any."""
-
-    closed = False
-
-    def __init__(self, protocol: AmqpProtocol, sctx: _SessionContext, link):
-        self.protocol = protocol
-        self.sctx = sctx
-        self.session = sctx.session
-        self.link = link
-        #: the temporary queue of a dynamic source or target, gone with the link
-        self.temporary = None
-        self.routing_type = None
-
-    def _create_temporary(self, capabilities) -> str:
-        self.temporary, self.routing_type = _temporary_node(self.session, capabilities)
-        return self.temporary
-
-    def _drop_temporary(self) -> None:
-        if self.temporary is not None:
-            self.session.temporary_queues.discard(self.temporary)
-            self.session.server.destroy_queue(self.temporary)
-
-    def close(self, remote_close: bool) -> None:  # pragma: no cover - overridden
-        self.closed = True
-
-    def on_delivery(self, delivery) -> None:  # pragma: no cover - overridden
-        pass
-
-    def on_flow(self) -> None:
-        pass
-
-
-class _SessionContext:
-    """One AMQP session: one broker :class:`ServerSession` and its transactions."""
-
-    def __init__(self, protocol: AmqpProtocol, pn_session):
-        self.protocol = protocol
-        self.pn_session = pn_session
-        self.session = ServerSession(protocol.server, protocol.principal, protocol.info)
-        self.session.set_paused(protocol.paused)
-        self.links: set = set()
-        self.transactions: dict[bytes, object] = {}
-        self._txids = itertools.count(1)
-
-    def new_txid(self) -> bytes:
-        return b"%d" % next(self._txids)
-
-    def close(self) -> None:
-        for ctx in list(self.links):
-            ctx.close(False)
-        self.links.clear()
-        self.transactions.clear()
-        self.session.close()
-
-
-class _Receiver(_Context):
-    """A client's sending link: messages into the broker."""
-
-    def __init__(self, protocol: AmqpProtocol, sctx: _SessionContext, link):
-        super().__init__(protocol, sctx, link)
-        target = link.remote_target
-        capabilities = _capabilities(target)
-        address = target.address
-        if target.dynamic:
-            address = self._create_temporary(capabilities)
-        elif address is not None:
-            address, self.routing_type = protocol.resolve(address, capabilities)
-            self._check_target(address)
-        #: None: the anonymous relay, each message's ``to`` names its address
-        self.address = address
-        link.target.copy(target)
-        if target.dynamic:
-            link.target.address = address
-        link.source.copy(link.remote_source)
-        link.snd_settle_mode = link.remote_snd_settle_mode
-        # Artemis answers rcv-settle-mode first whatever the client asked, and
-        # settles each outcome at once: a client that asked for second settles
-        # on seeing it (AMQP 1.0 2.7.3 lets the receiver pick its own mode).
-        link.rcv_settle_mode = Link.RCV_FIRST
-        link.max_message_size = protocol.max_message_size
-        self.link_impl = link._impl
-        link.context = self
-        sctx.links.add(self)
-        protocol.links[self.link_impl] = self
-        link.open()
-        self.waiting_for_space = False
-        link.flow(protocol.credits)
-
-    def _check_target(self, address: str) -> None:
-        session = self.session
-        session.check("send", address)
-        server = session.server
-        if address not in server.addresses and "::" not in address:
-            settings = server.settings.resolve(address)
-            if not settings.auto_create_addresses:
-                raise LinkRefused("amqp:not-found", f"address {address} does not exist and auto-create-addresses is false")
-            session.check("createAddress", address)
-
-    def on_delivery(self, dlv) -> None:
-        """A transfer from the client; ``dlv`` is the engine's raw ``pn_delivery_t *``.
-
-        The hot path talks to the engine through its C functions: proton's
-        Python wrappers cost more than the whole broker path per message.
-        """
-        if _delivery_aborted(dlv):
-            _settle(dlv)
-            return
-        if _partial(dlv):
-            if _pending(dlv) > self.protocol.max_message_size:
-                self.protocol.close_link(
-                    self.link,
-                    "amqp:link:message-size-exceeded",
-                    f"message larger than amqpMaxMessageSize {self.protocol.max_message_size}",
-                )
-            return
-        if not _readable(dlv):
-            return
-        link = self.link_impl
-        _, data = _recv(link, _pending(dlv))
-        _advance(link)
-        remote_settled = _remote_settled(dlv)
-        state = _remote_state(dlv)
-        tx = None
-        if state == TRANSACTIONAL_STATE:
-            wrapped = Delivery.wrap(dlv)
-            txid = _txid(wrapped.remote.data)
-            tx = self.sctx.transactions.get(txid)
-            if tx is None:
-                self._reject(dlv, "amqp:transaction:unknown-id", f"unknown transaction id {txid!r}")
-                self._top_up()
-                return
-        try:
-            message = to_core(bytes(data), self.address)
-            rtype = self.routing_type
-            if self.address is None:
-                message.address, rtype = self.protocol.resolve(message.address, ())
-            if tx is not None:
-                self.session.send(message, routing_type=rtype, tx=tx)
-                wrapped.local.data = [txid, Described(ulong(ACCEPTED_CODE), [])]
-                wrapped.update(TRANSACTIONAL_STATE)
-                wrapped.settle()
-                self._top_up()
-                return
-            d = self.session.submit(message, rtype)
-        except Exception as exc:  # noqa: BLE001 - answered with a condition
-            name, text = _condition_for(exc)
-            if name == "amqp:internal-error":
-                log.exception("AMQP send from %s failed", self.protocol.peer)
-            if remote_settled:
-                _settle(dlv)
-            else:
-                self._reject(dlv, name, text)
-            self._top_up()
-            return
-        if remote_settled:
-            _settle(dlv)
-            if d is not None:
-                d.addErrback(self._failed_late)
-        elif d is None:
-            self._accept(dlv)
-        else:
-            d.addCallbacks(self._synced, self._sync_failed, callbackArgs=(dlv,), errbackArgs=(dlv,))
-        self._top_up()
-
-    def _accept(self, dlv) -> None:
-        _update(dlv, _PN_ACCEPTED)
-        _settle(dlv)
-
-    def _reject(self, dlv, name: str, text: str) -> None:
-        wrapped = Delivery.wrap(dlv)
-        wrapped.local.condition = Condition(name, text)
-        wrapped.update(Delivery.REJECTED)
-        wrapped.settle()
-
-    def _synced(self, _, dlv) -> None:
-        if self.closed:
-            return
-        self._accept(dlv)
-        self.protocol.flush_soon()
-
-    def _sync_failed(self, failure, dlv) -> None:
-        if self.closed:
-            return None
-        name, text = _condition_for(failure.value)
-        log.warning("AMQP send from %s not stored: %s", self.protocol.peer, text)
-        self._reject(dlv, name, text)
-        self.protocol.flush_soon()
-        return None
-
-    def _failed_late(self, failure) -> None:
-        log.warning("pre-settled AMQP send from %s failed: %s", self.protocol.peer, failure.getErrorMessage())
-
-    def _top_up(self) -> None:
-        """Grant credit again once it runs low, unless the address is full (BLOCK)."""
-        link = self.link_impl
-        if self.closed:
-            return
-        credit = _credit(link)
-        if credit > self.protocol.low_credits:
-            return
-        chain = self.session._send_chain
-        if chain is not None:
-            # An earlier send waits for space: no more credit until it went.
-            if not self.waiting_for_space:
-                self.waiting_for_space = True
-                chain.addBoth(self._space)
-            return
-        _flow(link, self.protocol.credits - credit)
-
-    def _space(self, value):
-        self.waiting_for_space = False
-        if not self.closed:
-            self._top_up()
-            self.protocol.flush_soon()
-        return value
-
-    def close(self, remote_close: bool) -> None:
-        if self.closed:
-            return
-        self.closed = True
-        self.sctx.links.discard(self)
-        self.protocol.links.pop(self.link_impl, None)
-        if remote_close:
-            self._drop_temporary()
-
-
-class _Sender(_Context):
-    """A client's receiving link: a broker consumer whose credit is the link credit."""
-
-    def __init__(self, protocol: AmqpProtocol, sctx: _SessionContext, link):
-        super().__init__(protocol, sctx, link)
-        self.consumer = None
-        self.unsettled: dict = {}
-        self._tags = itertools.count(1)
-        self.durable_queue = None
-        source = link.remote_source
-        capabilities = _capabilities(source)
-        filters = _filters(source)
-        selector, selector_entry = _selector(filters)
-        presettled = link.remote_snd_settle_mode == Link.SND_SETTLED
-        self.presettled = presettled
-        address = source.address
-        link.source.copy(source)
-        link.target.copy(link.remote_target)
-        kwargs = {}
-        if source.dynamic:
-            address = self._create_temporary(capabilities)
-            link.source.address = address
-            destination, rtype = address, self.routing_type
-        elif address is None:
-            destination, rtype = self._existing_subscription(link, capabilities)
-        else:
-            destination, rtype = protocol.resolve(address, capabilities)
-            if rtype == _MULTICAST:
-                kwargs = self._subscription(link, source, capabilities, destination)
-        self.routing_type = rtype
-        link.source.filter.clear()
-        if selector_entry is not None:
-            link.source.filter.put_dict({selector_entry[0]: selector_entry[1]})
-        link.snd_settle_mode = link.remote_snd_settle_mode
-        link.rcv_settle_mode = Link.RCV_FIRST  # as Artemis: second is not offered
-        self.consumer = self.session.create_consumer(
-            destination,
-            self._deliver,
-            routing_type=rtype,
-            selector=selector,
-            auto_ack=presettled,
-            credit_messages=0,
-            ack_returns_credit=False,
-            on_batch_end=protocol.flush,
-            **kwargs,
-        )
-        if kwargs.get("durable_subscription", True) and kwargs.get("subscription_queue"):
-            self.durable_queue = kwargs["subscription_queue"]
-        self.link_impl = link._impl
-        link.context = self
-        sctx.links.add(self)
-        protocol.links[self.link_impl] = self
-        link.open()
-
-    # -- attach -------------------------------------------------------------------
-    def _subscription(self, link, source, capabilities, address) -> dict:
-        """Consumer arguments for a topic (MULTICAST) receiver, Artemis's naming."""
-        durable = source.durability != Terminus.NONDURABLE or source.expiry_policy == Terminus.EXPIRE_NEVER
-        shared = str(CAP_SHARED) in capabilities
-        global_ = str(CAP_GLOBAL) in capabilities
-        if not durable and not shared:
-            return {}  # a plain subscriber: a temporary queue of its own
-        queue = subscription_queue_name(self.protocol.info.client_id, link.name, shared, global_, not durable)
-        if durable:
-            link.source.expiry_policy = Terminus.EXPIRE_NEVER
-            link.source.durability = source.durability if source.durability != Terminus.NONDURABLE else Terminus.DELIVERIES
-        return {"subscription_queue": queue, "durable_subscription": durable, "shared_subscription": shared}
-
-    def _existing_subscription(self, link, capabilities):
-        """A receiver with no source address: look up its durable subscription (JMS recovery)."""
-        shared = str(CAP_SHARED) in capabilities
-        global_ = str(CAP_GLOBAL) in capabilities
-        queue_name = subscription_queue_name(self.protocol.info.client_id, link.name, shared, global_, False)
-        queue = self.session.server.find_queue(queue_name)
-        if queue is None:
-            raise LinkRefused("amqp:not-found", f"no subscription {queue_name} to resume")
-        source = link.source
-        source.address = queue.address
-        source.durability = Terminus.DELIVERIES
-        source.expiry_policy = Terminus.EXPIRE_NEVER
-        return f"{queue.address}::{queue_name}", _MULTICAST
-
-    # -- delivery -------------------------------------------------------------------
-    def _deliver(self, server_consumer, ref) -> None:
-        link = self.link_impl
-        dlv = _new_delivery(link, _tag(b"%d" % next(self._tags)))
-        data = to_amqp(ref.message, ref.delivery_count - 1)
-        _send(link, _from_buffer(data), len(data))
-        _advance(link)
-        if self.presettled:
-            _settle(dlv)
-        else:
-            self.unsettled[dlv] = ref
-
-    def on_flow(self) -> None:
-        consumer = self.consumer
-        if consumer is None or self.closed:
-            return
-        link = self.link_impl
-        inner = consumer.consumer
-        credit = _credit(link)
-        was = inner.credit_messages
-        inner.credit_messages = credit
-        if credit > 0:
-            drain = _get_drain(link)
-            if was is not None and was <= 0 or drain:
-                inner.queue.deliver_now()
-            if drain and _credit(link) > 0:
-                _drained(link)
-                inner.credit_messages = 0
-        self.protocol.flush()
-
-    def on_delivery(self, dlv) -> None:
-        """The client's disposition of something we sent (``dlv`` is the raw delivery)."""
-        ref = self.unsettled.get(dlv)
-        if ref is None:
-            if _remote_settled(dlv):
-                _settle(dlv)
-            return
-        state = _remote_state(dlv)
-        session = self.session
-        if state == _PN_ACCEPTED:
-            del self.unsettled[dlv]
-            session.acknowledge(ref)
-            _settle(dlv)
-            return
-        tag = dlv
-        if state == TRANSACTIONAL_STATE:
-            data = Delivery.wrap(dlv).remote.data or []
-            txid = _txid(data)
-            tx = self.sctx.transactions.get(txid)
-            outcome = data[1] if len(data) > 1 else None
-            code = getattr(outcome, "descriptor", None)
-            if tx is None:
-                # Discharged (or never declared): refused as a send naming it
-                # is, with the link closed so the message goes back to its
-                # queue rather than sit unsettled on the link.
-                text = f"unknown transaction id {txid!r}: discharged or never declared"
-                log.info("AMQP %s: disposition on %s refused: %s", self.protocol.peer, self.link.name, text)
-                self.protocol.close_link(self.link, "amqp:transaction:unknown-id", text)
-                return
-            del self.unsettled[tag]
-            if code == ACCEPTED_CODE:
-                session.acknowledge(ref, tx=tx)
-            else:
-                session.cancel(ref, redelivered=False)
-            _settle(dlv)
-            return
-        if not state and _remote_settled(dlv):
-            del self.unsettled[tag]
-            session.acknowledge(ref)
-        elif state == Delivery.REJECTED:
-            del self.unsettled[tag]
-            if self.protocol.reject_as_modified:
-                session.cancel(ref, redelivered=True)
-            else:
-                session.reject(ref)
-        elif state == Delivery.RELEASED:
-            del self.unsettled[tag]
-            session.cancel(ref, redelivered=False)
-        elif state == Delivery.MODIFIED:
-            del self.unsettled[tag]
-            remote = Delivery.wrap(dlv).remote
-            if remote.undeliverable:
-                ref.queue.avoid(ref, self.consumer.consumer)
-            session.cancel(ref, redelivered=bool(remote.failed))
-        else:
-            return  # received (non-terminal): nothing to do yet
-        _settle(dlv)
-
-    def close(self, remote_close: bool) -> None:
-        if self.closed:
-            return
-        self.closed = True
-        self.sctx.links.discard(self)
-        self.protocol.links.pop(self.link_impl, None)
-        self.unsettled.clear()
-        if self.consumer is not None:
-            self.consumer.close()
-        server = self.session.server
-        if remote_close and self.durable_queue is not None:
-            # Artemis: closing (not detaching) a durable subscriber unsubscribes.
-            queue = server.find_queue(self.durable_queue)
-            if queue is not None and not queue.consumers:
-                try:
-                    self.session.check("deleteDurableQueue", queue.address, queue.name)
-                    server.guard_cluster_change(f"remove durable subscription {queue.name}")
-                    server.destroy_queue(queue.name)
-                    server.cluster_changed("delete", queue, "subscription")
-                except (SecurityError, errors.ClusterConfigurationUnavailableError) as exc:
-                    log.warning("%s: subscription %s not removed: %s", self.protocol.peer, queue.name, exc)
-        if remote_close:
-            self._drop_temporary()
-
-
-class _Coordinator(_Context):
-    """The transaction coordinator link of a session."""
-
-    def __init__(self, protocol: AmqpProtocol, sctx: _SessionContext, link):
-        super().__init__(protocol, sctx, link)
-        link.source.copy(link.remote_source)
-        link.target.type = Terminus.COORDINATOR
-        link.target.copy(link.remote_target)
-        self.link_impl = link._impl
-        link.context = self
-        sctx.links.add(self)
-        protocol.links[self.link_impl] = self
-        link.open()
-        link.flow(protocol.credits)
-
-    def on_delivery(self, dlv) -> None:
-        dlv = Delivery.wrap(dlv)
-        link = self.link
-        if dlv.partial or not dlv.readable:
-            return
-        data = link.recv(dlv.pending)
-        link.advance()
-        session = self.sctx.session
-        try:
-            sections = sections_codec.decode_message(data)
-            body = sections.body[0][1] if sections.body else None
-            if not isinstance(body, AmqpDescribed):
-                raise ValueError("a coordinator message must carry a declare or discharge")
-            code = _descriptor_code(body.descriptor)
-            fields = list(body.value or [])
-        except ValueError as exc:
-            self._reject(dlv, "amqp:decode-error", str(exc))
-            return
-        if code == DECLARE:
-            tx = session.begin()
-            txid = self.sctx.new_txid()
-            self.sctx.transactions[txid] = tx
-            dlv.local.data = [txid]
-            dlv.update(DECLARED)
-            dlv.settle()
-        elif code == DISCHARGE:
-            txid = _txid(fields)
-            fail = bool(fields[1]) if len(fields) > 1 else False
-            tx = self.sctx.transactions.pop(txid, None)
-            if tx is None:
-                self._reject(dlv, "amqp:transaction:unknown-id", f"unknown transaction id {txid!r}")
-                return
-            if fail:
-                session.rollback(tx)
-                dlv.update(Delivery.ACCEPTED)
-                dlv.settle()
-                return
-            d = session.commit(tx)
-            d.addCallbacks(self._committed, self._commit_failed, callbackArgs=(dlv,), errbackArgs=(dlv,))
-        else:
-            self._reject(dlv, "amqp:not-implemented", f"coordinator message {code!r} is not supported")
-        if link.credit <= self.protocol.low_credits:
-            link.flow(self.protocol.credits - link.credit)
-
-    def _committed(self, _, dlv) -> None:
-        if self.closed:
-            return
-        dlv.update(Delivery.ACCEPTED)
-        dlv.settle()
-        self.protocol.flush_soon()
-
-    def _commit_failed(self, failure, dlv) -> None:
-        if self.closed:
-            return None
-        self._reject(dlv, "amqp:transaction:rollback", f"transaction rolled back: {failure.getErrorMessage()}")
-        self.protocol.flush_soon()
-        return None
-
-    def _reject(self, dlv, name: str, text: str) -> None:
-        dlv.local.condition = Condition(name, text)
-        dlv.update(Delivery.REJECTED)
-        dlv.settle()
-
-    def close(self, remote_close: bool) -> None:
-        self.closed = True
-        self.sctx.links.discard(self)
-        self.protocol.links.pop(self.link_impl, None)
-
-
-def _descriptor_code(descriptor):
-    if isinstance(descriptor, Scalar):
-        return descriptor.value
-    if isinstance(descriptor, int):
-        return descriptor
-    return {"amqp:declare:list": DECLARE, "amqp:discharge:list": DISCHARGE}.get(str(descriptor))
-
-
-def _txid(data) -> bytes | None:
-    if not data:
-        return None
-    value = data[0]
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value)
-    if isinstance(value, str):
-        return value.encode("utf-8")
-    return None
-
 
 @implementer(interfaces.IPushProducer)
 class AmqpProtocol(Protocol):
@@ -842,7 +147,7 @@ class AmqpProtocol(Protocol):
         self.pn_transport = None
         self.pn_connection = None
         self.collector = None
-        self.sessions: list[_SessionContext] = []
+        self.sessions: list[SessionContext] = []
         #: raw pn_link_t * -> link context, for the engine's hot events
         self.links: dict = {}
         #: dispatching engine events: flush() waits for the end of the batch
@@ -872,13 +177,9 @@ class AmqpProtocol(Protocol):
         if self._closing:
             return
         if self.pn_transport is not None:
-            storage = self.server.storage
-            storage.hold()
-            try:
+            with self.server.batch_writes():
                 self._push(data)
                 self._process()
-            finally:
-                storage.release()
             self.flush()
             return
         try:
@@ -959,7 +260,7 @@ class AmqpProtocol(Protocol):
 
     def _process(self) -> None:
         """Dispatch the engine's events: deliveries and flow on raw pointers, the rest wrapped."""
-        collector = self.collector._impl
+        collector = pn.collector_pointer(self.collector)
         handlers = self._handlers
         links = self.links
         # Flushes requested while dispatching wait for the end of the batch.
@@ -989,9 +290,9 @@ class AmqpProtocol(Protocol):
                 else:
                     handler = handlers.get(etype)
                     if handler is not None:
-                        handler(self, Event.wrap(event))
+                        handler(self, pn.wrap_event(event))
             except Exception:  # noqa: BLE001 - one bad endpoint must not kill the reactor
-                name = cproton.pn_event_type_name(etype)
+                name = pn.event_type_name(etype)
                 log.exception("AMQP %s: handling %s failed", self.peer, name)
                 self._fail_connection("amqp:internal-error", f"internal error handling {name}")
             _pop(collector)
@@ -1092,7 +393,7 @@ class AmqpProtocol(Protocol):
         # protocol) plus this acceptor's opened AMQP connections that hold
         # none yet (as this one).  One pass over the sessions, as the
         # management API counts them.
-        live = {s.connection.id for s in self.server.sessions}
+        live = self.server.connection_ids()
         live.update(p.info.id for p in _live_connections(self) if p.info is not None)
         live.add(self.info.id)
         conn.properties = {
@@ -1125,7 +426,7 @@ class AmqpProtocol(Protocol):
         ssn.open()
         if self.info is None:
             return
-        ctx = _SessionContext(self, ssn)
+        ctx = SessionContext(self, ssn)
         ssn.context = ctx
         self.sessions.append(ctx)
 
@@ -1136,13 +437,13 @@ class AmqpProtocol(Protocol):
             return
         try:
             if link.is_sender:
-                _Sender(self, sctx, link)
+                Sender(self, sctx, link)
             elif link.remote_target.type == Terminus.COORDINATOR:
-                _Coordinator(self, sctx, link)
+                Coordinator(self, sctx, link)
             else:
-                _Receiver(self, sctx, link)
+                Receiver(self, sctx, link)
         except Exception as exc:  # noqa: BLE001 - refused with the condition
-            name, text = _condition_for(exc)
+            name, text = condition_for(exc)
             if name == "amqp:internal-error":
                 log.exception("AMQP %s: attach of %s failed", self.peer, link.name)
             else:
@@ -1222,42 +523,19 @@ class AmqpProtocol(Protocol):
             self.transport.loseConnection()
 
     _handlers = {
-        lib.PN_CONNECTION_REMOTE_OPEN: _on_connection_open,
-        lib.PN_SESSION_REMOTE_OPEN: _on_session_open,
-        lib.PN_LINK_REMOTE_OPEN: _on_link_open,
-        lib.PN_LINK_REMOTE_CLOSE: _on_link_close,
-        lib.PN_LINK_REMOTE_DETACH: _on_link_detach,
-        lib.PN_SESSION_REMOTE_CLOSE: _on_session_close,
-        lib.PN_CONNECTION_REMOTE_CLOSE: _on_connection_close,
-        lib.PN_TRANSPORT_ERROR: _on_transport_error,
-        lib.PN_TRANSPORT_CLOSED: _on_transport_closed,
-        lib.PN_TRANSPORT_TAIL_CLOSED: _on_transport_tail_closed,
+        pn.PN_CONNECTION_REMOTE_OPEN: _on_connection_open,
+        pn.PN_SESSION_REMOTE_OPEN: _on_session_open,
+        pn.PN_LINK_REMOTE_OPEN: _on_link_open,
+        pn.PN_LINK_REMOTE_CLOSE: _on_link_close,
+        pn.PN_LINK_REMOTE_DETACH: _on_link_detach,
+        pn.PN_SESSION_REMOTE_CLOSE: _on_session_close,
+        pn.PN_CONNECTION_REMOTE_CLOSE: _on_connection_close,
+        pn.PN_TRANSPORT_ERROR: _on_transport_error,
+        pn.PN_TRANSPORT_CLOSED: _on_transport_closed,
+        pn.PN_TRANSPORT_TAIL_CLOSED: _on_transport_tail_closed,
     }
 
     # -- helpers ---------------------------------------------------------------------------
-    def resolve(self, address: str, capabilities) -> tuple[str, RoutingType | None]:
-        """(address, routing type) from an address, its prefix and the terminus capabilities."""
-        for prefix in self.anycast_prefixes:
-            if address.startswith(prefix):
-                return address[len(prefix):], _ANYCAST
-        for prefix in self.multicast_prefixes:
-            if address.startswith(prefix):
-                return address[len(prefix):], _MULTICAST
-        if str(CAP_QUEUE) in capabilities or str(CAP_TEMP_QUEUE) in capabilities:
-            return address, _ANYCAST
-        if str(CAP_TOPIC) in capabilities or str(CAP_TEMP_TOPIC) in capabilities:
-            return address, _MULTICAST
-        if "::" in address:
-            return address, None
-        # No prefix, no capability: an existing address keeps its routing
-        # type (ANYCAST when it has both); a new one is ANYCAST, as Artemis
-        # creates it for AMQP links (ARTEMIS-4132), so a proton client that
-        # sends to "orders" before anyone consumes finds a queue, not a void.
-        existing = self.server.addresses.get(address)
-        if existing is not None and len(existing.routing_types) == 1:
-            return address, next(iter(existing.routing_types))
-        return address, _ANYCAST
-
     def _fail_connection(self, name: str, text: str) -> None:
         conn = self.pn_connection
         if conn is None:

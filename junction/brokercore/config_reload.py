@@ -40,7 +40,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
-import time
 from collections.abc import Callable
 
 from junction.brokercore.deploy import changed_queues, deploy_addresses, undeploy_addresses
@@ -132,7 +131,7 @@ class ConfigReloader:
         reactor,
         on_applied: Callable | None = None,
         warnings: Callable | None = None,
-        wall: Callable[[], float] = time.time,
+        wall: Callable[[], float] | None = None,
     ):
         self.config = config
         self.server = server
@@ -140,7 +139,8 @@ class ConfigReloader:
         self.reactor = reactor
         self.on_applied = on_applied
         self.warnings = warnings
-        self._wall = wall
+        #: epoch seconds for the status's "at" (the injected reactor's clock unless given)
+        self._wall = wall if wall is not None else reactor.seconds
         self.path = config.config_path
         # not marked as read: the first check loads the file once and finds it unchanged
         # unless it was edited between the node's start and that check

@@ -1,11 +1,19 @@
 """Server sessions: what a protocol connection may do with the broker core.
 
-A protocol adapter (STOMP today; AMQP, OpenWire and CORE later) authenticates
-a connection, opens one :class:`ServerSession` for it and then only calls this
-API: send, create consumers, acknowledge or cancel deliveries, run local
-transactions, close.  Every operation is authorised here against
+A protocol adapter (STOMP and AMQP today; OpenWire and CORE later)
+authenticates a connection, opens one :class:`ServerSession` for it and then
+only calls this API: send, create consumers, acknowledge or cancel
+deliveries, run local transactions, create temporary queues, query addresses
+and queues, close.  Every operation is authorised here against
 ``security-settings``, so no protocol can forget a check.  Artemis's
-``ServerSessionImpl`` is the model.
+``ServerSessionImpl`` is the model.  A send goes to the node's post office
+(:class:`junction.brokercore.postoffice.PostOffice`) in one call.
+
+Besides its sessions, an adapter uses only the server's connection-level
+surface: ``reactor`` (the node's clock) and ``security`` (to authenticate),
+``node_id``, ``events`` (connection events), :meth:`BrokerServer.connection_ids`
+and :meth:`BrokerServer.batch_writes`, which it holds around the handling of
+every read so the journal writes a read's records as one batch.
 """
 
 from __future__ import annotations
@@ -13,20 +21,19 @@ from __future__ import annotations
 import itertools
 import logging
 import uuid
-from functools import partial
+from dataclasses import dataclass
 
 from twisted.internet import defer
 
-from junction.brokercore.events import put_after
 from junction.brokercore.queue import Consumer, MessageRef, QueueDefinition
 from junction.brokercore.storage import quiet_failure
 from junction.model import errors
 from junction.model.filter import FilterError, parse_filter
-from junction.model.message import DUPLICATE_ID, Message, RoutingType
+from junction.model.message import Message, RoutingType
 
 log = logging.getLogger("junction.session")
 
-__all__ = ["ServerSession", "ServerConsumer", "Transaction", "ConnectionInfo"]
+__all__ = ["ServerSession", "ServerConsumer", "Transaction", "ConnectionInfo", "AddressQuery", "QueueQuery"]
 
 
 class ConnectionInfo:
@@ -55,6 +62,34 @@ class ConnectionInfo:
         #: core sees it, and ``"V1"``/``"V2"``; None otherwise
         self.proxy_address = proxy_address
         self.proxy_version = proxy_version
+
+
+@dataclass(frozen=True)
+class AddressQuery:
+    """What a session may learn of an address (Artemis ``AddressQueryResult``)."""
+
+    name: str
+    routing_types: frozenset
+    auto_created: bool
+
+
+@dataclass(frozen=True)
+class QueueQuery:
+    """What a session may learn of a queue (Artemis ``QueueQueryResult``)."""
+
+    name: str
+    address: str
+    routing_type: RoutingType
+    filter: str | None
+    durable: bool
+    temporary: bool
+    consumer_count: int
+    message_count: int
+
+
+def _call_then_pass(value, fn):
+    fn()
+    return value
 
 
 class ServerConsumer:
@@ -121,6 +156,21 @@ class ServerConsumer:
     def add_credit(self, messages: int = 0, size: int = 0) -> None:
         self.consumer.add_credit(messages, size)
 
+    def set_credit(self, messages: int | None) -> int | None:
+        """Set the message credit outright (an AMQP link's credit); returns what it was."""
+        consumer = self.consumer
+        was = consumer.credit_messages
+        consumer.credit_messages = messages
+        return was
+
+    def deliver_now(self) -> None:
+        """Run a delivery pass of the queue now, not at the end of this reactor turn (AMQP drain)."""
+        self.queue.deliver_now()
+
+    def avoid(self, ref) -> None:
+        """Never hand ``ref`` to this consumer again (AMQP modified, undeliverable-here)."""
+        self.queue.avoid(ref, self.consumer)
+
     def settled(self, ref) -> None:
         """``ref`` was settled: its credit comes back if this consumer works that way."""
         if self.ack_returns_credit:
@@ -153,17 +203,7 @@ class Transaction:
         server = self.session.server
         storage_tx = server.storage.transaction()
         try:
-            # All or nothing: resolve every destination before routing anything,
-            # so a send that cannot be routed leaves the queues untouched.
-            routes = [
-                (message, routing_type, *server.prepare_route(message, routing_type=routing_type))
-                for message, routing_type in self.sends
-            ]
-            for message, routing_type, address, queues in routes:
-                if server.check_duplicate(address.name, message):
-                    server.messages_duplicate += 1
-                    continue
-                self.session._route(message, routing_type, storage_tx, address=address, queues=queues)
+            server.post_office.route_transaction(self.sends, self.session, storage_tx)
             credits = []
             acked = []
             for ref in self.acks:
@@ -219,6 +259,7 @@ class ServerSession:
         self.temporary_queues: set[str] = set()
         self.transactions: set[Transaction] = set()
         self._consumer_of: dict[int, ServerConsumer] = {}
+        self._post_office = server.post_office
         self._send_chain: defer.Deferred | None = None
         #: addresses this session may send to, valid while the security
         #: manager's decisions are (its ``generation``); principals never change
@@ -291,7 +332,7 @@ class ServerSession:
             result = defer.Deferred()
 
             def go(_):
-                inner = defer.maybeDeferred(self._send_now, message, routing_type)
+                inner = defer.maybeDeferred(self._post_office.send, message, routing_type, self)
                 inner.chainDeferred(result)
                 return None
 
@@ -299,7 +340,30 @@ class ServerSession:
             self._send_chain = result
             self._clear_chain_when_done(result)
             return result
-        return self._send_now(message, routing_type)
+        return self._post_office.send(message, routing_type, self)
+
+    def hold_later_sends(self, d: defer.Deferred) -> None:
+        """The post office holds a send on a BLOCKed address until ``d`` fires: later sends wait.
+
+        A fresh blocked send heads the chain later sends wait on.  A send that
+        runs from the chain (or a retry that blocks again) must not replace
+        its tail, or a later send would stop waiting for the sends between.
+        """
+        if self._send_chain is None:
+            self._send_chain = d
+            self._clear_chain_when_done(d)
+
+    @property
+    def sends_blocked(self) -> bool:
+        """Sends of this session wait for space on a BLOCKed address.
+
+        A protocol with producer credit (AMQP) grants no more meanwhile.
+        """
+        return self._send_chain is not None
+
+    def when_unblocked(self, fn) -> None:
+        """Call ``fn()`` once the sends waiting now (see :attr:`sends_blocked`) have gone."""
+        self._send_chain.addBoth(_call_then_pass, fn)
 
     def _clear_chain_when_done(self, d: defer.Deferred) -> None:
         def clear(value):
@@ -308,90 +372,6 @@ class ServerSession:
             return value
 
         d.addBoth(clear)
-
-    def _send_now(self, message: Message, routing_type) -> defer.Deferred | None:
-        """Route (or page, or hold) one message: its Deferred, or None when already safe."""
-        server = self.server
-        address, queues = server.prepare_route(message, routing_type=routing_type)
-        if DUPLICATE_ID in message.properties and server.check_duplicate(address.name, message):
-            server.messages_duplicate += 1
-            log.info("duplicate message %r on %s ignored", message.duplicate_id, address.name)
-            return None
-        policy = "PAGE" if address.paging else server.address_full(address, message.encoded_size())
-        if policy == "PAGE":
-            server.remember_duplicate(address.name, message)
-            if not queues:
-                return self._route(message, routing_type, None, address=address, queues=queues)
-            events = server.message_events
-            paged = server.page_message(address, message, queues)
-            # after page_message, which gives the message its id (and trace id)
-            entry = None if events is None else events.sent_entry(message, queues, self)
-            if entry is not None:
-                paged.addCallback(put_after, events.put, entry)
-            return paged
-        if policy is not None:
-            if policy == "FAIL":
-                settings = server.settings_for(address.name)
-                raise errors.AddressFullError(
-                    f"address {address.name} is full ({address.size} of max-size-bytes "
-                    f"{settings.max_size_bytes}, {address.messages} of max-size-messages "
-                    f"{settings.max_size_messages}; address-full-policy FAIL)"
-                )
-            if policy == "DROP":
-                server.messages_dropped += 1
-                return None
-            # BLOCK: hold this producer until the address has room.
-            waiting = server.wait_for_space(address)
-            result = defer.Deferred()
-
-            def retry(_):
-                inner = defer.maybeDeferred(self._send_now, message, routing_type)
-                inner.chainDeferred(result)
-
-            def fail(failure):
-                result.errback(failure)
-
-            waiting.addCallbacks(retry, fail)
-            if self._send_chain is None:
-                # A fresh blocked send heads the chain.  A send that runs from
-                # the chain (or a retry that blocks again) must not replace its
-                # tail, or a later send would stop waiting for the sends between.
-                self._send_chain = result
-                self._clear_chain_when_done(result)
-            return result
-        return self._route(message, routing_type, None, address=address, queues=queues)
-
-    def _route(self, message, routing_type, storage_tx, *, address=None, queues=None):
-        """Route one message: the Deferred of its journal record, or None if nothing waits."""
-        server = self.server
-        if address is None:
-            address, queues = server.prepare_route(message, routing_type=routing_type)
-            if server.check_duplicate(address.name, message):
-                server.messages_duplicate += 1
-                return None
-        if DUPLICATE_ID in message.properties:
-            server.remember_duplicate(address.name, message)
-        if not queues:
-            settings = server.settings.resolve(address.name)
-            if settings.send_to_dla_on_no_route and settings.dead_letter_address:
-                server.route_internal(message.copy(address=settings.dead_letter_address))
-            else:
-                server.messages_dropped += 1
-            return None
-        confirmed = server.deliver_to_queues(message, queues, tx=storage_tx)
-        events = server.message_events
-        if events is not None:
-            # stamped now, written once the producer may be told: after the commit, or the journal sync
-            entry = events.sent_entry(message, queues, self)
-            if entry is None:
-                pass
-            elif storage_tx is not None:
-                storage_tx.after_commit.append(partial(events.put, entry))
-            elif confirmed is None:
-                events.put(entry)
-            else:
-                events.put_when_stored(entry, confirmed)
-        return confirmed
 
     # -- consuming ---------------------------------------------------------------------
     def create_consumer(
@@ -465,17 +445,7 @@ class ServerSession:
                     self.check("createDurableQueue", destination, destination)
                     # Checked before creating: a refused consumer leaves no queue.
                     self.check("consume", destination, destination)
-                    queue = server.create_queue(
-                        QueueDefinition(
-                            name=destination,
-                            address=destination,
-                            routing_type=RoutingType.ANYCAST,
-                            durable=True,
-                            auto_created=True,
-                            max_consumers=settings.default_max_consumers,
-                            purge_on_no_consumers=settings.default_purge_on_no_consumers,
-                        )
-                    )
+                    queue = server.create_auto_queue(destination, settings)
                 self.check("consume", destination, queue.name)
             elif subscription_name or subscription_queue is not None:
                 if subscription_queue is not None:
@@ -565,10 +535,80 @@ class ServerSession:
         queue = self.server.find_queue(queue_name)
         if queue is None:
             raise errors.NonExistentQueueError(f"durable subscription {queue_name} does not exist")
-        self.check("deleteDurableQueue", queue.address, queue_name)
-        self.server.guard_cluster_change(f"remove durable subscription {queue_name}")
-        self.server.destroy_queue(queue_name)
-        self.server.cluster_changed("delete", queue, "subscription")
+        self._delete_subscription(queue)
+
+    def delete_unused_subscription(self, queue_name: str) -> None:
+        """Delete a durable subscription queue if it exists and nobody consumes from it.
+
+        AMQP: closing (not detaching) a durable subscriber's link unsubscribes.
+        Raises ``SecurityError`` or ``ClusterConfigurationUnavailableError``
+        when it may not go now.
+        """
+        queue = self.server.find_queue(queue_name)
+        if queue is None or queue.consumers:
+            return
+        self._delete_subscription(queue)
+
+    def _delete_subscription(self, queue) -> None:
+        server = self.server
+        self.check("deleteDurableQueue", queue.address, queue.name)
+        server.guard_cluster_change(f"remove durable subscription {queue.name}")
+        server.destroy_queue(queue.name)
+        server.cluster_changed("delete", queue, "subscription")
+
+    # -- temporary queues, queries ---------------------------------------------------------
+    def create_temporary_queue(self, name: str, routing_type: RoutingType) -> None:
+        """A temporary queue on its own address, gone with this session (or :meth:`delete_temporary_queue`)."""
+        self.check("createNonDurableQueue", name, name)
+        self.server.create_queue(
+            QueueDefinition(name=name, address=name, routing_type=routing_type, durable=False, temporary=True)
+        )
+        self.temporary_queues.add(name)
+
+    def delete_temporary_queue(self, name: str) -> None:
+        self.temporary_queues.discard(name)
+        self.server.destroy_queue(name)
+
+    def check_producer(self, address: str) -> None:
+        """A producer may send to ``address`` (an AMQP sending link's target).
+
+        Raises ``SecurityError``, or
+        :class:`junction.model.errors.NonExistentAddressError` when the
+        address does not exist and address-settings do not auto-create it.
+        """
+        self.check("send", address)
+        server = self.server
+        if address not in server.addresses and "::" not in address:
+            settings = server.settings.resolve(address)
+            if not settings.auto_create_addresses:
+                raise errors.NonExistentAddressError(
+                    f"address {address} does not exist and auto-create-addresses is false"
+                )
+            self.check("createAddress", address)
+
+    def address_query(self, name: str) -> AddressQuery | None:
+        """The address ``name``, or None when it does not exist (nothing is created)."""
+        address = self.server.addresses.get(name)
+        if address is None:
+            return None
+        return AddressQuery(address.name, frozenset(address.routing_types), address.auto_created)
+
+    def queue_query(self, name: str) -> QueueQuery | None:
+        """The queue ``name``, or None when it does not exist (nothing is created)."""
+        queue = self.server.find_queue(name)
+        if queue is None:
+            return None
+        defn = queue.definition
+        return QueueQuery(
+            queue.name,
+            queue.address,
+            queue.routing_type,
+            defn.filter,
+            queue.durable,
+            defn.temporary,
+            len(queue.consumers),
+            queue.message_count,
+        )
 
     # -- settlement ----------------------------------------------------------------------
     def acknowledge(self, ref: MessageRef, tx: Transaction | None = None):

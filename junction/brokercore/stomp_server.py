@@ -19,7 +19,6 @@ what the client did wrong.
 from __future__ import annotations
 
 import logging
-import time
 from collections import deque
 
 from twisted.internet import interfaces
@@ -198,7 +197,8 @@ class StompProtocol(Protocol):
             # Frames completed before the bad one in this read still count.
             events = getattr(exc, "events", None) or []
             malformed = exc
-        self._handle(events)
+        with self.server.batch_writes():
+            self._handle(events)
         if malformed is not None:
             self._fail(f"malformed frame: {malformed}")
 
@@ -621,7 +621,7 @@ class StompProtocol(Protocol):
             durable,
             priority,
             expiration,
-            int(time.time() * 1000),
+            int(self.reactor.seconds() * 1000),
             None,
             properties,
             None,

@@ -30,7 +30,7 @@ from junction.model.message import RoutingType, decode_message, encode_message_i
 
 log = logging.getLogger("junction.storage")
 
-__all__ = ["RecordType", "JournalStorage", "NullStorage", "Recovered", "RecoveredMessage"]
+__all__ = ["RecordType", "JournalStorage", "NullStorage", "Recovered", "RecoveredMessage", "WriteBatch"]
 
 
 class RecordType:
@@ -94,6 +94,31 @@ def quiet_failure(d):
 def _note_failure(failure):
     log.debug("journal record not written: %s", failure.getErrorMessage())
     return None
+
+
+class WriteBatch:
+    """The journal records of one read of protocol input, written as one batch.
+
+    ``with batch:`` holds the journal's writer (``storage.hold()``) and
+    releases it on the way out, however the block ends: what the handling of
+    the read submitted goes out in one write and one sync, and is confirmed,
+    as ever, only once synced.  One instance serves every read of the node
+    (it keeps no state of its own; holds nest).
+    """
+
+    __slots__ = ("_hold", "_release")
+
+    def __init__(self, storage):
+        self._hold = storage.hold
+        self._release = storage.release
+
+    def __enter__(self):
+        self._hold()
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        self._release()
+        return False
 
 
 def _encode_json(obj) -> bytes:

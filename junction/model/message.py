@@ -19,7 +19,6 @@ short, int, long; float vs double) it wraps it in :class:`Typed`.
 from __future__ import annotations
 
 import struct
-import time
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -133,12 +132,9 @@ class Message:
         value = plain(value)
         return value if isinstance(value, bytes) else str(value).encode("utf-8")
 
-    def is_expired(self, now_ms: int | None = None) -> bool:
-        if not self.expiration:
-            return False
-        if now_ms is None:
-            now_ms = int(time.time() * 1000)
-        return now_ms >= self.expiration
+    def is_expired(self, now_ms: int) -> bool:
+        """Expired at ``now_ms`` (epoch milliseconds by the node's clock)."""
+        return bool(self.expiration) and now_ms >= self.expiration
 
     def encoded_size(self) -> int:
         """An estimate of memory and journal cost, used for address limits.

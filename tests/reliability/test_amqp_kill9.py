@@ -13,10 +13,10 @@ directory, and the queue drained with an AMQP receiver.
 
 What is asserted, and why it is the broker's to give: the AMQP server answers
 a durable unsettled transfer with ACCEPTED only once the journal has synced
-its record (``_Receiver._synced``), so a crash cannot undo an accepted
-message.  Hence: every accepted sequence is present after the restart,
-nothing is delivered twice, nothing that was never sent appears.  A sequence
-sent but not accepted may or may not be there.
+its record (``Receiver._synced``, junction/brokercore/amqp_links.py), so a
+crash cannot undo an accepted message.  Hence: every accepted sequence is
+present after the restart, nothing is delivered twice, nothing that was never
+sent appears.  A sequence sent but not accepted may or may not be there.
 
 The transactional variant: declare, 50 durable sends in the transaction,
 discharge (commit), pipelined, with one transaction left open (never

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from junction.brokercore.amqp_server import subscription_queue_name
+from junction.brokercore.amqp_terminus import subscription_queue_name
 
 
 @pytest.mark.parametrize(

@@ -128,7 +128,7 @@ def test_a_remembered_route_follows_a_second_queue_on_the_address():
     first = b.queue("orders")
     for body in (b"1", b"2"):
         b.send(s, "orders", body)
-    assert b.server._anycast_routes, "the point-to-point route is remembered"
+    assert b.server.post_office._anycast_routes, "the point-to-point route is remembered"
     second = b.queue("orders-2", "orders")
     for body in (b"3", b"4", b"5", b"6"):
         b.send(s, "orders", body)
@@ -165,7 +165,7 @@ def test_a_route_to_a_filtered_queue_is_not_remembered():
     b.send(s, "only-red", b"blue", properties={"colour": "blue"})
     b.send(s, "only-red", b"red", properties={"colour": "red"})
     assert _waiting(q) == [b"red"]
-    assert not b.server._anycast_routes
+    assert not b.server.post_office._anycast_routes
 
 
 def test_a_fully_qualified_queue_name_is_never_a_remembered_route():
@@ -175,7 +175,7 @@ def test_a_fully_qualified_queue_name_is_never_a_remembered_route():
     b.send(s, "addr::q1", b"x")
     b.send(s, "addr::q1", b"y")
     assert _waiting(q) == [b"x", b"y"]
-    assert not any("::" in name for name, _ in b.server._anycast_routes)
+    assert not any("::" in name for name, _ in b.server.post_office._anycast_routes)
 
 
 # -- sends confirmed without a Deferred ---------------------------------------------------------

@@ -126,11 +126,11 @@ def server():
     srv.start()
     for _ in range(5):
         message = Message(address="orders", body=b"x" * 100, routing_type=RoutingType.ANYCAST)
-        _, queues = srv.prepare_route(message)
-        srv.deliver_to_queues(message, queues)
+        _, queues = srv.post_office.prepare_route(message)
+        srv.post_office.deliver_to_queues(message, queues)
     message = Message(address="events", body=b"e", routing_type=RoutingType.MULTICAST)
-    _, queues = srv.prepare_route(message)
-    srv.deliver_to_queues(message, queues)
+    _, queues = srv.post_office.prepare_route(message)
+    srv.post_office.deliver_to_queues(message, queues)
     # One consumer given three "orders" messages: one acked, two still delivering.
     orders = srv.find_queue("orders")
     delivered = []

@@ -362,13 +362,13 @@ def test_a_higher_limit_releases_blocked_sends(node):
     node.tick()
     server = node.server
     address = server.addresses["kept"]
-    waiting = server.wait_for_space(address)
+    waiting = server.post_office.wait_for_space(address)
     fired = []
     waiting.addCallback(fired.append)
     address.size = 100
     write(node.path, settings="<max-size-bytes>10</max-size-bytes><address-full-policy>BLOCK</address-full-policy>")
     node.tick()
-    assert fired == [] and server.address_full(address, 1) == "BLOCK"
+    assert fired == [] and server.post_office.address_full(address, 1) == "BLOCK"
     write(node.path, settings="<max-size-bytes>1000</max-size-bytes><address-full-policy>BLOCK</address-full-policy>")
     node.tick()
     assert fired == [None]

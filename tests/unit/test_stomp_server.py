@@ -902,6 +902,7 @@ def test_binary_body_with_nuls_and_content_length():
 
 def test_message_headers():
     b = Broker()
+    b.run(1.0)  # the broker stamps messages by its clock: past the epoch (expires stays ahead)
     c = connected(b)
     c.subscribe("/queue/q", "s")
     c.send("/queue/q", b"x", persistent="true", priority=7, expires=999_999, type="order")

@@ -81,10 +81,11 @@ class LinkServerProtocol(Protocol):
             self.transport.write(self.conn.abort(exc))
             self.transport.loseConnection()
             return
-        for event in events:
-            if self.lost:
-                return
-            self._event(event)
+        with self.manager.server.batch_writes():  # one journal batch per read, as every adapter
+            for event in events:
+                if self.lost:
+                    return
+                self._event(event)
         if self.conn.closed and not self.lost:
             self.transport.loseConnection()
 

@@ -210,7 +210,7 @@ class ClusterManager:
         """Store ``message`` for ``bindings`` within the storage transaction ``tx`` (redistribution)."""
         queues: list = []
         self._add_forwards(message, bindings, queues)
-        self.server.deliver_to_queues(message, queues, tx=tx)
+        self.server.post_office.deliver_to_queues(message, queues, tx=tx)
 
     # -- remote bindings (reported by bridges) -------------------------------------
     def bindings_replaced(self, cluster: str, via: str, bindings) -> None:
@@ -424,10 +424,11 @@ class ClusterManager:
         goes through the journal too, to reach its queues after them (in order).
         """
         server = self.server
+        post_office = server.post_office
         dup_key = None
         if frame.duplicate_id is not None:
             dup_key = (BRIDGE_DUP_PREFIX + sender, bytes(frame.duplicate_id))
-            if dup_key in server.duplicates:
+            if dup_key in post_office.duplicates:
                 self.duplicates_dropped += 1
                 return None
         message = decode_message(frame.body)
@@ -464,28 +465,28 @@ class ClusterManager:
             self._add_forwards(message, forwards, queues)
         if not queues:
             # The queues it was for are gone: route here as if a client sent it, locally.
-            address, queues = server.prepare_route(message, routing_type=message.routing_type, local_only=True)
+            address, queues = post_office.prepare_route(message, routing_type=message.routing_type, local_only=True)
         for queue in queues:
             address = server.addresses.get(queue.address)
             if address is not None and not queue.name.startswith(SF_PREFIX):
-                policy = "PAGE" if address.paging else server.address_full(address, message.encoded_size())
+                policy = "PAGE" if address.paging else post_office.address_full(address, message.encoded_size())
                 if policy in ("FAIL", "BLOCK", "PAGE"):
                     raise errors.AddressFullError(f"address {address.name} is full")
         self.messages_received += 1
         if not queues:
             if dup_key is not None:
-                server.remember_id(dup_key[0], dup_key[1])
+                post_office.remember_id(dup_key[0], dup_key[1])
             return None
         if not message.durable and not behind_stores:
             # Nothing to wait for: the message is not journaled here (nor was it on the sender);
             # its duplicate id is written without waiting for a sync, like a producer's.
             if dup_key is not None:
-                server.remember_id(dup_key[0], dup_key[1])
-            return server.deliver_to_queues(message, queues)
+                post_office.remember_id(dup_key[0], dup_key[1])
+            return post_office.deliver_to_queues(message, queues)
         tx = server.storage.transaction()
-        server.deliver_to_queues(message, queues, tx=tx)
+        post_office.deliver_to_queues(message, queues, tx=tx)
         if dup_key is not None:
-            server.remember_id(dup_key[0], dup_key[1], tx=tx)
+            post_office.remember_id(dup_key[0], dup_key[1], tx=tx)
         return tx.commit(True)
 
     def scale_down(self, config):

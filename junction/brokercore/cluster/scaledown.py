@@ -140,7 +140,7 @@ class ScaleDown:
                     copy.native = {k: v for k, v in copy.native.items() if not k.startswith("cluster.")}
                     copy.native["cluster.route." + target] = route
                     copy.native[CREATE_NATIVE] = create
-                    server.deliver_to_queues(copy, [sf], tx=tx)
+                    server.post_office.deliver_to_queues(copy, [sf], tx=tx)
                     ref.consumer = None
                     stored = queue.acknowledge(ref, tx=tx)
                     if stored is not None:
