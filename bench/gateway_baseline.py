@@ -9,8 +9,10 @@ usual report followed by the comparison: per protocol and path, each figure's
 medians and the rounds' current / baseline ratios.  Both the cores and the
 gateways come from the build under test.
 
-It gets the gateway bench as a module object (``gw``) rather than importing
-it, so that a script run as ``__main__`` is not imported a second time.
+It gets the gateway bench as a module object (``gw``, for its ``run_all``)
+rather than importing it, so that a script run as ``__main__`` is not
+imported a second time; the report, the trials and the world are modules
+of their own.
 """
 
 from __future__ import annotations
@@ -19,11 +21,16 @@ import statistics
 import subprocess
 import sys
 
-try:
-    from . import baseline, common  # imported as bench.gateway_baseline from the repository root
-except ImportError:  # run from a script in bench/: bench/ is on sys.path
+try:  # imported as bench.gateway_baseline from the repository root
+    from . import baseline, common, gateway_report
+    from .gateway_trials import stomp_producer_nodelay
+    from .gateway_world import NAME
+except ImportError:  # run from a script in bench/: bench/ (and the checkout, for junction) on sys.path
     import baseline
     import common
+    import gateway_report
+    from gateway_trials import stomp_producer_nodelay
+    from gateway_world import NAME
 
 #: per kind of measurement, the figures compared: (row field, label, format)
 METRICS = {
@@ -55,7 +62,7 @@ def run(args, gw) -> int:
     """
     commit = args.baseline_commit
     if not args.stomp_nagle:
-        gw.stomp_producer_nodelay()
+        stomp_producer_nodelay()
 
     def run_all(args, deadline: common.Deadline) -> dict:
         with baseline.builds(commit) as builds:
@@ -68,9 +75,9 @@ def run(args, gw) -> int:
         summaries = {}
         for b in out["builds"]:
             part = of_build(out, b.name)
-            summaries[b.name] = gw.summarize(part)
+            summaries[b.name] = gateway_report.summarize(part)
             print(f"\n===== {b.name}: {b.label}")
-            gw.print_report(part, summaries[b.name], args)
+            gateway_report.print_report(part, summaries[b.name], args)
         comparison = compare(out)
         print(baseline.header(out["builds"], args.runs, out["loadavg_start"], out["loadavg_end"]))
         print(out["idle_note"])
@@ -87,14 +94,14 @@ def run(args, gw) -> int:
         if args.json:
             import json
 
-            record = gw.json_record(
+            record = gateway_report.json_record(
                 {k: v for k, v in out.items() if k != "builds"}, summaries, args
             )
             record["builds"] = {b.name: b.label for b in out["builds"]}
             record["comparison"] = comparison
             print(json.dumps(record, separators=(",", ":")))
 
-    return common.run_guarded(gw.NAME, args, run_all, report, gw.failed)
+    return common.run_guarded(NAME, args, run_all, report, gateway_report.failed)
 
 
 def of_build(out: dict, name: str) -> dict:

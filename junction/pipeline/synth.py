@@ -12,8 +12,9 @@ The world
   names say nothing of their tenant).  Users are active with a Zipf-like skew
   (weight ``1 / rank**ZIPF_EXPONENT``).
 * Each tenant owns ``addresses_per_tenant`` addresses; about
-  :data:`TOPIC_FRACTION` of them are topic-like (MULTICAST, 2 or 3
-  subscription queues), the rest have one queue of the address's name.  Each
+  :data:`~junction.pipeline.synth_model.TOPIC_FRACTION` of them are
+  topic-like (MULTICAST, 2 or 3 subscription queues), the rest have one
+  queue of the address's name.  Each
   queue has one consuming user, from the address's tenant except with
   probability ``cross_tenant``; users produce to their own tenant's
   addresses except with probability ``cross_tenant``.  A gravity job that
@@ -48,7 +49,7 @@ Planted faults (recorded in ``truth.json``, at most one per message)
   messages of the group overtake it; ``out_of_order`` lists the (message,
   queue) pairs the audit's definition flags, computed from what was written.
 * expired / dead-lettered: one queue expires the message, or dead-letters
-  it after :data:`MAX_DELIVERY_ATTEMPTS` deliveries.
+  it after :data:`~junction.pipeline.synth_model.MAX_DELIVERY_ATTEMPTS` deliveries.
 
 Speed and memory
 ================
@@ -60,21 +61,31 @@ from a JSON-safe alphabet); the tests check every kind of line against
 streams to its own files, so memory stays bounded whatever ``events``.
 Lines within a file follow generation order, which is nearly time order
 (a delivery is written with its message, milliseconds to seconds ahead).
+
+The modules
+===========
+
+This module is the whole log (:func:`generate`, :class:`Truth`); the chunks
+it hands to the pool are :mod:`~junction.pipeline.synth_chunk`'s (the
+messages and the faults planted in them), which writes through
+:mod:`~junction.pipeline.synth_gateway` (the gateway's connection lines),
+:mod:`~junction.pipeline.synth_restarts` (the cores' restarts and what they
+recover) and :mod:`~junction.pipeline.synth_files`, over the
+:mod:`~junction.pipeline.synth_world` every worker builds alike;
+:mod:`~junction.pipeline.synth_model` names the model's numbers.
 """
 
 from __future__ import annotations
 
-import bisect
 import json
 import math
 import os
-import random
-import time
 from dataclasses import asdict, dataclass, field
 from multiprocessing import get_context
 
-from junction.events.schema import SCHEMA_VERSION
-from junction.routing.policies import murmur3_32
+from junction.pipeline.synth_chunk import chunk
+from junction.pipeline.synth_model import CONNECTION_EVENTS_PER_CONNECTION
+from junction.pipeline.synth_world import World
 
 __all__ = ["Truth", "generate", "DEFAULT_START_MS", "CHUNK_MESSAGES"]
 
@@ -82,82 +93,12 @@ __all__ = ["Truth", "generate", "DEFAULT_START_MS", "CHUNK_MESSAGES"]
 CHUNK_MESSAGES = 50_000
 #: lines per file before the next one is opened (the real writer rotates by size)
 ROTATE_LINES = 1_000_000
-#: file sequence numbers reserved per chunk, so names never collide
-SEQ_PER_CHUNK = 1_000
-#: lines gathered per node before one write (looked at every FLUSH_CHECK_MESSAGES messages)
-FLUSH_LINES = 20_000
-FLUSH_CHECK_MESSAGES = 1_000
 #: the first message's time when none is given: 2025-01-01T00:00:00Z, in milliseconds
 DEFAULT_START_MS = 1_735_689_600_000
-#: messages per second, on average (the rate swings by RATE_SWING over RATE_PERIOD_S)
+#: messages per second, on average (the rate swings around it: synth_model.RATE_SWING)
 DEFAULT_RATE = 2_000.0
-RATE_SWING = 0.5
-RATE_PERIOD_S = 1_800.0
-#: user activity skew: weight 1 / rank ** ZIPF_EXPONENT
-ZIPF_EXPONENT = 1.1
-#: share of addresses that are topic-like (MULTICAST with several subscription queues)
-TOPIC_FRACTION = 0.25
-#: subscription queues of a topic-like address: between these, inclusive
-TOPIC_SUBSCRIPTIONS = (2, 3)
-#: share of addresses whose messages are grouped
-GROUPED_FRACTION = 0.2
-#: share of groups whose messages carry group_seq (the others are ranked by sent time)
-GROUP_SEQ_FRACTION = 0.7
-#: a held-back group delivery is late by this many microseconds (uniform between)
-REORDER_DELAY_US = (2_000_000, 6_000_000)
-#: deliveries of a message before it is dead-lettered
-MAX_DELIVERY_ATTEMPTS = 3
-#: chance that a delivery is retried once before its acknowledgement (not a fault)
-REDELIVERY_P = 0.003
-#: chance that a local anycast message is redistributed to another core
-REDISTRIBUTE_P = 0.002
-#: chance that a lost message was delivered (never acknowledged) before it was lost
-LOST_DELIVERED_P = 0.3
-#: messages per producer connection, on average (then the connection closes and reopens)
-MESSAGES_PER_CONNECTION = 300
-#: chance that a connection attempt is refused (then retried at once)
-REFUSAL_P = 0.02
-#: refusal reasons (the router's decision reasons) and their weights
-REFUSAL_REASONS = (("unavailable", 0.85), ("no-pool", 0.15))
-#: chance that a routing decision found its key in the router's cache after the first
-CACHE_HIT_P = 0.9
-#: chance that a routing decision waited for the pool's quorum (10 to 210 times slower)
-QUORUM_WAIT_P = 0.01
-#: chance that a connection ends with an error rather than a clean close
-CONNECTION_LOST_P = 0.02
-#: connection ids reserved per chunk on each node (ids stay unique within a node)
-CONN_IDS_PER_CHUNK = 10_000_000
-#: protocols of client connections and their weights; CORE clients are redirected
-PROTOCOLS = (("amqp", 0.5), ("core", 0.2), ("openwire", 0.15), ("stomp", 0.15))
-#: latency model (microseconds): a floor plus a Pareto tail of this shape
-DELIVERY_FLOOR_US = 300
-DELIVERY_SCALE_US = 1_500
-ACK_FLOOR_US = 100
-ACK_SCALE_US = 800
-FORWARD_US = 400
-LATENCY_TAIL_ALPHA = 1.6
-LATENCY_CAP_US = 30_000_000
-#: message sizes: SIZE_BYTES[0] plus up to SIZE_BYTES[1] bytes; LARGE_P of them up to LARGE_BYTES more
-SIZE_BYTES = (120, 400)
-LARGE_P = 0.02
-LARGE_BYTES = 60_000
-#: ``queues`` of a message expire this long after it was sent (microseconds)
-EXPIRY_US = 60_000_000
-#: lines a client connection writes on the gateway (accepted, routed, closed)
-CONNECTION_EVENTS_PER_CONNECTION = 3
 #: restarts of each broker core over the log (evenly spread; the cores a second apart)
 RESTARTS_PER_CORE = 2
-#: no unexpected message is planted this long (microseconds) before a restart of the core
-#: its id names: the audit would take its missing sent event for one the crash took
-UNEXPECTED_CLEAR_US = 15_000_000
-
-_WORDS = (
-    "orders", "billing", "invoices", "payments", "shipments", "inventory", "alerts", "audit",
-    "telemetry", "metrics", "clicks", "sessions", "profiles", "carts", "returns", "pricing",
-    "quotes", "trades", "fills", "positions", "claims", "tickets", "emails", "sms", "pushes",
-    "jobs", "tasks", "builds", "deploys", "logs", "events", "ledger",
-)
-_SUBSCRIPTIONS = ("audit", "archive", "search", "analytics", "billing", "notify")
 
 
 @dataclass
@@ -210,669 +151,6 @@ class Truth:
             return cls(**json.load(f))
 
 
-# -- the world: nodes, users, tenants, addresses (the same in every worker) -----------------------
-
-
-class _Queue:
-    __slots__ = ("name", "jname", "consumer", "core", "index")
-
-    def __init__(self, name, consumer, core, index):
-        self.name = name
-        self.jname = json.dumps(name)
-        self.consumer = consumer
-        self.core = core
-        self.index = index
-
-
-class _Address:
-    __slots__ = ("name", "jname", "tenant", "queues", "routing_type", "grouped", "weight")
-
-    def __init__(self, name, tenant, routing_type, grouped, weight):
-        self.name = name
-        self.jname = json.dumps(name)
-        self.tenant = tenant
-        self.queues: list[_Queue] = []
-        self.routing_type = routing_type
-        self.grouped = grouped
-        self.weight = weight
-
-
-def _node_id(rng: random.Random) -> str:
-    return "%08x-%04x-%04x-%04x-%012x" % (
-        rng.getrandbits(32), rng.getrandbits(16), 0x4000 | rng.getrandbits(12),
-        0x8000 | rng.getrandbits(14), rng.getrandbits(48),
-    )
-
-
-def rendezvous(key: str, node_ids: list[str]) -> int:
-    """The index of the node CONSISTENT_HASH (MURMUR3) picks for ``key`` (highest score wins)."""
-    data = key.encode("utf-8")
-    best, best_score, best_id = 0, -1, ""
-    for i, node_id in enumerate(node_ids):
-        score = murmur3_32(data, murmur3_32(node_id.encode("utf-8")))
-        if score > best_score or (score == best_score and node_id > best_id):
-            best, best_score, best_id = i, score, node_id
-    return best
-
-
-def _cumulative(weights):
-    out, total = [], 0.0
-    for w in weights:
-        total += w
-        out.append(total)
-    return out
-
-
-class _World:
-    """Everything fixed by the seed and the shape parameters."""
-
-    def __init__(self, p: dict):
-        rng = random.Random(f"world-{p['seed']}")
-        self.cores = [f"core{i + 1}" for i in range(p["nodes"])]
-        self.core_ids = [_node_id(rng) for _ in self.cores]
-        self.gateway = "gateway"
-        self.gateway_id = _node_id(rng)
-        n_keys, n_tenants = p["keys"], p["tenants"]
-        if n_keys < n_tenants:
-            raise ValueError("keys must be at least tenants (every tenant needs a user)")
-        numbers = rng.sample(range(1000, 1000 + 50 * n_keys), n_keys)
-        self.users = [f"user{n}" for n in numbers]
-        order = list(range(n_keys))
-        rng.shuffle(order)  # activity rank independent of name and tenant
-        self.user_weight = [0.0] * n_keys
-        for rank, u in enumerate(order):
-            self.user_weight[u] = 1.0 / (rank + 1) ** ZIPF_EXPONENT
-        self.user_cum = _cumulative(self.user_weight)
-        self.tenant_names = [f"tenant{t + 1:02d}" for t in range(n_tenants)]
-        # tenant t owns users u with tenant_of[u] == t; a shuffled round robin keeps sizes even
-        shuffled = list(range(n_keys))
-        rng.shuffle(shuffled)
-        self.tenant_of = [0] * n_keys
-        self.tenant_users: list[list[int]] = [[] for _ in range(n_tenants)]
-        for i, u in enumerate(shuffled):
-            self.tenant_of[u] = i % n_tenants
-            self.tenant_users[i % n_tenants].append(u)
-        self.user_core = [rendezvous(name, self.core_ids) for name in self.users]
-        self.user_json = [json.dumps(name) for name in self.users]
-        # addresses: word.<number>, tenants mixed over the words
-        self.addresses: list[_Address] = []
-        self.tenant_addresses: list[list[_Address]] = [[] for _ in range(n_tenants)]
-        used = set()
-        queue_index = 0
-        for t in range(n_tenants):
-            for a in range(p["addresses_per_tenant"]):
-                while True:
-                    name = f"{rng.choice(_WORDS)}.{rng.randrange(100, 1000)}"
-                    if name not in used:
-                        used.add(name)
-                        break
-                topic = rng.random() < TOPIC_FRACTION
-                grouped = rng.random() < GROUPED_FRACTION
-                address = _Address(name, t, "MULTICAST" if topic else "ANYCAST", grouped, 1.0 / (a + 1))
-                if topic:
-                    subs = rng.sample(_SUBSCRIPTIONS, rng.randint(*TOPIC_SUBSCRIPTIONS))
-                    qnames = [f"{name}.{s}" for s in subs]
-                else:
-                    qnames = [name]
-                for qname in qnames:
-                    if rng.random() < p["cross_tenant"] and n_tenants > 1:
-                        other = rng.choice([x for x in range(n_tenants) if x != t])
-                        consumer = rng.choice(self.tenant_users[other])
-                    else:
-                        consumer = rng.choice(self.tenant_users[t])
-                    address.queues.append(_Queue(qname, consumer, self.user_core[consumer], queue_index))
-                    queue_index += 1
-                self.addresses.append(address)
-                self.tenant_addresses[t].append(address)
-        self.tenant_address_cum = [_cumulative(a.weight for a in addrs) for addrs in self.tenant_addresses]
-        self.n_queues = queue_index
-        self.grouped_addresses = [a for a in self.addresses if a.grouped]
-        # a rough share of messages that are grouped (weights of grouped addresses)
-        # expected shares per message (own tenant's addresses; cross-tenant noise ignored)
-        user_total = self.user_cum[-1]
-        grouped = queues = remote = 0.0
-        for u, weight in enumerate(self.user_weight):
-            addrs = self.tenant_addresses[self.tenant_of[u]]
-            address_total = sum(a.weight for a in addrs)
-            for a in addrs:
-                share = weight / user_total * a.weight / address_total
-                grouped += share * a.grouped
-                queues += share * len(a.queues)
-                remote += share * len({q.core for q in a.queues if q.core != self.user_core[u]})
-        self.grouped_share = grouped
-        # sent + forwards + (delivered + acknowledged) per queue + producer connections' lines,
-        # and what faults add (a duplicate or dead-lettering: 2) or take (a loss: ~2, an expiry: 1)
-        self.lines_per_message = (
-            1.0 + remote + 2.0 * queues + CONNECTION_EVENTS_PER_CONNECTION / MESSAGES_PER_CONNECTION
-            + REDELIVERY_P * queues
-            + 2.0 * (p["duplicates"] + p["dead_lettered"]) - 2.0 * p["loss"] - p["expired"]
-            - (1.0 + remote) * p["unexpected"]
-        )
-
-    def truth_tenants(self) -> dict:
-        return {
-            self.tenant_names[t]: {
-                "keys": sorted(self.users[u] for u in self.tenant_users[t]),
-                "addresses": sorted(a.name for a in self.tenant_addresses[t]),
-                "queues": sorted(q.name for a in self.tenant_addresses[t] for q in a.queues),
-            }
-            for t in range(len(self.tenant_names))
-        }
-
-
-# -- writing files ---------------------------------------------------------------------------
-
-
-class _NodeFiles:
-    """One node's files of one chunk: buffered, rotated every ``rotate`` lines."""
-
-    def __init__(self, out_dir, node, stamp, first_seq, rotate):
-        self.out_dir, self.node, self.stamp = out_dir, node, stamp
-        self.seq = first_seq
-        self.rotate = rotate
-        self.lines: list[str] = []
-        self.in_file = 0
-        self.file = None
-        self.names: list[str] = []
-        self.written = 0
-
-    def _open(self):
-        if self.file is not None:
-            self.file.close()
-        name = f"events-{self.node}-{self.stamp}-{self.seq:04d}.jsonl"
-        self.seq += 1
-        self.names.append(name)
-        self.file = open(os.path.join(self.out_dir, name), "w", encoding="utf-8", buffering=1 << 20)
-        self.in_file = 0
-
-    def flush(self):
-        lines = self.lines
-        while lines:
-            if self.file is None or self.in_file >= self.rotate:
-                self._open()
-            take = min(len(lines), self.rotate - self.in_file)
-            self.file.write("\n".join(lines[:take]))
-            self.file.write("\n")
-            self.in_file += take
-            self.written += take
-            lines = lines[take:]
-        self.lines = []
-
-    def close(self):
-        self.flush()
-        if self.file is not None:
-            self.file.close()
-            self.file = None
-
-
-def _pick(cum, r):
-    """Index of a weighted choice: ``cum`` cumulative weights, ``r`` uniform in [0, cum[-1])."""
-    i = bisect.bisect_right(cum, r)
-    return i if i < len(cum) else len(cum) - 1
-
-
-def _weighted(rng, pairs):
-    r = rng.random() * sum(w for _, w in pairs)
-    for value, w in pairs:
-        r -= w
-        if r < 0:
-            return value
-    return pairs[-1][0]
-
-
-# -- one chunk -----------------------------------------------------------------------------
-
-
-def _chunk(spec: dict) -> dict:
-    """Generate chunk ``spec['index']``: its files, and its part of the truth."""
-    p = spec["params"]
-    world = _World(p)
-    index = spec["index"]
-    rng = random.Random(f"chunk-{p['seed']}-{index}")
-    rnd = rng.random
-    out_dir = p["out_dir"]
-    start_us = spec["start_us"]
-    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(start_us / 1e6))
-    first_seq = index * SEQ_PER_CHUNK + 1
-    n_cores = len(world.cores)
-    files = [_NodeFiles(out_dir, name, stamp, first_seq, p["rotate_lines"]) for name in world.cores]
-    gw_files = _NodeFiles(out_dir, world.gateway, stamp, first_seq, p["rotate_lines"])
-    all_files = files + [gw_files]
-    node_part = [f'"node":"{n}","node_id":"{i}"' for n, i in zip(world.cores, world.core_ids, strict=True)]
-    gw_part = f'"node":"{world.gateway}","node_id":"{world.gateway_id}"'
-    core_ids = world.core_ids
-    counts = dict.fromkeys(
-        (
-            "connection.accepted", "connection.routed", "connection.closed", "message.sent",
-            "message.forwarded", "message.redistributed", "message.delivered", "message.acknowledged",
-            "message.expired", "message.dead_lettered", "node.started", "message.recovered",
-        ),
-        0,
-    )
-    truth = {
-        "lost": [], "lost_pairs": [], "in_flight": [], "in_flight_pairs": [], "duplicated": [], "unexpected": [],
-        "out_of_order": [],
-        "acknowledged": 0, "expired": 0, "dead_lettered": 0, "redelivered": 0, "forwarded": 0, "redistributed": 0,
-        "connections": 0, "refused": {}, "last_us": 0,
-    }
-
-    # -- connections (through the gateway) --------------------------------------------------
-    gw_conn = [index * CONN_IDS_PER_CHUNK]
-    core_conn = [index * CONN_IDS_PER_CHUNK] * n_cores
-    routed_before: set = set()
-
-    def gateway_connection(user: int, t_us: int) -> tuple[str, str, str, int]:
-        """Accept and route one connection of ``user`` (retrying refusals): gateway conn, core conn, client id, time."""
-        core = world.user_core[user]
-        name = world.users[user]
-        tenant = world.tenant_of[user]
-        protocol = _weighted(rng, PROTOCOLS)
-        while True:
-            gw_conn[0] += 1
-            gconn = str(gw_conn[0])
-            remote = f"10.{tenant + 1}.{user % 250}.{(user * 7) % 250 + 1}:{rng.randrange(20000, 65000)}"
-            sni = f'"{world.tenant_names[tenant]}.msg.example.net"' if protocol == "amqp" else "null"
-            gw_files.lines.append(
-                f'{{"v":{SCHEMA_VERSION},"kind":"connection.accepted","ts":{t_us / 1000.0!r},{gw_part},'
-                f'"conn":"{gconn}","remote":"{remote}","acceptor":"gateway-{protocol}",'
-                f'"protocol":"{protocol}","sni_host":{sni},"user":null,"client_id":null}}'
-            )
-            t_us += 50 + int(rnd() * 200)
-            hit = name in routed_before and rnd() < CACHE_HIT_P
-            refused = rnd() < REFUSAL_P
-            if hit:
-                decision_us = 3.0 + rnd() * 12.0
-            else:
-                decision_us = 20.0 + rnd() * 60.0
-            if rnd() < QUORUM_WAIT_P:  # waiting for the pool's quorum: the long tail
-                decision_us *= 10.0 + rnd() * 200.0
-            decision_us = round(decision_us, 1)
-            client_id = f"{name}-{gw_conn[0] % 1000}"
-            if refused:
-                reason = _weighted(rng, REFUSAL_REASONS)
-                truth["refused"][reason] = truth["refused"].get(reason, 0) + 1
-                gw_files.lines.append(
-                    f'{{"v":{SCHEMA_VERSION},"kind":"connection.routed","ts":{t_us / 1000.0!r},{gw_part},'
-                    f'"conn":"{gconn}","router":"shard","key_type":"USER_NAME","key":"{name}",'
-                    f'"transformed_key":"{name}","target":null,"target_node_id":null,'
-                    f'"decision":"refused","reason":"{reason}","cache_hit":false,'
-                    f'"decision_us":{decision_us!r},"user":"{name}","client_id":"{client_id}"}}'
-                )
-                t_us += 100 + int(rnd() * 500)
-                gw_files.lines.append(
-                    f'{{"v":{SCHEMA_VERSION},"kind":"connection.closed","ts":{t_us / 1000.0!r},{gw_part},'
-                    f'"conn":"{gconn}","bytes_in":{180 + int(rnd() * 200)},"bytes_out":{120 + int(rnd() * 80)},'
-                    f'"duration_ms":{(600 + int(rnd() * 1000)) / 1000.0!r},"reason":"refused by router shard"}}'
-                )
-                counts["connection.accepted"] += 1
-                counts["connection.routed"] += 1
-                counts["connection.closed"] += 1
-                t_us += 1_000 + int(rnd() * 50_000)
-                continue
-            routed_before.add(name)
-            decision = "redirect" if protocol == "core" else "forward"
-            gw_files.lines.append(
-                f'{{"v":{SCHEMA_VERSION},"kind":"connection.routed","ts":{t_us / 1000.0!r},{gw_part},'
-                f'"conn":"{gconn}","router":"shard","key_type":"USER_NAME","key":"{name}",'
-                f'"transformed_key":"{name}","target":"{world.cores[core]}","target_node_id":"{core_ids[core]}",'
-                f'"decision":"{decision}","reason":null,"cache_hit":{"true" if hit else "false"},'
-                f'"decision_us":{decision_us!r},"user":"{name}","client_id":"{client_id}"}}'
-            )
-            counts["connection.accepted"] += 1
-            counts["connection.routed"] += 1
-            truth["connections"] += 1
-            core_conn[core] += 1
-            return gconn, str(core_conn[core]), client_id, t_us
-
-    def gateway_close(gconn: str, opened_us: int, t_us: int, bytes_in: int, bytes_out: int):
-        reason = '"Connection lost"' if rnd() < CONNECTION_LOST_P else "null"
-        gw_files.lines.append(
-            f'{{"v":{SCHEMA_VERSION},"kind":"connection.closed","ts":{t_us / 1000.0!r},{gw_part},'
-            f'"conn":"{gconn}","bytes_in":{bytes_in},"bytes_out":{bytes_out},'
-            f'"duration_ms":{(t_us - opened_us) / 1000.0!r},"reason":{reason}}}'
-        )
-        counts["connection.closed"] += 1
-
-    # restarts: each core's, in order; chunk 0 writes the node.started lines
-    restarts = [[] for _ in range(n_cores)]
-    for core, at_us in p["restarts"]:
-        restarts[core].append(at_us)
-        if index == 0:
-            kept = ",".join(sorted(q.jname for a in world.addresses for q in a.queues if q.core == core))
-            files[core].lines.append(
-                f'{{"v":{SCHEMA_VERSION},"kind":"node.started","ts":{at_us / 1000.0!r},{node_part[core]},'
-                f'"recovered":null,"settled":null,"persistent":true,"queues":[{kept}],"paged":[]}}'
-            )
-            counts["node.started"] += 1
-
-    def next_restart(core: int, after_us: int):
-        for at_us in restarts[core]:
-            if at_us > after_us:
-                return at_us
-        return None
-
-    def held(core, q, mid, address, from_us, until_us, delivered_at=()):
-        """``message.recovered`` of a reference held from ``from_us`` to ``until_us`` (None:
-        for ever) at each restart of its core in between."""
-        for at_us in restarts[core]:
-            if from_us < at_us and (until_us is None or at_us < until_us):
-                count = sum(1 for d in delivered_at if d < at_us)
-                files[core].lines.append(
-                    f'{{"v":{SCHEMA_VERSION},"kind":"message.recovered","ts":{at_us / 1000.0!r},{node_part[core]},'
-                    f'"message_id":"{mid}","duplicate_id":null,"address":{address.jname},"queue":{q.jname},'
-                    f'"durable":true,"delivery_count":{count}}}'
-                )
-                counts["message.recovered"] += 1
-
-    # consumers: one connection per queue for the chunk
-    t_us = start_us
-    consumer_conn = []  # per queue index: (core conn id, client_id, consumer id, gconn, opened)
-    queues_by_index = {q.index: q for a in world.addresses for q in a.queues}
-    for qi in range(world.n_queues):
-        q = queues_by_index[qi]
-        gconn, cconn, client_id, t_us = gateway_connection(q.consumer, t_us)
-        consumer_conn.append((cconn, client_id, f"{cconn}:1", gconn, t_us, [0]))
-        t_us += 100 + int(rnd() * 1000)
-
-    producers: dict[int, list] = {}  # user -> [gconn, core conn, client_id, remaining, opened, bytes]
-
-    # -- messages ------------------------------------------------------------------------------
-    mean_gap_us = 1e6 / p["rate"]
-    loss, dups, unexp = p["loss"], p["duplicates"], p["unexpected"]
-    exp_p, dl_p = p["expired"], p["dead_lettered"]
-    reorder_p = min(1.0, p["reorders"] / world.grouped_share) if world.grouped_share else 0.0
-    cross = p["cross_tenant"]
-    f_loss = loss
-    f_dup = f_loss + dups
-    f_unexp = f_dup + unexp
-    f_exp = f_unexp + exp_p
-    f_dl = f_exp + dl_p
-    n_tenants = len(world.tenant_names)
-    user_cum, user_total = world.user_cum, world.user_cum[-1]
-    groups_n = p["groups"]
-    # groups of this chunk: each belongs to one grouped address
-    groups = []
-    if world.grouped_addresses and groups_n > 0:
-        for g in range(groups_n):
-            address = world.grouped_addresses[g % len(world.grouped_addresses)]
-            gid = f"{address.name.split('.')[0]}-{index}-{g:03d}"
-            groups.append([gid, address, rnd() < GROUP_SEQ_FRACTION, 0])
-    groups_of: dict[int, list] = {}
-    for g in groups:
-        groups_of.setdefault(id(g[1]), []).append(g)
-    group_last: dict = {}  # (gid, queue) -> last delivery us
-    group_deliveries: dict = {}  # (gid, queue) -> [(first delivery us, rank, message_id)]
-
-    def tail(floor, scale):
-        u = rnd()
-        value = floor + scale * ((1.0 - u) ** (-1.0 / LATENCY_TAIL_ALPHA) - 1.0)
-        return int(min(value, LATENCY_CAP_US))
-
-    seq = spec["first_message"]
-    t_us += 1_000
-    period_us = RATE_PERIOD_S * 1e6
-    routes: dict = {}  # (address, origin core) -> (local queues, remote cores, queues as JSON)
-    for _ in range(spec["messages"]):
-        # the gaps' mean stays mean_gap_us (so chunks line up); the rate swings around it
-        swing = 1.0 - RATE_SWING * math.sin(2.0 * math.pi * (t_us - spec["epoch_us"]) / period_us)
-        t_us += int(-math.log(1.0 - rnd()) * mean_gap_us * swing) + 1
-        seq += 1
-        user = _pick(user_cum, rnd() * user_total)
-        tenant = world.tenant_of[user]
-        if cross and rnd() < cross and n_tenants > 1:
-            tenant = (tenant + 1 + int(rnd() * (n_tenants - 1))) % n_tenants
-        cum = world.tenant_address_cum[tenant]
-        address = world.tenant_addresses[tenant][_pick(cum, rnd() * cum[-1])]
-        origin = world.user_core[user]
-        # the producer's connection
-        prod = producers.get(user)
-        if prod is None or prod[3] <= 0:
-            if prod is not None:
-                gateway_close(prod[0], prod[4], t_us - 1, prod[5], 200 + prod[6] * 40)
-            gconn, cconn, client_id, opened = gateway_connection(user, t_us - 3_000)
-            prod = producers[user] = [
-                gconn, cconn, client_id, int(rng.expovariate(1.0 / MESSAGES_PER_CONNECTION)) + 1, opened, 300, 0,
-            ]
-        prod[3] -= 1
-        mid = f"{core_ids[origin]}/{seq}"
-        size = SIZE_BYTES[0] + int(rnd() * SIZE_BYTES[1]) + (int(rnd() * LARGE_BYTES) if rnd() < LARGE_P else 0)
-        prod[5] += size + 60
-        prod[6] += 1
-        # the message's group
-        gid = None
-        rank = None
-        if address.grouped and groups:
-            choices = groups_of.get(id(address))
-            if choices:
-                g = choices[int(rnd() * len(choices))]
-                g[3] += 1
-                gid = g[0]
-                rank = g[3] if g[2] else t_us
-                gseq_json = str(g[3]) if g[2] else "null"
-        # which fault, if any
-        r = rnd()
-        fault = None
-        if r < f_dl:
-            if r < f_loss:
-                fault = "lost"
-            elif r < f_dup:
-                fault = "dup"
-            elif r < f_unexp:
-                fault = "unexpected"
-            elif r < f_exp:
-                fault = "expired"
-            else:
-                fault = "dead"
-        if fault == "unexpected":  # far enough from a restart of its core that no crash explains it
-            coming = next_restart(origin, t_us)
-            if coming is not None and coming - t_us < UNEXPECTED_CLEAR_US:
-                fault = None
-        reorder = gid is not None and fault is None and rnd() < reorder_p
-        queues = address.queues
-        route = routes.get((address.name, origin))
-        if route is None:
-            local = [q for q in queues if q.core == origin]
-            route = routes[(address.name, origin)] = (
-                local,
-                sorted({q.core for q in queues if q.core != origin}),
-                "[" + ",".join(q.jname for q in local) + "]",
-            )
-        local, remote_cores, qjson = route
-        victims = ()
-        fault_queue = None
-        if fault == "lost":
-            if local:
-                k = 1 if len(local) == 1 else 1 + int(rnd() * len(local))
-                victims = set(rng.sample(local, k))
-            else:
-                victims = set(queues)
-        elif fault in ("dup", "expired", "dead"):
-            fault_queue = queues[int(rnd() * len(queues))]
-        elif fault == "unexpected":
-            truth["unexpected"].append(mid)
-        origin_lines = files[origin].lines
-        opart = node_part[origin]
-        sent_us = t_us
-        if fault != "unexpected":
-            if gid is None:
-                gpart = '"group_id":null,"group_seq":null'
-            else:
-                gpart = f'"group_id":"{gid}","group_seq":{gseq_json}'
-            origin_lines.append(
-                f'{{"v":{SCHEMA_VERSION},"kind":"message.sent","ts":{sent_us / 1000.0!r},{opart},'
-                f'"message_id":"{mid}","duplicate_id":null,"address":{address.jname},"queues":{qjson},'
-                f'"size":{size},"durable":true,{gpart},"conn":"{prod[1]}","user":{world.user_json[user]},'
-                f'"client_id":"{prod[2]}","routing_type":"{address.routing_type}"}}'
-            )
-            counts["message.sent"] += 1
-            for core in remote_cores:
-                origin_lines.append(
-                    f'{{"v":{SCHEMA_VERSION},"kind":"message.forwarded","ts":{(sent_us + FORWARD_US + int(rnd() * 300)) / 1000.0!r},'
-                    f'{opart},"message_id":"{mid}","duplicate_id":null,"address":{address.jname},'
-                    f'"to_node":"{core_ids[core]}","size":{size}}}'
-                )
-                counts["message.forwarded"] += 1
-                truth["forwarded"] += 1
-        # every queue's fate
-        acks_before = counts["message.acknowledged"]
-        victim_pairs: list = []
-        lost_now = False
-        for q in queues:
-            core = q.core
-            arrive = sent_us + (FORWARD_US if core != origin else 0)
-            if (
-                core == origin and fault is None and not reorder and address.routing_type == "ANYCAST"
-                and n_cores > 1 and rnd() < REDISTRIBUTE_P
-            ):
-                # the consumer moved: the queue's message goes to another core, delivered there
-                to = (core + 1 + int(rnd() * (n_cores - 1))) % n_cores
-                origin_lines.append(
-                    f'{{"v":{SCHEMA_VERSION},"kind":"message.redistributed","ts":{(arrive + 200) / 1000.0!r},'
-                    f'{opart},"message_id":"{mid}","duplicate_id":null,"address":{address.jname},'
-                    f'"queue":{q.jname},"to_node":"{core_ids[to]}","size":{size}}}'
-                )
-                counts["message.redistributed"] += 1
-                truth["redistributed"] += 1
-                core = to
-                arrive += 1_000
-            lines = files[core].lines
-            npart = node_part[core]
-            cconn, client_id, consumer, _g, _o, delivered_count = consumer_conn[q.index]
-            cuser = world.user_json[q.consumer]
-            if fault == "expired" and q is fault_queue:
-                held(core, q, mid, address, arrive, sent_us + EXPIRY_US)
-                lines.append(
-                    f'{{"v":{SCHEMA_VERSION},"kind":"message.expired","ts":{(sent_us + EXPIRY_US) / 1000.0!r},{npart},'
-                    f'"message_id":"{mid}","duplicate_id":null,"address":{address.jname},"queue":{q.jname}}}'
-                )
-                counts["message.expired"] += 1
-                truth["expired"] += 1
-                continue
-            d_us = arrive + tail(DELIVERY_FLOOR_US, DELIVERY_SCALE_US)
-            if gid is not None:
-                key = (gid, q.name)
-                last = group_last.get(key, 0)
-                if d_us <= last:
-                    d_us = last + 1 + int(rnd() * 50)
-                if reorder:
-                    d_us += REORDER_DELAY_US[0] + int(rnd() * (REORDER_DELAY_US[1] - REORDER_DELAY_US[0]))
-                else:
-                    group_last[key] = d_us
-            lost_here = q in victims
-            if lost_here:
-                # never acknowledged: the next restart of its core loses it, or it is in flight
-                gone = next_restart(core, arrive)
-                # (on another core than the sender's, never delivered: the audit knows its node
-                # from the forward, not its queue, so the pair names the node, "@<node id>")
-                delivered_too = core == origin and rnd() < LOST_DELIVERED_P and (gone is None or d_us < gone)
-                pair = [mid, q.name if core == origin else "@" + core_ids[core]]
-                pairs = truth["in_flight_pairs"] if gone is None else truth["lost_pairs"]
-                if pair not in victim_pairs:
-                    victim_pairs.append(pair)
-                    pairs.append(pair)
-                lost_now = lost_now or gone is not None
-                if not delivered_too:
-                    continue  # never delivered
-            if gid is not None and fault != "unexpected":
-                group_deliveries.setdefault(key, []).append((d_us, rank, mid))
-            deliveries = 1
-            if fault == "dead" and q is fault_queue:
-                deliveries = MAX_DELIVERY_ATTEMPTS
-            elif fault is None and rnd() < REDELIVERY_P:
-                deliveries = 2
-                truth["redelivered"] += 1
-            when = d_us
-            for count in range(1, deliveries + 1):
-                lines.append(
-                    f'{{"v":{SCHEMA_VERSION},"kind":"message.delivered","ts":{when / 1000.0!r},{npart},'
-                    f'"message_id":"{mid}","duplicate_id":null,"address":{address.jname},"queue":{q.jname},'
-                    f'"consumer":"{consumer}","conn":"{cconn}","delivery_count":{count},"user":{cuser},'
-                    f'"client_id":"{client_id}"}}'
-                )
-                counts["message.delivered"] += 1
-                delivered_count[0] += size
-                when += 1_000 + tail(ACK_FLOOR_US, ACK_SCALE_US) * 4
-            if lost_here:
-                continue
-            if fault == "dead" and q is fault_queue:
-                held(core, q, mid, address, arrive, when, (d_us,))
-                lines.append(
-                    f'{{"v":{SCHEMA_VERSION},"kind":"message.dead_lettered","ts":{when / 1000.0!r},{npart},'
-                    f'"message_id":"{mid}","duplicate_id":null,"address":{address.jname},"queue":{q.jname},'
-                    f'"reason":"max delivery attempts ({MAX_DELIVERY_ATTEMPTS}) reached"}}'
-                )
-                counts["message.dead_lettered"] += 1
-                truth["dead_lettered"] += 1
-                continue
-            acks = 1
-            if fault == "dup" and q is fault_queue:
-                acks = 2
-                truth["duplicated"].append([mid, q.name])
-            a_us = when - 1_000 + tail(ACK_FLOOR_US, ACK_SCALE_US) if deliveries == 1 else when
-            for n_ack in range(acks):
-                if n_ack:  # acknowledged, then delivered again (a failover) and acknowledged again
-                    a_us += 2_000 + tail(DELIVERY_FLOOR_US, DELIVERY_SCALE_US)
-                    lines.append(
-                        f'{{"v":{SCHEMA_VERSION},"kind":"message.delivered","ts":{a_us / 1000.0!r},{npart},'
-                        f'"message_id":"{mid}","duplicate_id":null,"address":{address.jname},"queue":{q.jname},'
-                        f'"consumer":"{consumer}","conn":"{cconn}","delivery_count":2,"user":{cuser},'
-                        f'"client_id":"{client_id}"}}'
-                    )
-                    counts["message.delivered"] += 1
-                    a_us += tail(ACK_FLOOR_US, ACK_SCALE_US)
-                lines.append(
-                    f'{{"v":{SCHEMA_VERSION},"kind":"message.acknowledged","ts":{a_us / 1000.0!r},{npart},'
-                    f'"message_id":"{mid}","duplicate_id":null,"address":{address.jname},"queue":{q.jname},'
-                    f'"consumer":"{consumer}","conn":"{cconn}","user":{cuser},"client_id":"{client_id}"}}'
-                )
-                counts["message.acknowledged"] += 1
-                if a_us > truth["last_us"]:
-                    truth["last_us"] = a_us
-                if not n_ack and fault != "unexpected":
-                    held(core, q, mid, address, arrive, a_us, (d_us,))
-        if fault != "unexpected" and counts["message.acknowledged"] > acks_before:
-            truth["acknowledged"] += 1
-        if fault == "lost":
-            (truth["lost"] if lost_now else truth["in_flight"]).append(mid)
-        if not seq % FLUSH_CHECK_MESSAGES:
-            for f in all_files:
-                if len(f.lines) >= FLUSH_LINES:
-                    f.flush()
-
-    # close the connections still open (producers, then consumers) at the chunk's end
-    end_us = t_us + 1_000_000
-    for prod in producers.values():
-        gateway_close(prod[0], prod[4], end_us, prod[5], 200 + prod[6] * 40)
-    for _cconn, _client_id, _consumer, gconn, opened, delivered_bytes in consumer_conn:
-        gateway_close(gconn, opened, end_us + 1_000, 400 + delivered_bytes[0] // 50, 300 + delivered_bytes[0])
-
-    # which group deliveries came after a later-sent message of their group (the audit's rule)
-    for (gid, qname), rows in group_deliveries.items():
-        rows.sort()
-        high = None
-        for _d, rank, mid in rows:
-            if high is not None and rank < high:
-                truth["out_of_order"].append([mid, gid, qname])
-            if high is None or rank > high:
-                high = rank
-
-    names = []
-    lines_written = 0
-    for f in all_files:
-        f.close()
-        names.extend(f.names)
-        lines_written += f.written
-    truth["files"] = names
-    truth["counts"] = counts
-    truth["events"] = lines_written
-    truth["last_us"] = max(truth["last_us"], end_us + 1_000)
-    truth["start_us"] = start_us
-    return truth
-
-
-# -- the whole log ---------------------------------------------------------------------------
-
-
 def generate(
     out_dir: str,
     events: int,
@@ -923,7 +201,7 @@ def generate(
         expired=expired, dead_lettered=dead_lettered, cross_tenant=cross_tenant, rate=rate,
         out_dir=out_dir, rotate_lines=max(1, rotate_lines),
     )
-    world = _World(params)
+    world = World(params)
     # consumer connections are a fixed cost per chunk; the rest scales with messages
     per_chunk = CONNECTION_EVENTS_PER_CONNECTION * world.n_queues
     messages = max(1, round(events / world.lines_per_message))
@@ -949,10 +227,10 @@ def generate(
     workers = workers or os.cpu_count() or 1
     workers = max(1, min(workers, n_chunks))
     if workers == 1:
-        parts = [_chunk(s) for s in specs]
+        parts = [chunk(s) for s in specs]
     else:
         with get_context("spawn" if os.name == "nt" else "fork").Pool(workers) as pool:
-            parts = pool.map(_chunk, specs, chunksize=1)
+            parts = pool.map(chunk, specs, chunksize=1)
 
     truth = Truth(seed=seed)
     truth.params = {k: v for k, v in params.items() if k not in ("out_dir", "restarts")}

@@ -17,19 +17,18 @@ import pytest
 
 from junction.events.schema import Event, encode
 from junction.pipeline import gravity
-from junction.pipeline.gravity import (
+from junction.pipeline.gravity_graph import build_adjacency, communities, cross_bytes
+from junction.pipeline.gravity_limits import PlanError
+from junction.pipeline.gravity_partition import partition
+from junction.pipeline.gravity_placement import (
     TargetSpec,
-    build_adjacency,
-    catch_all_regex,
-    communities,
-    cross_bytes,
-    filter_regex,
     make_policy,
-    plan_gravity,
     policy_placement,
     shard_of,
     whatif,
 )
+from junction.pipeline.gravity_plan import plan_gravity
+from junction.pipeline.gravity_routers import catch_all_regex, filter_regex
 from junction.routing.policies import ConsistentHashPolicy, fnv1a_32
 from junction.routing.targets import Target
 
@@ -98,7 +97,7 @@ def test_balance_cap_splits_a_tenant_too_big_for_one_broker():
     # in two adjacent halves of 1200 (one with b1 and b2, 200: 1400)
     pairs = [("a1", "a2", 300), ("a2", "a3", 300), ("a3", "a4", 300), ("a4", "a1", 300), ("b1", "b2", 100)]
     loads = _loads(pairs)
-    bins = gravity.partition(loads, build_adjacency(pairs), 2, balance=1.1)
+    bins = partition(loads, build_adjacency(pairs), 2, balance=1.1)
     by_bin = [sum(loads[k] for k, b in bins.items() if b == i) for i in (0, 1)]
     assert max(by_bin) <= 1.1 * sum(loads.values()) / 2
     assert {bins["b1"]} == {bins["b2"]}  # the small tenant stays whole
@@ -199,7 +198,7 @@ def test_whatif_by_hand():
     assert added.keys_moved_pct == pytest.approx(100 * added.keys_after["t4"] / 300)
     assert all(added.placement_after[k] in (t, "t4") for k, t in added.placement_before.items())
 
-    with pytest.raises(gravity.PlanError, match="not one of the targets"):
+    with pytest.raises(PlanError, match="not one of the targets"):
         whatif(loads, {}, [TargetSpec("t1")], remove=["t9"])
 
 
@@ -214,7 +213,7 @@ def test_policy_placement_is_the_gateways():
     # CONSISTENT_HASH_MODULO selects nothing itself: shard s lives on targets[s % n]
     modulo = policy_placement(keys, specs, make_policy("CONSISTENT_HASH_MODULO", {"MODULO": "6"}))
     assert modulo == {k: specs[int(shard_of(k, 6)) % 3].name for k in keys}
-    with pytest.raises(gravity.PlanError, match="unknown connection-router policy"):
+    with pytest.raises(PlanError, match="unknown connection-router policy"):
         make_policy("NO_SUCH_POLICY")
 
 

@@ -16,7 +16,8 @@ import pytest
 from junction.events import schema
 from junction.events.schema import decode, encode
 from junction.pipeline import synth
-from junction.pipeline.synth import Truth, generate, rendezvous
+from junction.pipeline.synth import Truth, generate
+from junction.pipeline.synth_world import rendezvous
 
 FAULTS = dict(loss=0.01, duplicates=0.01, reorders=0.01, unexpected=0.005, expired=0.005, dead_lettered=0.005)
 FILE_NAME = re.compile(r"^events-(gateway|core\d+)-\d{8}T\d{6}-\d{4,}\.jsonl$")
