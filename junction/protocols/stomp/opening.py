@@ -294,12 +294,15 @@ class StompOpening(Opening):
         except LocalProtocolError:  # a header the codec cannot carry (the receipt)
             return codec.send(Frame("ERROR", (("message", "connection refused"),), frame.body))
 
-    def _answer(self, message: str, *, detail: str = "") -> bytes:
+    def _check_answer(self) -> None:
         if (self._state, OpeningInput.ANSWER) not in TRANSITIONS:
             raise LocalProtocolError(
                 f"cannot answer a STOMP client in state {self._state.name}: "
                 "only once, and not after a failure"
             )
+
+    def _answer(self, message: str, *, detail: str = "") -> bytes:
+        self._check_answer()
         data = bytes(self._out) + self._encode_error(message, detail=detail, receipt=self._receipt)
         self._out.clear()
         self._transition(OpeningInput.ANSWER)
@@ -330,7 +333,11 @@ class StompOpening(Opening):
         raise LocalProtocolError("STOMP has no redirect: forward the connection instead")
 
     def timed_out(self, seconds: float) -> bytes:
-        """The ERROR ``no CONNECT frame within <seconds> s`` (the broker core's words)."""
+        """The ERROR ``no CONNECT frame within <seconds> s`` (the broker core's words).
+
+        Nothing (and no change) once the CONNECT has arrived.
+        """
+        self._check_answer()
         try:
             self._connection.timeout(seconds)
         except RemoteProtocolError as exc:
