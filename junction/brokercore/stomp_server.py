@@ -200,10 +200,15 @@ class StompProtocol(StompSubscriptions, Protocol):
         if malformed is not None:
             self._fail(f"malformed frame: {malformed}")
 
-    def _handle(self, events) -> None:
+    def _handle(self, events, reread: bool = False) -> None:
+        """Act on the events of one read.  ``reread``: they were parsed before the
+        version was negotiated (they came behind the CONNECT): read them again."""
         connection = self.connection
+        events = iter(events)
         for event in events:
             try:
+                if reread and event.__class__ is Frame:
+                    event = self.codec.reread(event)
                 # The commands CONNECTED handles in place go straight to their
                 # handler; everything else asks the connection's table.
                 if connection.state is _CONNECTED and event.__class__ is Frame:
@@ -211,9 +216,14 @@ class StompProtocol(StompSubscriptions, Protocol):
                     if handler is not None:
                         handler(self, event)
                         continue
-                self._dispatch(event)
+                if self._dispatch(event) is _CONNECT and connection.state is _CONNECTED and not reread:
+                    self._handle(events, reread=True)
+                    return
             except StompError as exc:
                 self._fail(str(exc), detail=exc.detail, frame=event)
+                return
+            except RemoteProtocolError as exc:  # a frame behind the CONNECT, reread
+                self._fail(f"malformed frame: {exc}")
                 return
             except _security_error_types() as exc:
                 self._fail(security_error(exc), frame=event)
@@ -222,13 +232,14 @@ class StompProtocol(StompSubscriptions, Protocol):
                 self._fail(f"{exc}", frame=event)
                 return
 
-    def _dispatch(self, event) -> None:
+    def _dispatch(self, event) -> Action:
         """What the connection's table says for ``event`` (raises StompError for what it refuses)."""
         action = self.connection.receive(event)
         if action is _HANDLE:
             self._handlers[event.command](self, event)
         elif action is _CONNECT:
             self._on_connect(event)
+        return action
 
     def connectionLost(self, reason=None):
         factory = getattr(self, "factory", None)

@@ -16,8 +16,9 @@ Contract (the module's docstring):
 ``stomp-connection`` drives :class:`StompConnection` (junction/protocols/stomp/connection.py)
 as a broker core's adapter does, with the codec in front: every frame goes to
 ``receive``; a CONNECT is negotiated and accepted (or its login refused, by a knob,
-or its version refused); a rejection, a bad heart-beat or malformed bytes end the
-connection with ``error``.  Knobs: the versions the server speaks, the login
+or its version refused), and the frames that came behind it in the same read are
+read again under the negotiated version (``StompCodec.reread``); a rejection, a bad
+heart-beat or malformed bytes end the connection with ``error``.  Knobs: the versions the server speaks, the login
 verdict, the limits, the cutting seed.  Contract:
 
 * only :class:`StompError` (a RemoteProtocolError) escapes ``receive`` and ``accept``;
@@ -154,9 +155,12 @@ def _connection_stream(chunks, versions, accept, limits):
         except RemoteProtocolError as exc:
             events = getattr(exc, "events", None) or []
             malformed = exc
+        reread = False
         for event in events:
             before = conn.state
             try:
+                if reread and not isinstance(event, HeartBeat):
+                    event = codec.reread(event)
                 action = conn.receive(event)
                 if action is Action.CONNECT:
                     offer = conn.negotiate(event)
@@ -167,6 +171,7 @@ def _connection_stream(chunks, versions, accept, limits):
                     else:
                         accepted = conn.accept("s-1", "Junction/fuzz")
                         log.append(_written(accepted.frame, codec))
+                        reread = True  # what came behind the CONNECT was parsed before the version
                 elif action is Action.HANDLE:
                     assert before is ConnectionState.CONNECTED and not disconnected, (before, event)
                     assert not (event.command == "NACK" and conn.version == "1.0")
@@ -180,6 +185,8 @@ def _connection_stream(chunks, versions, accept, limits):
                     ), (before, event)
             except StompError as exc:
                 error(str(exc), event.get("receipt") if not isinstance(event, HeartBeat) else None)
+            except RemoteProtocolError:  # reread: an escape the version does not define
+                error("malformed frame")
         if malformed is not None:
             error("malformed frame")
     return log, conn.state

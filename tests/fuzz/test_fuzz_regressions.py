@@ -15,6 +15,7 @@ from junction.protocols.errors import RemoteProtocolError
 from junction.protocols.stomp import Frame, StompCodec
 from tests.fuzz.harness_amqp import fuzz_message, fuzz_types
 from tests.fuzz.harness_stomp import fuzz_stomp
+from tests.fuzz.harness_stomp_session import fuzz_connection
 
 # -- STOMP: a CR LF frame followed, in the same read, by bytes that are not UTF-8 ------------
 
@@ -42,6 +43,65 @@ def test_a_crlf_frame_then_an_lf_frame_in_one_read():
     codec = StompCodec()
     events = codec.receive_data(b"SEND\r\na:1\r\n\r\nx\0SEND\nb:\xc3\xa9\n\ny\0")
     assert events == [Frame("SEND", (("a", "1"),), b"x"), Frame("SEND", (("b", "é"),), b"y")]
+
+
+# -- STOMP: frames behind the CONNECT in the same read, parsed before the version ------------
+
+STOMP_PIPELINED_BEHIND_CONNECT = (
+    b'\x00\x00\x00\x07CONNECT\naccept-version:/1.0,1.1,1.2\nhost:/\nl'
+    b'ogin:a\npasscode:b\nheart-beat:100,200\n\n\x00SEND\ndest'
+    b'ination:/queue/a\nreceipt:r1\n\nhello\x00SUBSCRIBE\nid:'
+    b'1\ndestination:/\\ueue/a\nack:client\n\n\x00\nACK\nid:1\n\n\x00'
+    b'NACK\nid:2\n\n\x00BEGIN\ntransaction:t\n\n\x00COMMIT\ntransac'
+    b'tion:t\xae\xae\xae\xae\n-beat:100,200\n\n\x00SE\n\x00FROB\n\n\x00'
+)
+
+PIPELINED = (
+    b"CONNECT\naccept-version:1.2\nhost:/\n\n\0"
+    b"SEND\ndestination:/queue/q\nkey:a\\cb\\\\\nreceipt:r-1\n\nm\0"
+)
+
+
+@pytest.mark.parametrize("cut", [None, PIPELINED.index(b"SEND")])
+def test_frames_behind_the_connect_mean_the_same_however_the_reads_were_cut(cut):
+    # Read with the CONNECT, a SEND's headers were not unescaped (the version was
+    # not negotiated when the read was parsed): "a\\cb" arrived as it was sent,
+    # where a SEND in a later read gave "a:b".  And an escape 1.2 does not define
+    # passed behind a CONNECT but closed the connection in a later read.
+    from tests.unit.stomp_fixtures import Broker
+
+    broker = Broker()
+    consumer = broker.client()
+    consumer.connect("1.2")
+    consumer.subscribe("/queue/q")
+    producer = broker.client()
+    reads = [PIPELINED] if cut is None else [PIPELINED[:cut], PIPELINED[cut:]]
+    for data in reads:
+        producer.send_raw(data)
+    assert [f.command for f in producer.frames()] == ["CONNECTED", "RECEIPT"]
+    (message,) = consumer.messages()
+    assert message.get("key") == "a:b\\"
+
+
+@pytest.mark.parametrize("whole", [True, False])
+def test_an_undefined_escape_behind_the_connect_is_malformed_in_one_read_too(whole):
+    from tests.unit.stomp_fixtures import Broker
+
+    data = b"CONNECT\naccept-version:1.2\n\n\0SEND\ndestination:/queue/q\nbad:\\t\n\nm\0"
+    client = Broker().client()
+    if whole:
+        client.send_raw(data)
+    else:
+        client.send_raw(data[:data.index(b"SEND")])
+        client.send_raw(data[data.index(b"SEND"):])
+    connected, error = client.frames()
+    assert connected.command == "CONNECTED" and error.command == "ERROR"
+    assert error.body.startswith(b"malformed frame: STOMP 1.2 header '\\\\t' contains undefined escape")
+    assert client.closed
+
+
+def test_the_stomp_connection_harness_on_its_find():
+    fuzz_connection(STOMP_PIPELINED_BEHIND_CONNECT)
 
 
 # -- AMQP types: a described value whose descriptor is a negative long ----------------------

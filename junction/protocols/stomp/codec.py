@@ -305,6 +305,28 @@ class StompCodec:
         self._version = version
         self._escape = version in _ESCAPING_VERSIONS
 
+    def reread(self, frame: Frame) -> Frame:
+        """``frame``, parsed before :meth:`set_version`, as it reads under the version set since.
+
+        A client may pipeline frames behind its CONNECT; those that arrive in
+        the same read are parsed before the session has negotiated the
+        version, so their headers are not unescaped.  The session passes each
+        of them through here once it has set the version, and the same bytes
+        mean the same frames however they were cut into reads.  Raises
+        :class:`RemoteProtocolError` for an escape sequence the version does
+        not define, as parsing would have.
+        """
+        if not self._escape or frame.command in UNESCAPED_COMMANDS:
+            return frame
+        headers = frame.headers
+        if not any("\\" in name or "\\" in value for name, value in headers):
+            return frame
+        version = self._version
+        pairs = tuple(
+            (unescape_header(name, version), unescape_header(value, version)) for name, value in headers
+        )
+        return Frame(frame.command, pairs, frame.body)
+
     # -- receiving -----------------------------------------------------------
 
     def receive_data(self, data: bytes) -> list[Event]:
