@@ -845,34 +845,3 @@ def test_an_overlong_complete_header_line_is_refused_however_the_reads_are_cut()
     whole = outcome(codec(None, SMALL), garbage, [])
     assert whole == outcome(codec(None, SMALL), garbage, [880])
     assert whole[1] is True, "the over-long header line is an error"
-
-
-# -- reread: frames parsed before the version was set ------------------------------------------------
-
-
-@pytest.mark.parametrize("version", ["1.0", "1.1", "1.2"])
-def test_reread_gives_what_parsing_under_the_version_gives(version):
-    wire = b"SEND\ndestination:/queue/a\nk\\cey:a\\cb\\\\\nn:plain\n\nbody\0"
-    before = StompCodec().receive_data(wire)[0]  # pre-CONNECT: nothing unescaped
-    after = codec(version)
-    assert after.reread(before) == codec(version).receive_data(wire)[0]
-    if version == "1.0":
-        assert after.reread(before) is before
-
-
-def test_reread_leaves_connect_and_plain_frames_alone():
-    c = codec("1.2")
-    connect = Frame("CONNECT", (("login", "a\\cb"),))
-    plain = Frame("SEND", (("a", "b"),), b"x")
-    assert c.reread(connect) is connect and c.reread(plain) is plain
-    assert StompCodec().reread(Frame("SEND", (("a", "b\\c"),))) == Frame("SEND", (("a", "b\\c"),))
-
-
-@pytest.mark.parametrize(("version", "value"), [("1.1", "a\\rb"), ("1.2", "a\\tb"), ("1.2", "trailing\\")])
-def test_reread_refuses_what_the_version_does_not_define(version, value):
-    frame = Frame("SEND", (("k", value),))
-    with pytest.raises(RemoteProtocolError) as reread:
-        codec(version).reread(frame)
-    with pytest.raises(RemoteProtocolError) as parsed:
-        codec(version).receive_data(b"SEND\nk:" + value.encode() + b"\n\n\0")
-    assert str(reread.value) == str(parsed.value)
