@@ -104,6 +104,44 @@ def test_the_stomp_connection_harness_on_its_find():
     fuzz_connection(STOMP_PIPELINED_BEHIND_CONNECT)
 
 
+# The same, for a frame whose headers came with the CONNECT and whose body came later.
+
+STOMP_HEADERS_BEHIND_CONNECT_BODY_LATER = (
+    b'\x00\x00\x00\x07CONNECT\naccept-version:1.0,1.1,1.2\nhost:/\nlo'
+    b'gi:100,200\n\n\x00SEND\ndestination:/queue/a\n/\\xxxxx~x'
+    b'xxxxon:/queue/a\n/\\xxxxx~xxxxxxxxxeipxxxxeipt:r1\n'
+    b'\nhello\x00SUBSCRIBE\nid:1\ndestination:\nid:\x1b\x1b\x1bnsa\n\x00FR'
+    b'OB\x8a\n\x00'
+)
+
+
+def test_headers_read_with_the_connect_body_in_a_later_read():
+    from tests.unit.stomp_fixtures import Broker
+
+    broker = Broker()
+    consumer = broker.client()
+    consumer.connect("1.2")
+    consumer.subscribe("/queue/q")
+    producer = broker.client()
+    body_at = PIPELINED.index(b"\n\nm\0") + 2
+    producer.send_raw(PIPELINED[:body_at])  # the SEND's headers, before the version
+    producer.send_raw(PIPELINED[body_at:])
+    assert [f.command for f in producer.frames()] == ["CONNECTED", "RECEIPT"]
+    (message,) = consumer.messages()
+    assert message.get("key") == "a:b\\"
+
+
+def test_headers_read_before_the_version_are_checked_when_it_is_set():
+    codec = StompCodec()
+    events = codec.receive_data(b"CONNECT\n\n\0SEND\nbad:\\t\ncontent-length:3\n\nab")
+    assert [e.command for e in events] == ["CONNECT"]
+    codec.set_version("1.2")
+    with pytest.raises(RemoteProtocolError, match="undefined escape sequence") as raised:
+        codec.receive_data(b"c\0")
+    assert raised.value.events == []
+    fuzz_connection(STOMP_HEADERS_BEHIND_CONNECT_BODY_LATER)
+
+
 # -- AMQP types: a described value whose descriptor is a negative long ----------------------
 
 TYPES_NEGATIVE_LONG_DESCRIPTOR = (

@@ -192,20 +192,13 @@ def _clip(raw: bytes | bytearray | str, limit: int = 60) -> str:
 def encode_plain(command: str, text: str, count: int, body: bytes) -> bytes | None:
     """The wire bytes of a frame whose header lines need nothing, else None.
 
-    This is the codec's one fast encoder: :meth:`StompCodec.send` writes every
-    frame through it, and the frame builders of
-    :mod:`junction.protocols.stomp.builders` (the broker's MESSAGE and RECEIPT
-    frames, built without a :class:`Frame`) use it directly.  ``text`` is the
-    frame's ``count`` header lines joined by LF (``name:value``, not escaped),
-    ``count`` at least one; the caller frames the body (a ``content-length``
-    line in ``text`` where one is due: see :meth:`StompCodec.send`).
-
-    Nothing needs escaping or checking, in any version and for any command,
-    when the only colons and LFs are the separators, no name is empty and
-    there is no backslash, CR or NUL: then the frame is ``command``, the text
-    and the body as they are.  Otherwise None: the caller takes the codec's
-    checked path (:meth:`StompCodec.send`), which escapes for the version or
-    refuses what the wire cannot carry.
+    The codec's one fast encoder: :meth:`StompCodec.send` and the builders of
+    :mod:`.builders` (MESSAGE, RECEIPT) use it.  ``text`` is the ``count``
+    header lines joined by LF, unescaped; the caller frames the body (a
+    ``content-length`` line where one is due).  When the only colons and LFs
+    are the separators, no name is empty and there is no backslash, CR or
+    NUL, every version writes the frame as it is; else None: take the
+    checked path of :meth:`StompCodec.send`.
     """
     if (
         text.count(":") == count
@@ -298,12 +291,28 @@ class StompCodec:
     def set_version(self, version: str) -> None:
         """Switch header escaping to the negotiated ``version`` ("1.0", "1.1" or "1.2").
 
-        Applies to every frame parsed or serialised afterwards.
+        Applies to every frame parsed or serialised afterwards, and to a frame
+        whose headers were read before (unescaped) and whose body has not
+        arrived yet: its headers are read again (:meth:`reread`); an escape
+        the version does not define kills the codec, and the next
+        :meth:`receive_data` raises it, as parsing would have.
         """
         if version not in STOMP_VERSIONS:
             raise LocalProtocolError(f"unknown STOMP version {version!r}")
+        was_escaping = self._escape
         self._version = version
         self._escape = version in _ESCAPING_VERSIONS
+        pending = self._pending
+        if pending is not None and self._escape and not was_escaping and self._error is None:
+            command, headers, body_start, clen, bscan = pending
+            try:
+                headers = self.reread(Frame(command, headers)).headers
+            except RemoteProtocolError as exc:
+                self._error = exc
+                self._buf = bytearray()
+                self._pending = None
+            else:
+                self._pending = (command, headers, body_start, clen, bscan)
 
     def reread(self, frame: Frame) -> Frame:
         """``frame``, parsed before :meth:`set_version`, as it reads under the version set since.
