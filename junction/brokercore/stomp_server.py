@@ -385,10 +385,9 @@ class StompProtocol(StompSubscriptions, Protocol):
         if self.connection.state is not _CLOSED:
             self._flush()
 
-    def _receipt_frame(self, receipt: str):
-        """A RECEIPT for ``receipt``: its wire bytes when nothing needs escaping
-        or checking (what the codec would write), else the Frame for the codec."""
-        return receipt_for(receipt)
+    #: A RECEIPT for a receipt id: its wire bytes when nothing needs escaping or
+    #: checking (what the codec would write), else the Frame for the codec.
+    _receipt_frame = staticmethod(receipt_for)
 
     def _receipt(self, frame: Frame) -> None:
         receipt = frame.get("receipt")
