@@ -1,13 +1,17 @@
-"""The STOMP 1.0/1.1/1.2 server: the sans-IO codec adapted to a broker session.
+"""The STOMP 1.0/1.1/1.2 server: the sans-IO STOMP layer adapted to a broker session.
 
 :class:`StompProtocol` is a thin Twisted protocol (twisted ``web/_http2.py``
 style): ``dataReceived`` feeds :class:`junction.protocols.stomp.StompCodec`,
-each frame is dispatched to a handler that calls the
-:class:`junction.brokercore.session.ServerSession` API, and the frames the
-handlers produce are written back.  Behaviour follows Artemis's STOMP support
-with ActiveMQ Classic's meaning of ``activemq.prefetchSize`` (a message count;
-``consumer-window-size`` is Artemis's byte window) and an auto-ack consumer
-that never stalls.
+and each frame goes where the connection's state table
+(:class:`junction.protocols.stomp.connection.StompConnection`) says: the
+CONNECT to authentication and negotiation, the session's commands to
+handlers that call the :class:`junction.brokercore.session.ServerSession`
+API (SEND and transactions here, subscriptions, deliveries and acks in
+:mod:`junction.brokercore.stomp_subscriptions`), anything the table refuses
+to an ERROR.  The frames written back are built by
+:mod:`junction.protocols.stomp.builders` and the codec; the clock (connect
+timeout, heart-beats, the TTL) is the reactor's.  Behaviour follows Artemis's
+STOMP support.
 
 Confirmations are ordered: a RECEIPT (or the ERROR for a failed send) is
 written only after everything the client sent before it is confirmed, so a
@@ -27,7 +31,7 @@ from zope.interface import implementer
 
 from junction import __version__
 from junction.brokercore.session import ConnectionInfo, ServerSession
-from junction.brokercore.stomp_acks import AckNotFound, find, joined, release
+from junction.brokercore.stomp_subscriptions import StompSubscriptions, _Subscription, int_header
 from junction.edge.acceptor import (
     AcceptorFactory,
     apply_socket_options,
@@ -37,9 +41,11 @@ from junction.edge.acceptor import (
 from junction.edge.tls import peer_subject
 from junction.events.node import close_reason
 from junction.model import errors
-from junction.model.message import BodyType, Message, RoutingType, Typed, plain
+from junction.model.message import BodyType, Message, RoutingType
 from junction.protocols.errors import RemoteProtocolError
-from junction.protocols.stomp import Frame, HeartBeat, StompCodec, StompLimits
+from junction.protocols.stomp import Frame, StompCodec, StompLimits
+from junction.protocols.stomp.builders import login_refused, receipt_for, security_error
+from junction.protocols.stomp.connection import Action, ConnectionState, StompConnection, StompError
 
 log = logging.getLogger("junction.stomp")
 
@@ -48,13 +54,15 @@ _ANYCAST = RoutingType.ANYCAST
 _MULTICAST = RoutingType.MULTICAST
 _BYTES = BodyType.BYTES
 _TEXT = BodyType.TEXT
+_CONNECTED = ConnectionState.CONNECTED
+_DISCONNECTING = ConnectionState.DISCONNECTING
+_CLOSED = ConnectionState.CLOSED
+_HANDLE = Action.HANDLE
+_CONNECT = Action.CONNECT
 
-SUPPORTED_VERSIONS = ("1.0", "1.1", "1.2")
 #: Heart-beat tolerance: the connection dies after this many missed client
 #: intervals (Artemis ``heartBeatToConnectionTtlModifier`` default 2.0).
 DEFAULT_TTL_MODIFIER = 2.0
-#: MESSAGE bytes a delivery pass gathers before writing them (see StompProtocol._out).
-MAX_BATCH_BYTES = 16 * 1024
 #: Headers that describe the frame, not the message (not copied to properties).
 _SEND_RESERVED = frozenset(
     {
@@ -89,33 +97,11 @@ def _security_error_types():
     return _SECURITY_ERRORS
 
 
-class StompError(Exception):
-    """A request the client got wrong: answered with ERROR, then the connection closes."""
-
-    def __init__(self, message: str, detail: str = ""):
-        super().__init__(message)
-        self.detail = detail
-
-
-class _Subscription:
-    __slots__ = ("id", "destination", "ack", "consumer", "prefix", "pending", "durable_name")
-
-    def __init__(self, sub_id, destination, ack, prefix, durable_name):
-        self.id = sub_id
-        self.destination = destination
-        self.ack = ack
-        self.prefix = prefix
-        self.consumer = None
-        #: message id (text) -> ref for client / client-individual acks, in delivery order
-        self.pending: dict = {}
-        self.durable_name = durable_name
-
-
 class _Pending:
     """One entry in the ordered confirmation queue.
 
     ``frame`` is what to write once the entry is done: a :class:`Frame`, its
-    serialised bytes (a RECEIPT built in advance) or None.
+    serialised bytes (a RECEIPT built in advance), a :class:`_Failure` or None.
     """
 
     __slots__ = ("done", "frame", "close_after")
@@ -126,8 +112,18 @@ class _Pending:
         self.close_after = close_after
 
 
+class _Failure:
+    """A confirmation that failed: its turn in the queue ends the connection with an ERROR."""
+
+    __slots__ = ("message", "receipt")
+
+    def __init__(self, message: str, receipt: str | None):
+        self.message = message
+        self.receipt = receipt
+
+
 @implementer(interfaces.IPushProducer)
-class StompProtocol(Protocol):
+class StompProtocol(StompSubscriptions, Protocol):
     """One STOMP connection to a broker node."""
 
     def __init__(self, server, *, acceptor=None, limits=None, reactor=None, security=None):
@@ -148,7 +144,12 @@ class StompProtocol(Protocol):
         self.anycast_prefixes = prefixes(acceptor.anycast_prefix if acceptor else None)
         self.multicast_prefixes = prefixes(acceptor.multicast_prefix if acceptor else None)
         self.codec = StompCodec(stomp_limits, server=True)
+        #: the STOMP rules: what each frame means in each state, negotiation, replies
+        self.connection = StompConnection(self.codec)
+        #: command -> handler, for the commands CONNECTED handles in place (the hot path)
+        self._fast: dict = {}
         self.session: ServerSession | None = None
+        #: the negotiated version (the connection's, once CONNECTED)
         self.version = None
         self.subscriptions: dict[str, _Subscription] = {}
         self.transactions: dict = {}
@@ -162,9 +163,6 @@ class StompProtocol(Protocol):
         self._out: list[bytes] = []
         self._out_size = 0
         self._reading_paused = False
-        self._closing = False
-        #: DISCONNECT received: later frames are ignored, deliveries stopped
-        self._disconnecting = False
         self._connect_timer = None
         self._send_timer = None
         self._recv_timer = None
@@ -187,7 +185,7 @@ class StompProtocol(Protocol):
         self._last_read = self.reactor.seconds()
 
     def dataReceived(self, data: bytes):
-        if self._closing:
+        if self.connection.state is _CLOSED:
             return
         self._last_read = self.reactor.seconds()
         malformed = None
@@ -202,35 +200,52 @@ class StompProtocol(Protocol):
         if malformed is not None:
             self._fail(f"malformed frame: {malformed}")
 
-    def _handle(self, events) -> None:
-        handlers = self._handlers
+    def _handle(self, events, reread: bool = False) -> None:
+        """Act on the events of one read.  ``reread``: they were parsed before the
+        version was negotiated (they came behind the CONNECT): read them again."""
+        connection = self.connection
+        events = iter(events)
         for event in events:
-            if self._closing or self._disconnecting:
-                return
-            if isinstance(event, HeartBeat):
-                continue
             try:
-                # _dispatch(event), with the connected case inline
-                handler = handlers.get(event.command) if self.session is not None else None
-                if handler is not None:
-                    handler(self, event)
-                else:
-                    self._dispatch(event)
+                if reread and event.__class__ is Frame:
+                    event = self.codec.reread(event)
+                # The commands CONNECTED handles in place go straight to their
+                # handler; everything else asks the connection's table.
+                if connection.state is _CONNECTED and event.__class__ is Frame:
+                    handler = self._fast.get(event.command)
+                    if handler is not None:
+                        handler(self, event)
+                        continue
+                if self._dispatch(event) is _CONNECT and connection.state is _CONNECTED and not reread:
+                    self._handle(events, reread=True)
+                    return
             except StompError as exc:
                 self._fail(str(exc), detail=exc.detail, frame=event)
                 return
+            except RemoteProtocolError as exc:  # a frame behind the CONNECT, reread
+                self._fail(f"malformed frame: {exc}")
+                return
             except _security_error_types() as exc:
-                self._fail(f"Security Error occurred: {exc}", frame=event)
+                self._fail(security_error(exc), frame=event)
                 return
             except errors.BrokerError as exc:
                 self._fail(f"{exc}", frame=event)
                 return
 
+    def _dispatch(self, event) -> Action:
+        """What the connection's table says for ``event`` (raises StompError for what it refuses)."""
+        action = self.connection.receive(event)
+        if action is _HANDLE:
+            self._handlers[event.command](self, event)
+        elif action is _CONNECT:
+            self._on_connect(event)
+        return action
+
     def connectionLost(self, reason=None):
         factory = getattr(self, "factory", None)
         if factory is not None:
             factory.connections.discard(self)
-        self._closing = True
+        self.connection.close()
         for timer in (self._connect_timer, self._send_timer, self._recv_timer):
             if timer is not None and timer.active():
                 timer.cancel()
@@ -254,7 +269,8 @@ class StompProtocol(Protocol):
 
     def resumeProducing(self):
         # A connection on its way out stays paused (see _stop_deliveries).
-        if self.session is not None and not (self._closing or self._disconnecting):
+        state = self.connection.state
+        if self.session is not None and not (state is _CLOSED or state is _DISCONNECTING):
             self.session.set_paused(False)
 
     def stopProducing(self):
@@ -301,19 +317,14 @@ class StompProtocol(Protocol):
         self, message: str, *, detail: str = "", frame: Frame | None = None, receipt: str | None = None
     ) -> None:
         """ERROR frame naming the problem, then close this connection only."""
-        if self._closing:
-            return
-        self._stop_deliveries()
-        headers = [("message", message.replace("\n", " ")[:1000])]
         if receipt is None and isinstance(frame, Frame):
             receipt = frame.get("receipt")
-        if receipt is not None:
-            headers.append(("receipt-id", receipt))
-        body = (detail or message).encode("utf-8")
-        headers.append(("content-type", "text/plain"))
+        error = self.connection.error(message, detail=detail, receipt=receipt)
+        if error is None:  # closed already
+            return
+        self._stop_deliveries()
         log.info("STOMP connection %s: %s", self._peer(), message)
-        self._write(Frame("ERROR", tuple(headers), body))
-        self._closing = True
+        self._write(error)
         if self.transport is not None:
             self.transport.loseConnection()
 
@@ -342,22 +353,18 @@ class StompProtocol(Protocol):
             if frame is not None:
                 if frame.__class__ is bytes:
                     self._write_bytes(frame)
-                elif frame.command == "ERROR":
-                    self._fail(
-                        frame.get("message"),
-                        detail=frame.body.decode("utf-8", "replace"),
-                        receipt=frame.get("receipt-id"),
-                    )
+                elif frame.__class__ is _Failure:
+                    self._fail(frame.message, receipt=frame.receipt)
                     return
                 else:
                     self._write(frame)
             if entry.close_after:
                 self._stop_deliveries()
-                self._closing = True
+                self.connection.close()
                 if self.transport is not None:
                     self.transport.loseConnection()
                 return
-        if self._reading_paused and len(queue) < self.max_pending // 2 and not self._closing:
+        if self._reading_paused and len(queue) < self.max_pending // 2 and self.connection.state is not _CLOSED:
             self._reading_paused = False
             self.transport.resumeProducing()
 
@@ -369,81 +376,42 @@ class StompProtocol(Protocol):
 
     def _confirmed(self, _, entry: _Pending) -> None:
         entry.done = True
-        if not self._closing:
+        if self.connection.state is not _CLOSED:
             self._flush()
 
     def _confirm_failed(self, failure, entry: _Pending, receipt: str | None, what: str) -> None:
         entry.done = True
-        exc = failure.value
-        message = f"{what} failed: {exc}"
-        headers = [("message", message)]
-        if receipt is not None:
-            headers.append(("receipt-id", receipt))
-        entry.frame = Frame("ERROR", tuple(headers), message.encode("utf-8"))
-        if not self._closing:
+        entry.frame = _Failure(f"{what} failed: {failure.value}", receipt)
+        if self.connection.state is not _CLOSED:
             self._flush()
 
-    def _receipt_frame(self, receipt: str):
-        """A RECEIPT for ``receipt``: its wire bytes when nothing needs escaping
-        or checking (what the codec would write), else the Frame for the codec."""
-        if _plain_value(receipt):
-            return b"RECEIPT\nreceipt-id:" + receipt.encode() + b"\n\n\0"
-        return Frame("RECEIPT", (("receipt-id", receipt),))
+    #: A RECEIPT for a receipt id: its wire bytes when nothing needs escaping or
+    #: checking (what the codec would write), else the Frame for the codec.
+    _receipt_frame = staticmethod(receipt_for)
 
     def _receipt(self, frame: Frame) -> None:
         receipt = frame.get("receipt")
         if receipt is not None:
-            self._enqueue(_Pending(self._receipt_frame(receipt), done=True))
-
-    # -- dispatch -----------------------------------------------------------------------------
-    def _dispatch(self, frame: Frame) -> None:
-        command = frame.command
-        if self.session is None:
-            if command in ("CONNECT", "STOMP"):
-                self._on_connect(frame)
-                return
-            raise StompError(f"{command} before CONNECT: the first frame must be CONNECT or STOMP")
-        handler = self._handlers.get(command)
-        if handler is None:
-            raise StompError(f"Unknown STOMP command {command}")
-        handler(self, frame)
+            self._enqueue(_Pending(receipt_for(receipt), done=True))
 
     # -- CONNECT ------------------------------------------------------------------------------
     def _on_connect(self, frame: Frame) -> None:
         if self._connect_timer is not None and self._connect_timer.active():
             self._connect_timer.cancel()
         self._connect_timer = None
-        accepted = frame.get("accept-version") or "1.0"
-        offered = {v.strip() for v in accepted.split(",")}
-        common = [v for v in SUPPORTED_VERSIONS if v in offered]
-        if not common:
-            self._write(
-                Frame(
-                    "ERROR",
-                    (("version", ",".join(SUPPORTED_VERSIONS)), ("content-type", "text/plain"),
-                     ("message", f"Supported protocol versions are {','.join(SUPPORTED_VERSIONS)}")),
-                    f"Supported protocol versions are {','.join(SUPPORTED_VERSIONS)}\n".encode(),
-                )
-            )
-            self._closing = True
+        connection = self.connection
+        offer = connection.negotiate(frame)
+        if offer.version is None:
+            self._write(connection.refuse_version())
             self.transport.loseConnection()
             return
-        version = common[-1]
-        if version != "1.0" and frame.command == "CONNECT" and frame.get("host") is None:
-            pass  # Artemis accepts a missing host; so do we.
-        login = frame.get("login")
-        passcode = frame.get("passcode")
         principal = None
         if self.security is not None:
-            principal = self.security.login(login, passcode, peer_subject(self.transport))
+            principal = self.security.login(offer.login, offer.passcode, peer_subject(self.transport))
             if principal is None:
-                raise StompError(
-                    f"Security Error occurred: User name [{login}] or password is invalid",
-                    "Authentication failed: check login and passcode",
-                )
-        self.version = version
-        self.codec.set_version(version)
-        client_id = frame.get("client-id")
+                raise StompError(*login_refused(offer.login))
+        self.version = offer.version
+        client_id = offer.client_id
         peer = self._peer()
         proxy_address, proxy_version = proxy_details(self.transport)
         info = ConnectionInfo(
@@ -462,15 +430,16 @@ class StompProtocol(Protocol):
             events.connection_accepted(
                 info.id, remote=peer, acceptor=info.acceptor, protocol="STOMP", user=self.session.user, client_id=client_id
             )
-        headers = [("version", version), ("session", self.session_id), ("server", f"Junction/{__version__}")]
-        if client_id is not None and client_id.startswith(ROUTER_PROBE_CLIENT_ID_PREFIX):
-            headers += self._probe_headers()
-        if version != "1.0":
-            cx, cy = _heart_beat(frame.get("heart-beat"))
-            # We send every cy ms if the client wants beats; we expect the client's every cx.
-            headers.append(("heart-beat", f"{cy},{cx}"))
-            self._start_heartbeats(send_ms=cy, recv_ms=cx)
-        self._write(Frame("CONNECTED", tuple(headers)))
+        probe = client_id is not None and client_id.startswith(ROUTER_PROBE_CLIENT_ID_PREFIX)
+        accepted = connection.accept(
+            self.session_id, f"Junction/{__version__}", self._probe_headers() if probe else ()
+        )
+        beats = accepted.heart_beats
+        if beats is not None:
+            self._start_heartbeats(send_ms=beats.send_ms, recv_ms=beats.recv_ms)
+        handlers = self._handlers
+        self._fast = {command: handlers[command] for command in connection.handled_in_place()}
+        self._write(accepted.frame)
 
     def _probe_headers(self) -> list:
         """What a gateway pool's STOMP readiness probe reads (junction/gateway/stomp_probe.py).
@@ -491,8 +460,10 @@ class StompProtocol(Protocol):
 
     def _connect_timed_out(self):
         self._connect_timer = None
-        if self.session is None and not self._closing:
-            self._fail(f"no CONNECT frame within {self.connect_timeout:g} s")
+        try:
+            self.connection.timeout(self.connect_timeout)
+        except StompError as exc:
+            self._fail(str(exc))
 
     def _start_heartbeats(self, *, send_ms: int, recv_ms: int) -> None:
         if send_ms > 0:
@@ -504,7 +475,7 @@ class StompProtocol(Protocol):
 
     def _heartbeat_tick(self):
         self._send_timer = None
-        if self._closing or self.transport is None:
+        if self.connection.state is _CLOSED or self.transport is None:
             return
         now = self.reactor.seconds()
         if now - self._last_write >= self._send_interval * 0.9:
@@ -515,7 +486,7 @@ class StompProtocol(Protocol):
 
     def _ttl_tick(self):
         self._recv_timer = None
-        if self._closing:
+        if self.connection.state is _CLOSED:
             return
         idle = self.reactor.seconds() - self._last_read
         if idle >= self._recv_ttl:
@@ -584,13 +555,13 @@ class StompProtocol(Protocol):
                 elif key == "priority":
                     if error is None:
                         try:
-                            priority = _int_header(key, value, 0, 9)
+                            priority = int_header(key, value, 0, 9)
                         except StompError as exc:
                             error = exc
                 elif key == "expires":
                     if error is None:
                         try:
-                            expiration = _int_header(key, value, 0, None)
+                            expiration = int_header(key, value, 0, None)
                         except StompError as exc:
                             error = exc
                 elif key == "correlation-id":
@@ -651,279 +622,6 @@ class StompProtocol(Protocol):
     def _send_failed_late(self, failure):
         self._fail(f"SEND failed: {failure.value}")
 
-    # -- SUBSCRIBE / UNSUBSCRIBE ---------------------------------------------------------------------
-    def _on_subscribe(self, frame: Frame) -> None:
-        address, rtype, prefix = self._destination(frame)
-        sub_id = frame.get("id")
-        if sub_id is None:
-            if self.version == "1.0":
-                sub_id = frame.get("destination")
-            else:
-                raise StompError("SUBSCRIBE needs an id header in STOMP 1.1 and 1.2")
-        if sub_id in self.subscriptions:
-            raise StompError(f"subscription id {sub_id} is already in use on this connection")
-        ack = frame.get("ack", "auto")
-        if ack not in ("auto", "client", "client-individual"):
-            raise StompError(f"ack mode {ack!r} is not auto, client or client-individual")
-        durable_name = (
-            frame.get("durable-subscription-name")
-            or frame.get("durable-subscriber-name")
-            or frame.get("activemq.subscriptionName")
-        )
-        if durable_name and rtype is None:
-            rtype = RoutingType.MULTICAST
-        credit_messages = None
-        credit_bytes = None
-        prefetch = frame.get("activemq.prefetchSize")
-        if prefetch is not None:
-            n = _int_header("activemq.prefetchSize", prefetch, -1, None)
-            if n > 0:
-                credit_messages = n
-        window = frame.get("consumer-window-size") or frame.get("consumerWindowSize")
-        if window is not None:
-            n = _int_header("consumer-window-size", window, -1, None)
-            if n == 0:
-                credit_messages = 1 if credit_messages is None else min(credit_messages, 1)
-            elif n > 0:
-                credit_bytes = n
-        sub = _Subscription(sub_id, frame.get("destination"), ack, prefix, durable_name)
-        self.subscriptions[sub_id] = sub
-        try:
-            sub.consumer = self.session.create_consumer(
-                address,
-                self._deliver_callback(sub),
-                routing_type=rtype,
-                selector=frame.get("selector"),
-                subscription_name=durable_name,
-                auto_ack=(ack == "auto"),
-                credit_messages=credit_messages,
-                credit_bytes=credit_bytes,
-                on_batch_end=self._end_batch,
-            )
-        except BaseException:
-            del self.subscriptions[sub_id]
-            raise
-        self._receipt(frame)
-
-    def _on_unsubscribe(self, frame: Frame) -> None:
-        sub_id = frame.get("id")
-        if sub_id is None and self.version == "1.0":
-            sub_id = frame.get("destination")
-        if sub_id is None:
-            raise StompError("UNSUBSCRIBE needs an id header")
-        sub = self.subscriptions.pop(sub_id, None)
-        durable_name = frame.get("durable-subscription-name") or frame.get("durable-subscriber-name") or frame.get(
-            "activemq.subscriptionName"
-        )
-        if sub is None and not durable_name:
-            raise StompError(f"no subscription with id {sub_id} on this connection")
-        if sub is not None:
-            for mid in sub.pending:
-                release(self._holders, mid, sub)
-            sub.pending.clear()
-            sub.consumer.close()
-        if durable_name:
-            self.session.unsubscribe_durable(durable_name)
-        self._receipt(frame)
-
-    def _deliver_callback(self, sub: _Subscription):
-        client_ack = sub.ack != "auto"
-        # What every MESSAGE of this subscription starts with, and whether it
-        # carries a 1.2 ack header (see _message_frame for the layout).
-        head = f"subscription:{sub.id}\nmessage-id:"
-        ack_header = self.version == "1.2" and client_ack
-        destination = sub.destination
-        if destination is None or "#" in destination or "*" in destination:
-            destination = None  # per message: the prefix and the message's address
-        pending = sub.pending
-        holders = self._holders
-        message_bytes = self._message_bytes
-        out = self._out  # written by _end_batch when the delivery pass ends
-
-        def deliver(server_consumer, ref):
-            mid = str(ref.message.message_id)
-            if client_ack:
-                pending[mid] = ref
-                held = holders.setdefault(mid, sub)
-                if held is not sub:
-                    holders[mid] = joined(held, sub)
-            # 1.2's ack header, as Artemis writes it: <consumer id>,<message id>
-            ack = f"{server_consumer.id},{mid}" if ack_header else None
-            data = message_bytes(sub, ref, mid, head, ack, destination)
-            out.append(data)
-            self._out_size += len(data)
-            if self._out_size >= MAX_BATCH_BYTES:
-                self._end_batch()
-
-        return deliver
-
-    def _message_bytes(self, sub: _Subscription, ref, mid: str, head: str, ack: str | None, destination) -> bytes:
-        """The wire bytes of ``codec.send(self._message_frame(sub, ref, mid, ack))``, built directly.
-
-        The header text is laid out as the codec lays out the frame's headers;
-        when it passes the codec's own no-escaping test (no colon or LF but
-        the separators, no backslash, CR or NUL, no empty name) the codec would
-        write exactly ``MESSAGE``, that text and the body, and every header
-        is carriable in any version.  Anything else takes the codec's path.
-        """
-        message = ref.message
-        if destination is None:
-            destination = sub.prefix + message.address
-        count = 8
-        if ack is not None:
-            text = (
-                f"{head}{mid}\nack:{ack}\npersistent:{'true' if message.durable else 'false'}"
-                f"\npriority:{message.priority}\ntimestamp:{message.timestamp}\nexpires:{message.expiration}"
-            )
-            count = 9
-        else:
-            text = (
-                f"{head}{mid}\npersistent:{'true' if message.durable else 'false'}"
-                f"\npriority:{message.priority}\ntimestamp:{message.timestamp}\nexpires:{message.expiration}"
-            )
-        parts = [text]
-        if ref.delivery_count > 1:
-            parts.append("\nredelivered:true")
-            count += 1
-        parts.append("\ndestination:")
-        parts.append(destination)
-        if message.correlation_id is not None:
-            parts.append("\ncorrelation-id:")
-            parts.append(message.correlation_id)
-            count += 1
-        if message.reply_to is not None:
-            parts.append("\nreply-to:")
-            parts.append(message.reply_to)
-            count += 1
-        for key, value in message.properties.items():
-            if key == "content-length":
-                continue
-            parts.append("\ntype:" if key == "JMSType" else "\n" + key + ":")
-            parts.append(value if value.__class__ is str else _header_value(value))
-            count += 1
-        body = message.body
-        if body:
-            parts.append("\ncontent-length:")
-            parts.append(str(len(body)))
-        else:
-            count -= 1
-        text = "".join(parts)
-        if (
-            text.count(":") == count
-            and text.count("\n") == count - 1
-            and "\\" not in text
-            and "\r" not in text
-            and "\0" not in text
-            and text[0] != ":"
-            and "\n:" not in text
-        ):
-            return b"".join((("MESSAGE\n" + text + "\n\n").encode(), body, b"\0"))
-        return self.codec.send(self._message_frame(sub, ref, mid, ack))
-
-    def _message_frame(self, sub: _Subscription, ref, mid: str, ack: str | None = None) -> Frame:
-        message = ref.message
-        destination = sub.destination
-        if destination is None or "#" in destination or "*" in destination:
-            destination = sub.prefix + message.address
-        # Headers this connection produced itself (ids it sent, numbers) are
-        # always writable; the rest came from a producer and are checked.
-        headers = [
-            ("subscription", sub.id),
-            ("message-id", mid),
-        ]
-        if ack is not None:
-            headers.append(("ack", ack))
-        headers.append(("persistent", "true" if message.durable else "false"))
-        headers.append(("priority", str(message.priority)))
-        headers.append(("timestamp", str(message.timestamp)))
-        headers.append(("expires", str(message.expiration)))
-        if ref.delivery_count > 1:
-            headers.append(("redelivered", "true"))
-        extra = [("destination", destination)]
-        if message.correlation_id is not None:
-            extra.append(("correlation-id", message.correlation_id))
-        if message.reply_to is not None:
-            extra.append(("reply-to", message.reply_to))
-        for key, value in message.properties.items():
-            if key == "JMSType":
-                extra.append(("type", _header_value(value)))
-            elif key != "content-length":
-                extra.append((key, _header_value(value)))
-        version = self.version
-        for name, value in extra:
-            if _carriable(name, value, version):
-                headers.append((name, value))
-            else:
-                # A message from a newer-version (or other-protocol) producer
-                # can carry headers this version cannot write: leave them out
-                # rather than fail the delivery.
-                log.debug("STOMP %s MESSAGE: leaving out header %r", version, name)
-        return Frame("MESSAGE", tuple(headers), message.body)
-
-    # -- ACK / NACK -----------------------------------------------------------------------------------
-    def _ack_target(self, frame: Frame):
-        """The refs an ACK or NACK settles (one, or a cumulative run in ``client`` mode)."""
-        if self.version == "1.2":
-            given = frame.get("id")
-            if given is None:
-                raise StompError(f"{frame.command} needs an id header (the MESSAGE's ack header) in STOMP 1.2")
-        else:
-            given = frame.get("message-id")
-            if given is None:
-                raise StompError(f"{frame.command} needs a message-id header")
-        holders = self._holders
-        try:
-            sub, mid = find(holders, self.subscriptions, given, frame.get("subscription"))
-        except AckNotFound as exc:
-            raise StompError(f"{frame.command}: {exc}") from None
-        pending = sub.pending
-        if sub.ack != "client":
-            release(holders, mid, sub)
-            return [pending.pop(mid)]
-        # client: every delivery of this subscription up to this one, in order
-        mids = []
-        for pending_mid in pending:
-            mids.append(pending_mid)
-            if pending_mid == mid:
-                break
-        for m in mids:
-            release(holders, m, sub)
-        return [pending.pop(m) for m in mids]
-
-    def _on_ack(self, frame: Frame) -> None:
-        refs = self._ack_target(frame)
-        txid = frame.get("transaction")
-        tx = self._transaction(txid) if txid is not None else None
-        last = None
-        for ref in refs:
-            stored = self.session.acknowledge(ref, tx)
-            if stored is not None:
-                if last is not None:
-                    last.addErrback(self._ack_failed)
-                last = stored
-        receipt = frame.get("receipt")
-        if last is None:
-            self._receipt(frame)
-        elif receipt is None and last.called and not self._confirm:
-            last.addErrback(self._ack_failed)  # already written; nothing to order
-        else:
-            # This RECEIPT, and every later one (a DISCONNECT's too), proves the
-            # ack is written: a process crash cannot bring the message back.
-            self._confirm_after(last, receipt, what="ACK")
-
-    def _ack_failed(self, failure) -> None:
-        """An unreceipted ACK could not be stored: tell the client, close."""
-        self._fail(f"ACK failed: {failure.value}")
-
-    def _on_nack(self, frame: Frame) -> None:
-        if self.version == "1.0":
-            raise StompError("NACK is not part of STOMP 1.0")
-        refs = self._ack_target(frame)
-        # Each cancel puts its ref back at the head of the queue: go backwards
-        # so a cumulative NACK redelivers in the original order.
-        for ref in reversed(refs):
-            self.session.cancel(ref)
-        self._receipt(frame)
 
     # -- transactions ----------------------------------------------------------------------------------
     def _transaction(self, txid: str):
@@ -961,27 +659,22 @@ class StompProtocol(Protocol):
 
     # -- DISCONNECT --------------------------------------------------------------------------------------
     def _on_disconnect(self, frame: Frame) -> None:
+        # The table has moved to DISCONNECTING: later frames are ignored.
         receipt = frame.get("receipt")
-        frame_out = Frame("RECEIPT", (("receipt-id", receipt),)) if receipt is not None else None
-        self._disconnecting = True
         self._stop_deliveries()
-        self._enqueue(_Pending(frame_out, done=True, close_after=True))
+        self._enqueue(_Pending(receipt_for(receipt) if receipt is not None else None, done=True, close_after=True))
 
-    def _on_connect_again(self, frame: Frame) -> None:
-        raise StompError("already connected: CONNECT may only be sent once")
-
+    #: the handlers of the commands the connection's table hands to the adapter
     _handlers = {
         "SEND": _on_send,
-        "SUBSCRIBE": _on_subscribe,
-        "UNSUBSCRIBE": _on_unsubscribe,
-        "ACK": _on_ack,
-        "NACK": _on_nack,
+        "SUBSCRIBE": StompSubscriptions._on_subscribe,
+        "UNSUBSCRIBE": StompSubscriptions._on_unsubscribe,
+        "ACK": StompSubscriptions._on_ack,
+        "NACK": StompSubscriptions._on_nack,
         "BEGIN": _on_begin,
         "COMMIT": _on_commit,
         "ABORT": _on_abort,
         "DISCONNECT": _on_disconnect,
-        "CONNECT": _on_connect_again,
-        "STOMP": _on_connect_again,
     }
 
 
@@ -1009,53 +702,3 @@ STOMP_ACCEPTOR_PARAMS = frozenset(
     }
 )
 
-
-def _heart_beat(value: str | None) -> tuple[int, int]:
-    if not value:
-        return 0, 0
-    try:
-        cx, cy = (int(part.strip()) for part in value.split(","))
-    except ValueError:
-        raise StompError(f"heart-beat header must be two integers 'cx,cy', not {value!r}") from None
-    if cx < 0 or cy < 0:
-        raise StompError(f"heart-beat values must not be negative: {value!r}")
-    return cx, cy
-
-
-def _int_header(name: str, value: str, low: int | None, high: int | None) -> int:
-    try:
-        n = int(value.strip())
-    except ValueError:
-        raise StompError(f"header {name} must be an integer, not {value!r}") from None
-    if (low is not None and n < low) or (high is not None and n > high):
-        raise StompError(f"header {name} value {n} is out of range")
-    return n
-
-
-def _plain_value(value: str) -> bool:
-    """A header value the codec writes as it is in every version (no escape, no check)."""
-    return not (":" in value or "\n" in value or "\r" in value or "\\" in value or "\0" in value)
-
-
-def _carriable(name: str, value: str, version: str | None) -> bool:
-    """Whether STOMP ``version`` can write this header (the codec's rules)."""
-    if not name or "\0" in name or "\0" in value:
-        return False
-    if version == "1.2":
-        return True
-    if version == "1.1":
-        return not value.endswith("\r")  # 1.1 escapes LF and colon, not CR
-    return not (":" in name or "\n" in name or "\n" in value or value.endswith("\r"))
-
-
-def _header_value(value) -> str:
-    value = plain(value) if isinstance(value, Typed) else value
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    if value is None:
-        return ""
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return str(value)

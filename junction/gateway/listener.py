@@ -9,11 +9,14 @@ A :class:`GatewayFactory` serves one such acceptor.  Each connection gets a
    connect timeout (``<limits connect-timeout>``).  Bytes no protocol starts
    with close the connection with a log line showing what arrived
    (:func:`~junction.protocols.detect.describe`: at most 32 bytes).
-2. **Read the opening** -- for STOMP, the first complete ``CONNECT`` or
-   ``STOMP`` frame, with the sans-IO codec bounded by the acceptor's frame
-   size (``stompMaxFramePayloadLength``, else ``<limits max-frame-size>``) and
-   by the same connect timeout, counted from the accept.  Its ``login``,
-   ``passcode`` and ``client-id`` are the routing inputs.
+2. **Read the opening** with the protocol's opening reader (the
+   :class:`~junction.protocols.opening.Opening` interface) -- for STOMP,
+   :class:`~junction.protocols.stomp.opening.StompOpening`: the first
+   complete ``CONNECT`` or ``STOMP`` frame, with the sans-IO codec bounded by
+   the acceptor's frame size (``stompMaxFramePayloadLength``, else ``<limits
+   max-frame-size>``) and by the same connect timeout, counted from the
+   accept.  Its ``login``, ``passcode`` and ``client-id`` are the routing
+   inputs.
 3. **Authenticate** the login against the node's users/roles files
    (:meth:`SecurityManager.authenticate`), so USER_NAME and ROLE_NAME keys
    cannot be spoofed.  A bad login gets the broker's own STOMP ERROR,
@@ -37,10 +40,10 @@ A :class:`GatewayFactory` serves one such acceptor.  Each connection gets a
      connect to target <name> (<host>:<port>): <why>``, and the target is
      marked not ready until its next check.
 
-   Refusals are written as the broker core writes its ERROR frames
-   (``message`` header, ``receipt-id`` when the CONNECT asked for a
-   receipt, ``content-type:text/plain``, the text as body), then the
-   connection is closed.
+   Refusals are the broker core's own ERROR frames (the opening reader
+   builds them as the core does: ``message`` header, ``receipt-id`` when the
+   CONNECT asked for a receipt, ``content-type:text/plain``, the text as
+   body), then the connection is closed.
 
 Every decision is logged at INFO: router, peer, client id, user, key, the
 target or refusal, and which routing step decided.
@@ -116,13 +119,14 @@ from junction.protocols.amqp.opening import (
     FORCED,
     AmqpOpening,
     OpeningComplete,
-    OpeningFailed,
 )
 from junction.protocols.amqp.sasl import SaslCode
 from junction.protocols.amqp.sasl_client import SaslClient, SaslClientDone, SaslClientFailed
 from junction.protocols.detect import MAX_SNIFF_BYTES, NEED_MORE, UNKNOWN, describe, detect
 from junction.protocols.errors import RemoteProtocolError
-from junction.protocols.stomp import Frame, HeartBeat, StompCodec, StompLimits
+from junction.protocols.opening import Complete, Failed, Opening
+from junction.protocols.stomp import StompLimits
+from junction.protocols.stomp.opening import StompCredentials, StompOpening
 from junction.routing.targets import RouterStatus
 
 __all__ = [
@@ -131,8 +135,6 @@ __all__ = [
     "ROUTER_MODES",
     "GatewayFactory",
     "GatewayProtocol",
-    "not_ready_message",
-    "rejected_message",
 ]
 
 log = logging.getLogger("junction.gateway")
@@ -162,16 +164,6 @@ _CONNECTING = "connecting"
 _FORWARDED = "forwarded"
 _LOCAL = "local"
 _CLOSED = "closed"
-
-
-def not_ready_message(router: str) -> str:
-    """Artemis's refusal text for ``REFUSED_UNAVAILABLE``."""
-    return f"Connection router {router} is not ready"
-
-
-def rejected_message(router: str) -> str:
-    """Artemis's refusal text for ``REFUSED_USE_ANOTHER``."""
-    return f"Connection router {router} rejected this connection"
 
 
 def _peer_of(transport) -> str:
@@ -324,9 +316,8 @@ class GatewayProtocol(Protocol):
         #: bytes received before the routing decision (routingMaxBytes)
         self.received = 0
         self.protocol_name: str | None = None
-        self.codec: StompCodec | None = None
-        #: the AMQP opening (SASL + Open), for an AMQP connection
-        self.opening: AmqpOpening | None = None
+        #: the protocol's opening reader (STOMP: the CONNECT; AMQP: SASL + Open)
+        self.opening: Opening | None = None
         #: the login to redo with the target on the client's behalf (AMQP)
         self.sasl_client: SaslClient | None = None
         self.timer = None
@@ -356,14 +347,12 @@ class GatewayProtocol(Protocol):
         if self.received > self.gateway.max_buffered and (state is _SNIFFING or state is _OPENING):
             self._too_much(data)
             return
-        if state is _OPENING and self.opening is not None:
-            self._feed_amqp(data)
+        if state is _OPENING:
+            self._feed_opening(data)
             return
         self.buffer += data
         if state is _SNIFFING:
             self._sniff()
-        elif state is _OPENING:
-            self._feed(data)
         elif len(self.buffer) > self.gateway.max_buffered:
             # routing or connecting: reading is paused, so only a read already
             # under way can land here; never hold more than the bound
@@ -443,19 +432,92 @@ class GatewayProtocol(Protocol):
                 self.conn_id, remote=self.peer, acceptor=gateway.acceptor_name, protocol=name,
                 sni_host=tls_sni_host(self.transport),
             )
+        self.opening = self._make_opening(name)
+        data, self.buffer = bytes(self.buffer), bytearray()
+        self._feed_opening(data)
+
+    # -- the opening -------------------------------------------------------------------
+    def _make_opening(self, name: str) -> Opening:
+        """The opening reader for protocol ``name`` (one of ROUTED_PROTOCOLS)."""
+        gateway = self.gateway
         if name == "AMQP":
-            self.opening = AmqpOpening(
+            return AmqpOpening(
                 self._amqp_authenticate,
                 mechanisms=(("EXTERNAL",) if certificate_login(gateway.acceptor, gateway.security) else ())
                 + (("PLAIN", "ANONYMOUS") if gateway.anonymous_allowed else ("PLAIN",)),
                 allow_no_sasl=gateway.anonymous_allowed,
                 container_id=gateway.container_id,
             )
-            data, self.buffer = bytes(self.buffer), bytearray()
-            self._feed_amqp(data)
-            return
-        self.codec = StompCodec(gateway.stomp_limits, server=True)
-        self._feed(bytes(self.buffer))
+        return StompOpening(self._stomp_authenticate, limits=gateway.stomp_limits, max_bytes=gateway.max_buffered)
+
+    def _feed_opening(self, data: bytes) -> None:
+        opening = self.opening
+        events = opening.receive_data(data)
+        out = opening.data_to_send()
+        if out:
+            self.transport.write(out)
+        for event in events:
+            if isinstance(event, Failed):
+                self._opening_failed(event)
+                return
+            if isinstance(event, Complete):
+                self._opening_complete(event)
+                return
+
+    def _opening_failed(self, event) -> None:
+        """The opening failed and its answer is written: log, count, close."""
+        gateway = self.gateway
+        if self.protocol_name == "AMQP":
+            log.info(
+                "router %s: AMQP connection from %s on acceptor %s: opening failed: %s (%s)",
+                gateway.router.name,
+                self.peer,
+                gateway.acceptor_name,
+                event.reason,
+                event.condition,
+            )
+            gateway.count("unauthenticated" if event.login_refused else "bad-opening")
+        elif event.login_refused:
+            log.info(
+                "router %s: STOMP connection from %s (client-id %r): login %r refused: "
+                "authentication failed",
+                gateway.router.name,
+                self.peer,
+                event.client_id,
+                event.user,
+            )
+            gateway.count("unauthenticated")
+        else:
+            log.info(
+                "acceptor %s (router %s): STOMP connection from %s: %s",
+                gateway.acceptor_name,
+                gateway.router.name,
+                self.peer,
+                event.reason,
+            )
+        if event.login_refused:
+            self._tell_login_refused(event.user, event.client_id)
+        self._close()
+
+    def _opening_complete(self, event) -> None:
+        """The opening is complete: stop reading, keep the bytes to replay, route."""
+        self._stop_timer()
+        self.state = _ROUTING
+        self.transport.pauseProducing()
+        self.buffer = bytearray(event.replay)
+        principal = event.principal
+        if self.protocol_name == "AMQP":
+            principal = self._amqp_login(event)
+            if principal is None:  # answered
+                return
+        self._route(event.client_id, principal)
+
+    def _stomp_authenticate(self, credentials: StompCredentials):
+        """StompOpening's callback: the principal for the CONNECT's login, or None."""
+        security = self.gateway.security
+        if security is not None:
+            return security.login(credentials.login, credentials.passcode, peer_subject(self.transport))
+        return _Anonymous(credentials.login or None)
 
     # -- the AMQP opening --------------------------------------------------------------
     def _amqp_authenticate(self, credentials):
@@ -475,46 +537,19 @@ class GatewayProtocol(Protocol):
             return _Anonymous(user)
         return security.authenticate(user, password)
 
-    def _feed_amqp(self, data: bytes) -> None:
-        opening = self.opening
-        events = opening.receive_data(data)
-        out = opening.data_to_send()
-        if out:
-            self.transport.write(out)
-        for event in events:
-            if isinstance(event, OpeningFailed):
-                log.info(
-                    "router %s: AMQP connection from %s on acceptor %s: opening failed: %s (%s)",
-                    self.gateway.router.name,
-                    self.peer,
-                    self.gateway.acceptor_name,
-                    event.reason,
-                    event.condition,
-                )
-                self.gateway.count(
-                    "unauthenticated" if event.condition == _UNAUTHORIZED else "bad-opening"
-                )
-                if event.condition == _UNAUTHORIZED:
-                    self._tell_login_refused(None, None)
-                self._close()
-                return
-            if isinstance(event, OpeningComplete):
-                self._on_amqp_open(event)
-                return
+    def _amqp_login(self, event: OpeningComplete):
+        """The principal of a complete AMQP opening, and the login to redo at the target.
 
-    def _on_amqp_open(self, event: OpeningComplete) -> None:
+        None when the connection was answered instead.
+        """
         gateway = self.gateway
-        self._stop_timer()
-        self.state = _ROUTING
-        self.transport.pauseProducing()
-        self.buffer = bytearray(event.after_sasl)
         principal = event.principal
         if principal is None:  # no SASL, as the node allows: the anonymous login
             security = gateway.security
             principal = security.authenticate(None, None) if security is not None else _Anonymous(None)
             if principal is None:  # pragma: no cover - no SASL is allowed only for anonymous
                 self._answer("Security Error occurred: anonymous login refused", condition=_UNAUTHORIZED)
-                return
+                return None
         try:
             self.sasl_client = SaslClient(
                 event.mechanism,
@@ -525,66 +560,11 @@ class GatewayProtocol(Protocol):
             )
         except ValueError as exc:  # credentials the backend login cannot carry
             self._answer(f"cannot log in to the target on the client's behalf: {exc}", condition=_UNAUTHORIZED)
-            return
-        self._route(event.container_id, principal, None)
+            return None
+        return principal
 
-    # -- the STOMP opening -------------------------------------------------------------
-    def _feed(self, data: bytes) -> None:
-        malformed = None
-        try:
-            events = self.codec.receive_data(data)
-        except RemoteProtocolError as exc:
-            events = getattr(exc, "events", None) or []
-            malformed = exc
-        for event in events:
-            if isinstance(event, HeartBeat):
-                continue
-            # the first frame decides; what follows is replayed untouched
-            self._on_first_frame(event)
-            return
-        if malformed is not None:
-            self._stomp_refuse(f"malformed frame: {malformed}", why="malformed opening")
-
-    def _on_first_frame(self, frame: Frame) -> None:
-        gateway = self.gateway
-        if frame.command not in ("CONNECT", "STOMP"):
-            self._stomp_refuse(
-                f"{frame.command} before CONNECT: the first frame must be CONNECT or STOMP",
-                frame=frame,
-                why="no CONNECT",
-            )
-            return
-        self._stop_timer()
-        self.state = _ROUTING
-        self.transport.pauseProducing()
-        login = frame.get("login")
-        passcode = frame.get("passcode")
-        client_id = frame.get("client-id")
-        security = gateway.security
-        if security is not None:
-            principal = security.login(login, passcode, peer_subject(self.transport))
-        else:
-            principal = _Anonymous(login or None)
-        if principal is None:
-            log.info(
-                "router %s: STOMP connection from %s (client-id %r): login %r refused: "
-                "authentication failed",
-                gateway.router.name,
-                self.peer,
-                client_id,
-                login,
-            )
-            gateway.count("unauthenticated")
-            self._tell_login_refused(login, client_id)
-            self._stomp_refuse(
-                f"Security Error occurred: User name [{login}] or password is invalid",
-                detail="Authentication failed: check login and passcode",
-                frame=frame,
-            )
-            return
-        self._route(client_id, principal, frame)
-
-    def _route(self, client_id, principal, frame: Frame | None) -> None:
+    # -- routing -----------------------------------------------------------------------
+    def _route(self, client_id, principal) -> None:
         try:
             d = self.gateway.router.route(
                 client_id=client_id,
@@ -596,15 +576,10 @@ class GatewayProtocol(Protocol):
         except Exception:
             d = defer.fail()
         self.pending = d
-        d.addCallbacks(
-            self._routed,
-            self._route_failed,
-            callbackArgs=(frame, client_id, principal.user),
-            errbackArgs=(frame,),
-        )
+        d.addCallbacks(self._routed, self._route_failed, callbackArgs=(client_id, principal.user))
 
     # -- serving the decision ------------------------------------------------------------
-    def _routed(self, decision, frame: Frame, client_id, user) -> None:
+    def _routed(self, decision, client_id, user) -> None:
         self.pending = None
         if self.state is _CLOSED:
             return
@@ -640,26 +615,23 @@ class GatewayProtocol(Protocol):
             ", cache hit" if decision.cache_hit else "",
         )
         if result.ok and target is not None and target.local:
-            self._serve_locally(frame)
+            self._serve_locally()
         elif result.ok and target is not None and target.connector is not None:
             if redirect:
                 self._redirect(target)
             else:
-                self._forward(target, frame)
+                self._forward(target)
         elif result.ok:
             gateway.count("failed")
-            self._answer(
-                rejected_message(router),
-                status=RouterStatus.REFUSED_USE_ANOTHER,
-                detail=f"the target {target!r} has no connector to forward to",
-                frame=frame,
+            self._refuse(
+                RouterStatus.REFUSED_USE_ANOTHER, detail=f"the target {target!r} has no connector to forward to"
             )
         elif result.status is RouterStatus.REFUSED_UNAVAILABLE:
             gateway.count("refused")
-            self._answer(not_ready_message(router), status=result.status, frame=frame)
+            self._refuse(result.status)
         else:
             gateway.count("refused")
-            self._answer(rejected_message(router), status=RouterStatus.REFUSED_USE_ANOTHER, frame=frame)
+            self._refuse(RouterStatus.REFUSED_USE_ANOTHER)
 
     def _tell_login_refused(self, user, client_id) -> None:
         """The event log's refusal of a connection whose login failed (no routing decision)."""
@@ -705,7 +677,7 @@ class GatewayProtocol(Protocol):
         self.transport.write(self.opening.redirect(self.gateway.router.name, str(connector.host), int(connector.port)))
         self._close()
 
-    def _route_failed(self, failure, frame: Frame) -> None:
+    def _route_failed(self, failure) -> None:
         self.pending = None
         if self.state is _CLOSED or failure.check(defer.CancelledError):
             return
@@ -716,11 +688,9 @@ class GatewayProtocol(Protocol):
             failure.getTraceback(),
         )
         self.gateway.count("failed")
-        self._answer(
-            not_ready_message(self.gateway.router.name), status=RouterStatus.REFUSED_UNAVAILABLE, frame=frame
-        )
+        self._refuse(RouterStatus.REFUSED_UNAVAILABLE)
 
-    def _serve_locally(self, frame: Frame) -> None:
+    def _serve_locally(self) -> None:
         gateway = self.gateway
         local = gateway.local_factory
         if local is None:
@@ -732,12 +702,7 @@ class GatewayProtocol(Protocol):
                 gateway.acceptor_name,
             )
             gateway.count("refused")
-            self._answer(
-                rejected_message(gateway.router.name),
-                status=RouterStatus.REFUSED_USE_ANOTHER,
-                detail="this gateway has no local broker core",
-                frame=frame,
-            )
+            self._refuse(RouterStatus.REFUSED_USE_ANOTHER, detail="this gateway has no local broker core")
             return
         transport = self.transport
         protocol = local.buildProtocol(transport.getPeer())
@@ -769,7 +734,7 @@ class GatewayProtocol(Protocol):
         if buffered:
             protocol.dataReceived(buffered)
 
-    def _forward(self, target, frame: Frame) -> None:
+    def _forward(self, target) -> None:
         gateway = self.gateway
         self.state = _CONNECTING
         handshake = None
@@ -789,7 +754,7 @@ class GatewayProtocol(Protocol):
             d = defer.fail(ForwardConnectError(target_address(target.connector), str(exc)))
         self.pending = d
         d.addCallbacks(
-            self._forwarded, self._forward_failed, callbackArgs=(target,), errbackArgs=(target, frame)
+            self._forwarded, self._forward_failed, callbackArgs=(target,), errbackArgs=(target,)
         )
 
     def _forwarded(self, splice, target) -> None:
@@ -828,7 +793,7 @@ class GatewayProtocol(Protocol):
 
         splice.closed.addBoth(closed)
 
-    def _forward_failed(self, failure, target, frame: Frame) -> None:
+    def _forward_failed(self, failure, target) -> None:
         self.pending = None
         if self.state is _CLOSED or failure.check(defer.CancelledError):
             return
@@ -849,7 +814,6 @@ class GatewayProtocol(Protocol):
             self._answer(
                 f"Connection router {router}: target {exc.target} refused the connection: {exc.reason}",
                 condition=exc.condition or FORCED,
-                frame=frame,
             )
             return
         if failure.check(ForwardConnectError):
@@ -868,9 +832,7 @@ class GatewayProtocol(Protocol):
         )
         self._target_unreachable(target, reason)
         gateway.count("unreachable")
-        self._answer(
-            f"Connection router {router} could not connect to target {name}: {reason}", frame=frame
-        )
+        self._answer(f"Connection router {router} could not connect to target {name}: {reason}")
 
     def _target_unreachable(self, target, reason: str) -> None:
         """Mark the target not ready until its next check says otherwise."""
@@ -883,61 +845,29 @@ class GatewayProtocol(Protocol):
             monitor.mark_not_ready(f"forwarding failed: {reason}")
 
     # -- closing -----------------------------------------------------------------------------
-    def _answer(
-        self,
-        message: str,
-        *,
-        status: RouterStatus | None = None,
-        condition: str = FORCED,
-        detail: str = "",
-        frame: Frame | None = None,
-    ) -> None:
-        """End the connection with the protocol's own refusal, then close.
+    def _answer(self, message: str, *, condition: str = FORCED) -> None:
+        """End the connection with the protocol's own error, then close.
 
-        STOMP: an ERROR frame with ``message``.  AMQP: Artemis's refusal for
-        ``status`` when given (``amqp:connection:forced``), else an Open and
-        a Close with ``condition`` and ``message``.
+        STOMP: an ERROR frame with ``message``.  AMQP: an Open and a Close with
+        ``condition`` and ``message``.
         """
         if self.state is _CLOSED:
             return
-        opening = self.opening
-        if opening is None:
-            self._stomp_refuse(message, detail=detail, frame=frame)
-            return
-        router = self.gateway.router.name
-        if status is not None:
-            data = opening.refuse(router, status)
-        else:
-            data = opening.close_with(condition, message)
-        self.transport.write(data)
-        self._close()
+        self._write_and_close(self.opening.close_with(condition, message))
 
-    def _stomp_refuse(
-        self, message: str, *, detail: str = "", frame: Frame | None = None, why: str | None = None
-    ) -> None:
-        """The broker core's ERROR frame for ``message``, then close this connection."""
+    def _refuse(self, status: RouterStatus, *, detail: str = "") -> None:
+        """End the connection with Artemis's refusal for router ``status``, then close.
+
+        STOMP: an ERROR with the refusal's text (``detail`` as its body).
+        AMQP: an Open and a Close with ``amqp:connection:forced``.
+        """
         if self.state is _CLOSED:
             return
-        if why is not None:
-            log.info(
-                "acceptor %s (router %s): STOMP connection from %s: %s",
-                self.gateway.acceptor_name,
-                self.gateway.router.name,
-                self.peer,
-                message,
-            )
-        headers = [("message", message.replace("\n", " ")[:1000])]
-        receipt = frame.get("receipt") if frame is not None else None
-        if receipt is not None:
-            headers.append(("receipt-id", receipt))
-        headers.append(("content-type", "text/plain"))
-        body = (detail or message).encode("utf-8")
-        codec = self.codec if self.codec is not None else StompCodec(server=True)
-        try:
-            data = codec.send(Frame("ERROR", tuple(headers), body))
-        except Exception:  # noqa: BLE001 - a header the codec cannot carry
-            data = codec.send(Frame("ERROR", (("message", "connection refused"),), body))
-        self.transport.write(data)
+        self._write_and_close(self.opening.refuse(self.gateway.router.name, status, detail=detail))
+
+    def _write_and_close(self, data: bytes) -> None:
+        if data:
+            self.transport.write(data)
         self._close()
 
     def _timed_out(self) -> None:
@@ -953,25 +883,19 @@ class GatewayProtocol(Protocol):
                 gateway.connect_timeout,
             )
             self._close()
-        elif self.state is _OPENING and self.opening is not None:
-            gateway.count("timed-out")
-            self._offender(
-                "routingTimeout",
-                "acceptor %s (router %s): AMQP connection from %s: no complete opening (SASL and open) "
-                "within %g s%s",
-                gateway.connect_timeout,
-                "",
-            )
-            self._close()
         elif self.state is _OPENING:
             gateway.count("timed-out")
+            if self.protocol_name == "AMQP":
+                what = "AMQP connection from %s: no complete opening (SASL and open)"
+            else:
+                what = "STOMP connection from %s: no CONNECT frame"
             self._offender(
                 "routingTimeout",
-                "acceptor %s (router %s): STOMP connection from %s: no CONNECT frame within %g s%s",
+                "acceptor %s (router %s): " + what + " within %g s%s",
                 gateway.connect_timeout,
                 "",
             )
-            self._stomp_refuse(f"no CONNECT frame within {gateway.connect_timeout:g} s")
+            self._write_and_close(self.opening.timed_out(gateway.connect_timeout))
 
     def _too_much(self, data: bytes) -> None:
         """More than routingMaxBytes before the routing decision: closed (with STOMP's ERROR)."""
@@ -984,11 +908,11 @@ class GatewayProtocol(Protocol):
             self.received,
             gateway.max_buffered,
         )
-        name = self.protocol_name or detect(bytes((self.buffer + data)[:MAX_SNIFF_BYTES]))
-        if name == "STOMP":
-            self._stomp_refuse(f"more than {gateway.max_buffered} bytes before the CONNECT frame was complete")
-        else:
-            self._close()
+        opening = self.opening
+        if opening is None:  # still sniffing: the protocol's own answer all the same
+            name = detect(bytes((self.buffer + data)[:MAX_SNIFF_BYTES]))
+            opening = self._make_opening(name) if name in ROUTED_PROTOCOLS else None
+        self._write_and_close(opening.too_large(gateway.max_buffered) if opening is not None else b"")
 
     def _offender(self, limit: str, message: str, *args) -> None:
         gateway = self.gateway

@@ -12,6 +12,8 @@ import importlib
 #: target name -> (module, harness function)
 TARGETS: dict[str, tuple[str, str]] = {
     "stomp": ("tests.fuzz.harness_stomp", "fuzz_stomp"),
+    "stomp-opening": ("tests.fuzz.harness_stomp_session", "fuzz_opening"),
+    "stomp-connection": ("tests.fuzz.harness_stomp_session", "fuzz_connection"),
     "amqp-types": ("tests.fuzz.harness_amqp", "fuzz_types"),
     "amqp-message": ("tests.fuzz.harness_amqp", "fuzz_message"),
     "sasl-server": ("tests.fuzz.harness_sasl", "fuzz_sasl_server"),

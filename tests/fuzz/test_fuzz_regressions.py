@@ -15,6 +15,7 @@ from junction.protocols.errors import RemoteProtocolError
 from junction.protocols.stomp import Frame, StompCodec
 from tests.fuzz.harness_amqp import fuzz_message, fuzz_types
 from tests.fuzz.harness_stomp import fuzz_stomp
+from tests.fuzz.harness_stomp_session import fuzz_connection
 
 # -- STOMP: a CR LF frame followed, in the same read, by bytes that are not UTF-8 ------------
 
@@ -42,6 +43,103 @@ def test_a_crlf_frame_then_an_lf_frame_in_one_read():
     codec = StompCodec()
     events = codec.receive_data(b"SEND\r\na:1\r\n\r\nx\0SEND\nb:\xc3\xa9\n\ny\0")
     assert events == [Frame("SEND", (("a", "1"),), b"x"), Frame("SEND", (("b", "é"),), b"y")]
+
+
+# -- STOMP: frames behind the CONNECT in the same read, parsed before the version ------------
+
+STOMP_PIPELINED_BEHIND_CONNECT = (
+    b'\x00\x00\x00\x07CONNECT\naccept-version:/1.0,1.1,1.2\nhost:/\nl'
+    b'ogin:a\npasscode:b\nheart-beat:100,200\n\n\x00SEND\ndest'
+    b'ination:/queue/a\nreceipt:r1\n\nhello\x00SUBSCRIBE\nid:'
+    b'1\ndestination:/\\ueue/a\nack:client\n\n\x00\nACK\nid:1\n\n\x00'
+    b'NACK\nid:2\n\n\x00BEGIN\ntransaction:t\n\n\x00COMMIT\ntransac'
+    b'tion:t\xae\xae\xae\xae\n-beat:100,200\n\n\x00SE\n\x00FROB\n\n\x00'
+)
+
+PIPELINED = (
+    b"CONNECT\naccept-version:1.2\nhost:/\n\n\0"
+    b"SEND\ndestination:/queue/q\nkey:a\\cb\\\\\nreceipt:r-1\n\nm\0"
+)
+
+
+@pytest.mark.parametrize("cut", [None, PIPELINED.index(b"SEND")])
+def test_frames_behind_the_connect_mean_the_same_however_the_reads_were_cut(cut):
+    # Read with the CONNECT, a SEND's headers were not unescaped (the version was
+    # not negotiated when the read was parsed): "a\\cb" arrived as it was sent,
+    # where a SEND in a later read gave "a:b".  And an escape 1.2 does not define
+    # passed behind a CONNECT but closed the connection in a later read.
+    from tests.unit.stomp_fixtures import Broker
+
+    broker = Broker()
+    consumer = broker.client()
+    consumer.connect("1.2")
+    consumer.subscribe("/queue/q")
+    producer = broker.client()
+    reads = [PIPELINED] if cut is None else [PIPELINED[:cut], PIPELINED[cut:]]
+    for data in reads:
+        producer.send_raw(data)
+    assert [f.command for f in producer.frames()] == ["CONNECTED", "RECEIPT"]
+    (message,) = consumer.messages()
+    assert message.get("key") == "a:b\\"
+
+
+@pytest.mark.parametrize("whole", [True, False])
+def test_an_undefined_escape_behind_the_connect_is_malformed_in_one_read_too(whole):
+    from tests.unit.stomp_fixtures import Broker
+
+    data = b"CONNECT\naccept-version:1.2\n\n\0SEND\ndestination:/queue/q\nbad:\\t\n\nm\0"
+    client = Broker().client()
+    if whole:
+        client.send_raw(data)
+    else:
+        client.send_raw(data[:data.index(b"SEND")])
+        client.send_raw(data[data.index(b"SEND"):])
+    connected, error = client.frames()
+    assert connected.command == "CONNECTED" and error.command == "ERROR"
+    assert error.body.startswith(b"malformed frame: STOMP 1.2 header '\\\\t' contains undefined escape")
+    assert client.closed
+
+
+def test_the_stomp_connection_harness_on_its_find():
+    fuzz_connection(STOMP_PIPELINED_BEHIND_CONNECT)
+
+
+# The same, for a frame whose headers came with the CONNECT and whose body came later.
+
+STOMP_HEADERS_BEHIND_CONNECT_BODY_LATER = (
+    b'\x00\x00\x00\x07CONNECT\naccept-version:1.0,1.1,1.2\nhost:/\nlo'
+    b'gi:100,200\n\n\x00SEND\ndestination:/queue/a\n/\\xxxxx~x'
+    b'xxxxon:/queue/a\n/\\xxxxx~xxxxxxxxxeipxxxxeipt:r1\n'
+    b'\nhello\x00SUBSCRIBE\nid:1\ndestination:\nid:\x1b\x1b\x1bnsa\n\x00FR'
+    b'OB\x8a\n\x00'
+)
+
+
+def test_headers_read_with_the_connect_body_in_a_later_read():
+    from tests.unit.stomp_fixtures import Broker
+
+    broker = Broker()
+    consumer = broker.client()
+    consumer.connect("1.2")
+    consumer.subscribe("/queue/q")
+    producer = broker.client()
+    body_at = PIPELINED.index(b"\n\nm\0") + 2
+    producer.send_raw(PIPELINED[:body_at])  # the SEND's headers, before the version
+    producer.send_raw(PIPELINED[body_at:])
+    assert [f.command for f in producer.frames()] == ["CONNECTED", "RECEIPT"]
+    (message,) = consumer.messages()
+    assert message.get("key") == "a:b\\"
+
+
+def test_headers_read_before_the_version_are_checked_when_it_is_set():
+    codec = StompCodec()
+    events = codec.receive_data(b"CONNECT\n\n\0SEND\nbad:\\t\ncontent-length:3\n\nab")
+    assert [e.command for e in events] == ["CONNECT"]
+    codec.set_version("1.2")
+    with pytest.raises(RemoteProtocolError, match="undefined escape sequence") as raised:
+        codec.receive_data(b"c\0")
+    assert raised.value.events == []
+    fuzz_connection(STOMP_HEADERS_BEHIND_CONNECT_BODY_LATER)
 
 
 # -- AMQP types: a described value whose descriptor is a negative long ----------------------

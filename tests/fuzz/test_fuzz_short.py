@@ -29,6 +29,8 @@ HAVE_ATHERIS = importlib.util.find_spec("atheris") is not None
 #: inputs per target: each pass well under 20 s on a busy 2-CPU machine
 RUNS = {
     "stomp": 3000,
+    "stomp-opening": 3000,
+    "stomp-connection": 2000,
     "amqp-types": 20000,
     "amqp-message": 20000,
     "sasl-server": 4000,

@@ -135,6 +135,13 @@ from junction.protocols.amqp.sasl import (
 )
 from junction.protocols.amqp.types import Described, Scalar, Symbol, decode, encode
 from junction.protocols.errors import LocalProtocolError, RemoteProtocolError
+from junction.protocols.opening import (
+    Complete,
+    Failed,
+    Opening,
+    redirect_description,
+    refusal_description,
+)
 
 __all__ = [
     "CONNECTION_ESTABLISHMENT_FAILED",
@@ -145,8 +152,6 @@ __all__ = [
     "NETWORK_HOST",
     "PORT",
     "REDIRECT",
-    "REFUSED_UNAVAILABLE",
-    "REFUSED_USE_ANOTHER",
     "TRANSITIONS",
     "AmqpOpening",
     "OpeningComplete",
@@ -157,9 +162,6 @@ __all__ = [
     "Passthrough",
     "encode_close",
     "encode_open",
-    "not_ready_description",
-    "redirect_description",
-    "rejected_description",
 ]
 
 #: Default limit on the octets of a client's opening after SASL (header + Open).
@@ -180,11 +182,6 @@ FORCED = "amqp:connection:forced"
 NETWORK_HOST = Symbol("network-host")
 PORT = Symbol("port")
 
-#: Router statuses :meth:`AmqpOpening.refuse` understands (the names of
-#: ``junction.routing.targets.RouterStatus``; its members are accepted too).
-REFUSED_UNAVAILABLE = "REFUSED_UNAVAILABLE"
-REFUSED_USE_ANOTHER = "REFUSED_USE_ANOTHER"
-
 _FRAMING_ERROR = "amqp:connection:framing-error"
 _NOT_ALLOWED = "amqp:not-allowed"
 _DECODE_ERROR = "amqp:decode-error"
@@ -200,21 +197,6 @@ _PERFORMATIVES = {
     0x15: "disposition", 0x16: "detach", 0x17: "end", 0x18: "close",
 }
 _SYMBOL_PERFORMATIVES = {f"amqp:{name}:list": code for code, name in _PERFORMATIVES.items()}
-
-
-def redirect_description(router: str, host: str, port: int) -> str:
-    """Artemis's description of a redirect."""
-    return f"Connection router {router} redirected this connection to {host}:{port}"
-
-
-def not_ready_description(router: str) -> str:
-    """Artemis's description of a ``REFUSED_UNAVAILABLE`` refusal."""
-    return f"Connection router {router} is not ready"
-
-
-def rejected_description(router: str) -> str:
-    """Artemis's description of a ``REFUSED_USE_ANOTHER`` refusal."""
-    return f"Connection router {router} rejected this connection"
 
 
 # -- states ---------------------------------------------------------------------------
@@ -277,7 +259,7 @@ TRANSITIONS: Mapping[tuple[OpeningState, OpeningInput], OpeningState] = MappingP
 
 
 @dataclass(frozen=True, slots=True, repr=False)
-class OpeningComplete:
+class OpeningComplete(Complete):
     """SASL passed and the client's Open arrived: route on it.
 
     ``container_id`` and ``hostname`` are the Open's fields (``hostname``
@@ -292,6 +274,10 @@ class OpeningComplete:
     after its SASL exchange, exactly as received: its AMQP header, the Open
     and whatever it pipelined behind it.  Replay it to the backend once
     SASL is redone there.
+
+    As every opening reader's :class:`~junction.protocols.opening.Complete`:
+    ``client_id`` is the ``container_id``, ``replay`` is ``after_sasl`` and
+    ``user`` the ``username``.
     """
 
     container_id: str
@@ -303,6 +289,21 @@ class OpeningComplete:
     after_sasl: bytes
     authzid: str | None = None
     sasl_hostname: str | None = None
+
+    @property
+    def client_id(self) -> str:
+        """The container-id (Artemis's CLIENT_ID key)."""
+        return self.container_id
+
+    @property
+    def replay(self) -> bytes:
+        """What to write to the backend once SASL is redone there: :attr:`after_sasl`."""
+        return self.after_sasl
+
+    @property
+    def user(self) -> str | None:
+        """The PLAIN user name (None for the other mechanisms)."""
+        return self.username
 
     def __repr__(self) -> str:  # never show a password
         password = None if self.password is None else "***"
@@ -316,7 +317,7 @@ class OpeningComplete:
 
 
 @dataclass(frozen=True, slots=True)
-class OpeningFailed:
+class OpeningFailed(Failed):
     """The opening failed: write :meth:`AmqpOpening.data_to_send`, then close.
 
     ``reason`` says what the client did wrong (for the log); ``condition`` is
@@ -327,6 +328,21 @@ class OpeningFailed:
 
     reason: str
     condition: str | None
+
+    @property
+    def login_refused(self) -> bool:
+        """Whether the client's SASL login was refused (``amqp:unauthorized-access``)."""
+        return self.condition == _UNAUTHORIZED
+
+    @property
+    def user(self) -> None:
+        """Not told: a failed SASL exchange yields no user name."""
+        return None
+
+    @property
+    def client_id(self) -> None:
+        """Not told: the container-id comes in the Open, after SASL."""
+        return None
 
 
 OpeningEvent = OpeningComplete | OpeningFailed | Passthrough
@@ -380,7 +396,7 @@ class _Bad(Exception):
 # -- the state machine ----------------------------------------------------------------
 
 
-class AmqpOpening:
+class AmqpOpening(Opening):
     """The gateway's side of one AMQP client's opening (see the module doc).
 
     ``authenticate`` is called synchronously with the client's
@@ -392,7 +408,12 @@ class AmqpOpening:
     after SASL (:data:`MAX_OPENING_BYTES`); ``max_sasl_frame_size`` bounds
     SASL frames.  ``hostname`` stands in for the sasl-init hostname (the TLS
     SNI name).  ``container_id`` names the gateway in the Opens it writes.
+
+    It is the AMQP :class:`~junction.protocols.opening.Opening` reader.
     """
+
+    #: AMQP has a native redirect (Artemis's ``amqp:connection:redirect``).
+    redirects = True
 
     __slots__ = (
         "_sasl",
@@ -518,24 +539,16 @@ class AmqpOpening:
             {NETWORK_HOST: host, PORT: Scalar("int", port)},
         )
 
-    def refuse(self, router_name: str, status: object) -> bytes:
+    def refuse(self, router_name: str, status: object, *, detail: str = "") -> bytes:
         """The bytes of Artemis's AMQP refusal; write them, then close.
 
         ``status`` is ``REFUSED_UNAVAILABLE`` ("is not ready") or
         ``REFUSED_USE_ANOTHER`` ("rejected this connection"), as a string or
         a :class:`~junction.routing.targets.RouterStatus` member.  The
-        condition is ``amqp:connection:forced``.
+        condition is ``amqp:connection:forced``.  ``detail`` is not written:
+        Artemis's refusal has the description only.
         """
-        name = getattr(status, "name", status)
-        if name == REFUSED_UNAVAILABLE:
-            description = not_ready_description(router_name)
-        elif name == REFUSED_USE_ANOTHER:
-            description = rejected_description(router_name)
-        else:
-            raise ValueError(
-                f"status must be {REFUSED_UNAVAILABLE} or {REFUSED_USE_ANOTHER}, not {status!r}"
-            )
-        return self.close_with(FORCED, description)
+        return self.close_with(FORCED, refusal_description(router_name, status))
 
     def close_with(
         self, condition: str, description: str | None = None, info: Mapping | None = None

@@ -68,6 +68,7 @@ from typing import NoReturn
 
 from junction.protocols.amqp.types import Array, Described, Scalar, Symbol, decode, encode
 from junction.protocols.errors import LocalProtocolError, RemoteProtocolError
+from junction.protocols.opening import Passthrough  # bytes after SASL: the AMQP engine's
 
 __all__ = [
     "AMQP_HEADER",
@@ -226,13 +227,6 @@ class NoSasl:
 @dataclass(frozen=True, slots=True)
 class SaslRequired:
     """The client skipped SASL, which is not allowed: our SASL header is queued; close."""
-
-
-@dataclass(frozen=True, slots=True)
-class Passthrough:
-    """Bytes received after the SASL exchange: they belong to the AMQP engine."""
-
-    data: bytes
 
 
 SaslEvent = SaslAuthenticated | SaslFailed | NoSasl | SaslRequired | Passthrough

@@ -2,8 +2,10 @@
 
 ``StompCodec`` turns bytes into ``Frame``/``HeartBeat`` events and back, with
 per-version header escaping and the named limits of ``StompLimits``; it does
-no I/O and keeps no clock.  Which commands are allowed when is the session's
-business, not the codec's.
+no I/O and keeps no clock.  Which commands are allowed when is not the
+codec's business but the connection's: :mod:`.connection` (the state table,
+version and heart-beat negotiation), with the server's frames in
+:mod:`.builders` and the gateway's opening reader in :mod:`.opening`.
 """
 
 from junction.protocols.stomp.codec import StompCodec, StompLimits

@@ -71,7 +71,7 @@ from junction.protocols.stomp.frames import (
     unescape_header,
 )
 
-__all__ = ["StompCodec", "StompLimits"]
+__all__ = ["StompCodec", "StompLimits", "encode_plain"]
 
 _MiB = 1024 * 1024
 _KiB = 1024
@@ -189,6 +189,30 @@ def _clip(raw: bytes | bytearray | str, limit: int = 60) -> str:
     return repr(raw)
 
 
+def encode_plain(command: str, text: str, count: int, body: bytes) -> bytes | None:
+    """The wire bytes of a frame whose header lines need nothing, else None.
+
+    The codec's one fast encoder: :meth:`StompCodec.send` and the builders of
+    :mod:`.builders` (MESSAGE, RECEIPT) use it.  ``text`` is the ``count``
+    header lines joined by LF, unescaped; the caller frames the body (a
+    ``content-length`` line where one is due).  When the only colons and LFs
+    are the separators, no name is empty and there is no backslash, CR or
+    NUL, every version writes the frame as it is; else None: take the
+    checked path of :meth:`StompCodec.send`.
+    """
+    if (
+        text.count(":") == count
+        and text.count("\n") == count - 1
+        and "\\" not in text
+        and "\r" not in text
+        and "\0" not in text
+        and text[0] != ":"
+        and "\n:" not in text
+    ):
+        return b"".join(((command + "\n" + text + "\n\n").encode(), body, b"\0"))
+    return None
+
+
 class StompCodec:
     """One STOMP connection's framing, as a sans-IO state machine.
 
@@ -267,12 +291,50 @@ class StompCodec:
     def set_version(self, version: str) -> None:
         """Switch header escaping to the negotiated ``version`` ("1.0", "1.1" or "1.2").
 
-        Applies to every frame parsed or serialised afterwards.
+        Applies to every frame parsed or serialised afterwards, and to a frame
+        whose headers were read before (unescaped) and whose body has not
+        arrived yet: its headers are read again (:meth:`reread`); an escape
+        the version does not define kills the codec, and the next
+        :meth:`receive_data` raises it, as parsing would have.
         """
         if version not in STOMP_VERSIONS:
             raise LocalProtocolError(f"unknown STOMP version {version!r}")
+        was_escaping = self._escape
         self._version = version
         self._escape = version in _ESCAPING_VERSIONS
+        pending = self._pending
+        if pending is not None and self._escape and not was_escaping and self._error is None:
+            command, headers, body_start, clen, bscan = pending
+            try:
+                headers = self.reread(Frame(command, headers)).headers
+            except RemoteProtocolError as exc:
+                self._error = exc
+                self._buf = bytearray()
+                self._pending = None
+            else:
+                self._pending = (command, headers, body_start, clen, bscan)
+
+    def reread(self, frame: Frame) -> Frame:
+        """``frame``, parsed before :meth:`set_version`, as it reads under the version set since.
+
+        A client may pipeline frames behind its CONNECT; those that arrive in
+        the same read are parsed before the session has negotiated the
+        version, so their headers are not unescaped.  The session passes each
+        of them through here once it has set the version, and the same bytes
+        mean the same frames however they were cut into reads.  Raises
+        :class:`RemoteProtocolError` for an escape sequence the version does
+        not define, as parsing would have.
+        """
+        if not self._escape or frame.command in UNESCAPED_COMMANDS:
+            return frame
+        headers = frame.headers
+        if not any("\\" in name or "\\" in value for name, value in headers):
+            return frame
+        version = self._version
+        pairs = tuple(
+            (unescape_header(name, version), unescape_header(value, version)) for name, value in headers
+        )
+        return Frame(frame.command, pairs, frame.body)
 
     # -- receiving -----------------------------------------------------------
 
@@ -678,20 +740,10 @@ class StompCodec:
                 text = "content-length:" + str(len(body))
         if not text:
             return b"".join(((command + "\n\n").encode(), body, b"\0"))
-        count = len(headers)
-        # Fast path: nothing needs escaping or checking when the only colons
-        # and LFs are the separators, no name is empty, and there is no
-        # backslash, CR or NUL.
-        if not (
-            text.count(":") == count
-            and text.count("\n") == count - 1
-            and "\\" not in text
-            and "\r" not in text
-            and "\0" not in text
-            and text[0] != ":"
-            and "\n:" not in text
-        ):
-            text = self._checked_header_text(command, headers, text)
+        data = encode_plain(command, text, len(headers), body)
+        if data is not None:
+            return data
+        text = self._checked_header_text(command, headers, text)
         return b"".join(((command + "\n" + text + "\n\n").encode(), body, b"\0"))
 
     def _checked_header_text(
