@@ -19,7 +19,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from junction.brokercore import paging
 from junction.brokercore.journal import FaultyFiles, OSFiles, SimulatedCrash
 from junction.brokercore.paging import (
     RECORD_OVERHEAD,
@@ -36,6 +35,7 @@ from junction.brokercore.paging import (
     find_paged_addresses,
     page_file_name,
 )
+from junction.brokercore.paging import store as paging
 from tests.unit.writer_fixtures import InlineReactor, ThreadReactor, settle
 
 ADDRESS = "orders.eu"
