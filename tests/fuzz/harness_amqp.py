@@ -1,4 +1,4 @@
-"""AMQP 1.0 types and message sections (junction/protocols/amqp/types.py, message.py).
+"""AMQP 1.0 types and message sections (junction/protocols/amqp/types/, message/).
 
 ``amqp-types`` -- :func:`~junction.protocols.amqp.types.decode` of any bytes:
 

@@ -31,6 +31,7 @@ from junction.protocols.cluster.link import (
     Role,
     encode_frame,
 )
+from junction.protocols.cluster.link import connection as link_connection
 from junction.protocols.errors import RemoteProtocolError
 from tests.fuzz.common import Input, cuts, same
 
@@ -68,16 +69,16 @@ def _check_buffer(conn: LinkConnection) -> None:
     if len(held) >= 5:
         length = int.from_bytes(held[:4], "big")
         assert len(held) < 4 + length, "a complete frame was left in the buffer"
-        assert length <= link._limit(held[4]), (length, held[4])
+        assert length <= link_connection._limit(held[4]), (length, held[4])
 
 
 def _round_trip(event) -> None:
     if type(event) is link.Refused and event.code not in link.REFUSED_CODES:
         return  # a later version's code: read, never sent
     data = encode_frame(event)
-    frame_type = link._FRAME_OF[type(event)]
+    frame_type = link_connection._FRAME_OF[type(event)]
     buf = bytearray(data)
-    again = link._DECODERS[frame_type](frame_type, buf, 5, len(buf))
+    again = link_connection._DECODERS[frame_type](frame_type, buf, 5, len(buf))
     assert again == event, (event, again)
 
 

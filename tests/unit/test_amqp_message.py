@@ -41,6 +41,7 @@ from junction.protocols.amqp.message import (
     encode_message,
     encode_properties,
 )
+from junction.protocols.amqp.message import encoder as amqp_message_encoder
 from junction.protocols.amqp.types import (
     MAX_DEPTH,
     Array,
@@ -367,12 +368,12 @@ def test_encode_header_refuses_bad_types():
 
 
 def test_header_cache_is_bounded(monkeypatch):
-    monkeypatch.setattr(amqp_message, "HEADER_CACHE_SIZE", 4)
-    amqp_message._headers.clear()
+    monkeypatch.setattr(amqp_message_encoder, "HEADER_CACHE_SIZE", 4)
+    amqp_message_encoder._headers.clear()
     for ttl in range(20):
         assert decode_message(encode_header(Header(ttl=ttl))).header.ttl == ttl
-        assert len(amqp_message._headers) <= 4
-    amqp_message._headers.clear()
+        assert len(amqp_message_encoder._headers) <= 4
+    amqp_message_encoder._headers.clear()
 
 
 def test_encode_properties():

@@ -32,6 +32,8 @@ from junction.protocols.amqp.types import (
     encode,
     encode_into,
 )
+from junction.protocols.amqp.types import atoms as amqp_atoms
+from junction.protocols.amqp.types import codes as amqp_codes
 from junction.protocols.errors import RemoteProtocolError
 
 U = uuid.UUID("0123456789abcdef0123456789abcdef")
@@ -182,14 +184,14 @@ def test_decoded_values_round_trip(wire, expected):
 
 def test_every_format_code_is_covered():
     covered = {h(wire)[0] for wire, _ in DECODE_CASES}
-    assert covered == set(amqp_types._CODE_NAMES)
+    assert covered == set(amqp_codes._CODE_NAMES)
     # Array element constructors too (each code but described).
     elements = set()
     for wire, _ in DECODE_CASES:
         data = h(wire)
         if data[0] == 0xE0 and data[3] != 0x00:
             elements.add(data[3])
-    assert elements == set(amqp_types._CODE_NAMES) - {0x00, 0xB0, 0xB3, 0xD0, 0xD1, 0xF0}
+    assert elements == set(amqp_codes._CODE_NAMES) - {0x00, 0xB0, 0xB3, 0xD0, 0xD1, 0xF0}
 
 
 ENCODE_CASES = [
@@ -471,12 +473,12 @@ def test_empty_list_counts_towards_depth():
 
 
 def test_symbol_cache_is_bounded(monkeypatch):
-    monkeypatch.setattr(amqp_types, "SYMBOL_CACHE_SIZE", 8)
-    amqp_types._symbols.clear()
+    monkeypatch.setattr(amqp_atoms, "SYMBOL_CACHE_SIZE", 8)
+    amqp_atoms._symbols.clear()
     for i in range(50):
         assert decode(encode(Symbol(f"s{i}")))[0] == f"s{i}"
-        assert len(amqp_types._symbols) <= 8
-    amqp_types._symbols.clear()
+        assert len(amqp_atoms._symbols) <= 8
+    amqp_atoms._symbols.clear()
 
 
 def test_value_types():

@@ -58,6 +58,7 @@ from junction.protocols.cluster.link import (
     encode_binding,
     encode_frame,
 )
+from junction.protocols.cluster.link import fields as link_fields
 from junction.protocols.errors import LocalProtocolError, RemoteProtocolError
 
 CLIENT, SERVER = Role.CLIENT, Role.SERVER
@@ -202,9 +203,9 @@ def test_one_event_type_per_frame_type():
 
 
 def test_field_table_matches_the_dataclasses():
-    for cls, spec in link._FIELDS.items():
+    for cls, spec in link_fields._FIELDS.items():
         assert tuple(name for name, _ in spec) == tuple(f.name for f in dataclasses.fields(cls))
-    assert set(link._FIELDS) == set(EVENT_TYPES) | {Binding, Member, link.RecordEntry}
+    assert set(link_fields._FIELDS) == set(EVENT_TYPES) | {Binding, Member, link.RecordEntry}
 
 
 @pytest.mark.parametrize("role", [CLIENT, SERVER])
