@@ -25,10 +25,12 @@ _detectors = None
 
 
 def _table():
+    """(name, detector) in the table's order, loaded once per table."""
     global _detectors
-    if _detectors is None:
-        _detectors = tuple((entry.name, load(entry.detector)) for entry in protocol_table())
-    return _detectors
+    table = protocol_table()
+    if _detectors is None or _detectors[0] is not table:
+        _detectors = (table, tuple((entry.name, load(entry.detector)) for entry in table))
+    return _detectors[1]
 
 
 def detect(data: bytes) -> str:
