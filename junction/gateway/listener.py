@@ -81,7 +81,7 @@ from junction.gateway.forward import (
     rebind,
     target_address,
 )
-from junction.gateway.side import ANSWERED, GatewaySide
+from junction.gateway.side import ANSWERED, GatewaySide, peer_of
 from junction.protocols.detect import MAX_SNIFF_BYTES, NEED_MORE, UNKNOWN, describe, detect
 from junction.protocols.opening import Complete, Failed, Opening
 from junction.protocols.registry import load, redirecting, routed
@@ -121,17 +121,6 @@ _CONNECTING = "connecting"
 _FORWARDED = "forwarded"
 _LOCAL = "local"
 _CLOSED = "closed"
-
-
-def _peer_of(transport) -> str:
-    """``host:port`` (``[v6]:port``) of the transport's peer, for the key and the logs."""
-    try:
-        peer = transport.getPeer()
-        host, port = peer.host, peer.port
-    except Exception:  # noqa: BLE001 - a transport without a peer address
-        return "?"
-    shown = f"[{host}]" if ":" in str(host) else str(host)
-    return f"{shown}:{port}"
 
 
 class GatewayFactory(Factory):
@@ -303,7 +292,7 @@ class GatewayProtocol(Protocol):
         gateway = self.gateway
         gateway.connections.add(self)
         apply_socket_options(self.transport, gateway.params)
-        self.peer = _peer_of(self.transport)
+        self.peer = peer_of(self.transport)
         self.timer = gateway.reactor.callLater(gateway.connect_timeout, self._timed_out)
 
     def dataReceived(self, data: bytes) -> None:

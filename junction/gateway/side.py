@@ -29,12 +29,23 @@ from __future__ import annotations
 
 import logging
 
-__all__ = ["ANSWERED", "Anonymous", "GatewaySide"]
+__all__ = ["ANSWERED", "Anonymous", "GatewaySide", "peer_of"]
 
 log = logging.getLogger("junction.gateway")
 
 #: :meth:`GatewaySide.login`'s answer when the connection was answered and closed
 ANSWERED = object()
+
+
+def peer_of(transport) -> str:
+    """``host:port`` (``[v6]:port``) of the transport's peer, for the key and the logs."""
+    try:
+        peer = transport.getPeer()
+        host, port = peer.host, peer.port
+    except Exception:  # noqa: BLE001 - a transport without a peer address
+        return "?"
+    shown = f"[{host}]" if ":" in str(host) else str(host)
+    return f"{shown}:{port}"
 
 
 class Anonymous:
