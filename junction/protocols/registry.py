@@ -8,8 +8,11 @@ broker core's adapter.  Everything above this floor is named by a dotted path
 (``module:attribute``) and imported only when used, so the table itself
 stays sans-IO and below every package that uses it.
 
-The built-in protocols are :data:`BUILT_IN`.  More come from the entry-point
-group :data:`ENTRY_POINT_GROUP` (``junction.protocols``): each entry point
+The built-in protocols are :data:`BUILT_IN` (the package also registers each
+in its own entry points, so an installed Junction lists them as any other
+distribution would; the default table makes a bare checkout work the same).
+More come from the entry-point group :data:`ENTRY_POINT_GROUP`
+(``junction.protocols``): each entry point
 names a :class:`ProtocolEntry` (or a callable returning one); an entry with a
 built-in's name replaces it, a new name is added after the built-ins (its
 signature tried last).  :func:`protocol_table` reads them once.
@@ -27,10 +30,16 @@ from dataclasses import dataclass
 from importlib import metadata
 
 __all__ = [
+    "AMQP",
     "BUILT_IN",
+    "CLUSTER",
+    "CORE",
     "ENTRY_POINT_GROUP",
     "MATCH",
+    "MQTT",
     "NEED_MORE",
+    "OPENWIRE",
+    "STOMP",
     "ProtocolEntry",
     "load",
     "protocol",
@@ -121,6 +130,9 @@ BUILT_IN: tuple[ProtocolEntry, ...] = (
     ProtocolEntry("MQTT", f"{_SIGNATURES}:mqtt"),
     ProtocolEntry("OPENWIRE", f"{_SIGNATURES}:openwire"),
 )
+
+#: each built-in row by its name (what the package's own entry points name)
+CLUSTER, AMQP, STOMP, CORE, MQTT, OPENWIRE = BUILT_IN
 
 _table: tuple[ProtocolEntry, ...] | None = None
 

@@ -117,3 +117,24 @@ def test_the_gateway_listener_and_the_broker_server_name_no_protocol():
 
 def test_registry_module_has_no_twisted():
     assert "twisted" not in sys.modules["junction.protocols.registry"].__dict__
+
+
+def test_the_packages_own_entry_points_give_the_same_table(tmp_path, monkeypatch):
+    """setup.cfg registers every built-in row; installed, they merge over the defaults unchanged."""
+    import configparser
+
+    setup = configparser.ConfigParser()
+    setup.read(Path(__file__).resolve().parents[2] / "setup.cfg")
+    lines = setup["options.entry_points"][registry.ENTRY_POINT_GROUP]
+    dist = tmp_path / "junction_builtins-0.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: junction-builtins\nVersion: 0.0\n")
+    (dist / "entry_points.txt").write_text(f"[{registry.ENTRY_POINT_GROUP}]\n{lines}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        names = [line.split("=")[0].strip() for line in lines.strip().splitlines()]
+        assert names == [e.name for e in registry.BUILT_IN]
+        assert registry.protocol_table(reload=True) == registry.BUILT_IN
+    finally:
+        monkeypatch.undo()
+        registry.protocol_table(reload=True)
