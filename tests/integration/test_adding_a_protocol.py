@@ -16,17 +16,18 @@ connection with the client id and user the gateway replayed.
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 
 import pytest
 
 from tests.harness import REPO_ROOT, free_port, wait_for
+from tests.integration.test_gateway_stomp import USERS, make_gateway, wait_ready
 from tests.toyproto import write_dist_info
 
 pytestmark = pytest.mark.timeout(60)
 
-USERS = {"app": ("app-secret", "app"), "pool": ("pool-secret", "pool")}
 TIMEOUT = 15.0
 
 
@@ -41,45 +42,19 @@ def toy_env(tmp_path):
 
 @pytest.fixture
 def world(broker_factory, toy_env):
+    """A core serving TOY (and AMQP, for the pool's probe) on ``gateway-in``, and a gateway routing TOY."""
+    with_toy = functools.partial(broker_factory, env=toy_env)
     core_port = free_port()
-    core = broker_factory(
+    core = with_toy(
         "core1",
         security=True,
         users=USERS,
-        env=toy_env,
         extra_acceptors_xml=f'<acceptor name="gateway-in">tcp://127.0.0.1:{core_port}?protocols=TOY,AMQP</acceptor>',
     ).start()
-    routed_port = free_port()
-    routers = f"""
-    <connectors><connector name="core1">tcp://127.0.0.1:{core_port}</connector></connectors>
-    <connection-routers>
-      <connection-router name="r">
-        <key-type>CLIENT_ID</key-type>
-        <policy name="FIRST_ELEMENT"/>
-        <pool>
-          <username>pool</username>
-          <password>pool-secret</password>
-          <check-period>200</check-period>
-          <quorum-timeout>500</quorum-timeout>
-          <static-connectors><connector-ref>core1</connector-ref></static-connectors>
-        </pool>
-      </connection-router>
-    </connection-routers>"""
-    gateway = broker_factory(
-        "gateway",
-        security=True,
-        users=USERS,
-        env=toy_env,
-        extra_core_xml=routers,
-        extra_acceptors_xml=f'<acceptor name="routed">tcp://127.0.0.1:{routed_port}?protocols=TOY;router=r</acceptor>',
-    ).start()
-
-    def ready():
-        targets = gateway.status()["routers"]["r"]["targets"]
-        return all(t["ready"] for t in targets) and targets
-
-    wait_for(ready, TIMEOUT, interval=0.05, what="the gateway's pool ready")
-    return core, gateway, ("127.0.0.1", routed_port)
+    core.gateway_in_port = core_port
+    gateway = make_gateway(with_toy, [core], protocols="TOY").start()
+    wait_ready(gateway, core1=True)
+    return core, gateway, gateway.routed_address
 
 
 def read_line(sock: socket.socket) -> bytes:
