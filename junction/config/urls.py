@@ -17,6 +17,7 @@ from junction.config.params import ACCEPTOR_PARAMS, CONNECTOR_PARAMS, PARAM_TYPE
 from junction.config.suggest import suggest
 from junction.config.unimplemented import UNIMPLEMENTED
 from junction.config.values import integer
+from junction.protocols.registry import BUILT_IN, protocol_table
 
 __all__ = [
     "DEFAULT_PORT",
@@ -156,8 +157,14 @@ def parse_probe_protocols(text: str) -> tuple[tuple[str, ...], list[str]]:
 
 
 def parse_protocols(text: str) -> tuple[frozenset[str], list[str]]:
-    """``protocols=`` value: a comma list, upper-cased; unknown or unsupported names are errors."""
+    """``protocols=`` value: a comma list, upper-cased; unknown or unsupported names are errors.
+
+    Known: :data:`PROTOCOLS` and the protocols registered through the protocol table's
+    entry-point group (:mod:`junction.protocols.registry`).
+    """
     names = [p.strip().upper() for p in text.split(",") if p.strip()]
+    # beside the built-ins, the protocols registered in the protocol table's entry-point group
+    registered = frozenset(entry.name for entry in protocol_table()) - frozenset(e.name for e in BUILT_IN)
     errors = []
     if not names:
         errors.append("protocols= is empty; name at least one of " + ", ".join(PROTOCOLS))
@@ -166,9 +173,9 @@ def parse_protocols(text: str) -> tuple[frozenset[str], list[str]]:
             errors.append(
                 f"protocol {name} {UNIMPLEMENTED['protocols'][name].message} (it serves {', '.join(PROTOCOLS)})"
             )
-        elif name not in PROTOCOLS:
+        elif name not in PROTOCOLS and name not in registered:
             errors.append(
                 f"unknown protocol {name!r}{suggest(name, PROTOCOLS + UNSUPPORTED_PROTOCOLS)}"
             )
-    return frozenset(n for n in names if n in PROTOCOLS), errors
+    return frozenset(n for n in names if n in PROTOCOLS or n in registered), errors
 

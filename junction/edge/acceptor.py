@@ -176,6 +176,11 @@ class MultiProtocolFactory(Factory):
             found |= getattr(factory, "connections", set())
         return found
 
+    def factory_for(self, name: str | None):
+        """The factory serving protocol ``name`` here (None: not served): for a connection
+        whose protocol is known already (the gateway sniffed it), so it is not sniffed again."""
+        return self.factories.get(name)
+
     def buildProtocol(self, addr):
         protocol = ProtocolSwitch(self)
         protocol.factory = self

@@ -10,18 +10,15 @@ A :class:`GatewayFactory` serves one such acceptor.  Each connection gets a
    with close the connection with a log line showing what arrived
    (:func:`~junction.protocols.detect.describe`: at most 32 bytes).
 2. **Read the opening** with the protocol's opening reader (the
-   :class:`~junction.protocols.opening.Opening` interface) -- for STOMP,
-   :class:`~junction.protocols.stomp.opening.StompOpening`: the first
-   complete ``CONNECT`` or ``STOMP`` frame, with the sans-IO codec bounded by
-   the acceptor's frame size (``stompMaxFramePayloadLength``, else ``<limits
-   max-frame-size>``) and by the same connect timeout, counted from the
-   accept.  Its ``login``, ``passcode`` and ``client-id`` are the routing
-   inputs.
+   :class:`~junction.protocols.opening.Opening` interface), which the
+   protocol's gateway side makes (:mod:`junction.gateway.side`; the protocol
+   table, :mod:`junction.protocols.registry`, names it): bounded by the
+   reader's own limits and by the same connect timeout, counted from the
+   accept.  Its client id and login are the routing inputs.
 3. **Authenticate** the login against the node's users/roles files
-   (:meth:`SecurityManager.authenticate`), so USER_NAME and ROLE_NAME keys
-   cannot be spoofed.  A bad login gets the broker's own STOMP ERROR,
-   ``Security Error occurred: User name [x] or password is invalid``, and the
-   connection is closed.
+   (the reader's callback, :meth:`SecurityManager.authenticate`), so
+   USER_NAME and ROLE_NAME keys cannot be spoofed.  A bad login gets the
+   broker's own refusal in the protocol's terms, and the connection is closed.
 4. **Route**: :meth:`ConnectionRouter.route` with the client id, the source
    address (``host:port``; ``[v6]:port``), the authenticated user and its
    roles (sorted, so "first role" is stable); SNI_HOST is the name a TLS client sent.
@@ -34,16 +31,21 @@ A :class:`GatewayFactory` serves one such acceptor.  Each connection gets a
    * OK, local target: **hand over** the transport and the bytes received
      so far to ``local_factory`` (the node's broker core on this acceptor),
      as :mod:`junction.edge.acceptor` hands a sniffed connection over;
-   * ``REFUSED_UNAVAILABLE``: ERROR ``Connection router <r> is not ready``;
-   * ``REFUSED_USE_ANOTHER``: ERROR ``Connection router <r> rejected this connection``;
-   * the target cannot be reached: ERROR ``Connection router <r> could not
+   * redirect (``routerMode``, :data:`ROUTER_MODES`; ``auto`` redirects the
+     protocols whose entry says ``redirects``, forwards the others): the
+     opening reader's redirect to the target's host and port, then close;
+   * ``REFUSED_UNAVAILABLE``: ``Connection router <r> is not ready``;
+   * ``REFUSED_USE_ANOTHER``: ``Connection router <r> rejected this connection``;
+   * the target cannot be reached: ``Connection router <r> could not
      connect to target <name> (<host>:<port>): <why>``, and the target is
      marked not ready until its next check.
 
-   Refusals are the broker core's own ERROR frames (the opening reader
-   builds them as the core does: ``message`` header, ``receipt-id`` when the
-   CONNECT asked for a receipt, ``content-type:text/plain``, the text as
-   body), then the connection is closed.
+   Refusals and errors are the opening reader's (:meth:`Opening.refuse`,
+   :meth:`Opening.close_with`): the broker core's own, in the protocol's
+   terms; then the connection is closed.  Where the backend must see a login
+   again (AMQP's SASL), the protocol's gateway side redoes it on the client's
+   behalf (:meth:`GatewaySide.forward_handshake`,
+   :meth:`GatewaySide.local_hand_off`).
 
 Every decision is logged at INFO: router, peer, client id, user, key, the
 target or refusal, and which routing step decided.
@@ -53,44 +55,9 @@ read (``transport.pauseProducing()``); what arrived with the opening is kept
 and replayed, so the bytes held per connection are bounded by the opening's
 limits plus one read.
 
-**AMQP** runs the same flow with :class:`~junction.protocols.amqp.opening.AmqpOpening`
-(whose answers are written after every read): the gateway runs SASL with the
-client itself -- PLAIN against the security manager, ANONYMOUS (and no SASL)
-only where the node allows anonymous logins -- then reads the client's Open;
-its container-id is the client id, the SASL principal the user and roles.
-Each protocol header is answered as soon as it is read, as a broker does
-(the SASL header with ours and the mechanisms, the AMQP header with ours,
-before the Open), so clients that wait for the server's header before
-sending more are not left hanging.  Whoever then serves the connection sends
-its own AMQP header too: that one is consumed by the gateway (the
-:class:`~junction.protocols.amqp.sasl_client.SaslClient` that redoes the
-login), so the client sees exactly one.
-A failed opening is written and closed.  The decision is served per the
-acceptor's ``routerMode`` (:data:`ROUTER_MODES`; ``auto`` redirects the
-protocols of :data:`REDIRECTING_PROTOCOLS`, forwards the others):
-
-* redirect: :meth:`AmqpOpening.redirect` to the target connector's host and
-  port (Artemis's Open + Close ``amqp:connection:redirect``), then close;
-* forward: :func:`connect_and_forward` with a handshake (:class:`_AmqpLogin`)
-  that writes a :class:`~junction.protocols.amqp.sasl_client.SaslClient`'s
-  sasl-init followed by the client's bytes after SASL (its header and Open),
-  feeds the target's answer to the SaslClient until its outcome and its AMQP
-  header (consumed), passes what follows (its Open ...) to the client and
-  splices.  A refused login, a target answering with another protocol
-  header, or a target closing or silent during the handshake ends the
-  client's connection with :meth:`AmqpOpening.close_with`
-  (``amqp:unauthorized-access`` / ``amqp:connection:forced``, the reason in
-  the description) and does not mark the target down; an unreachable target
-  does, as for STOMP;
-* local: the broker core is given the sasl-init and then the client's bytes;
-  its transport is wrapped (:class:`_SaslFilteredTransport`) so its SASL
-  answers and its AMQP header go through a SaslClient rather than to the
-  client, and is swapped back for the real one once they are past;
-* refuse: :meth:`AmqpOpening.refuse` (``amqp:connection:forced``, Artemis's
-  texts).
-
-CORE and OpenWire are sniffed but not routed by this build: such a
-connection is closed with a log line saying so.
+Protocols the table lists without a gateway side (CORE, OpenWire, MQTT) are
+sniffed but not routed by this build: such a connection is closed with a log
+line saying so.
 """
 
 from __future__ import annotations
@@ -103,7 +70,7 @@ from twisted.internet.protocol import Factory, Protocol
 
 from junction.edge.admission import OffenderLog
 from junction.edge.sockets import socket_transport
-from junction.edge.tls import certificate_login, peer_subject, tls_sni_host
+from junction.edge.tls import tls_sni_host
 from junction.events.node import close_reason
 from junction.gateway.forward import (
     FORWARD_BUFFER_SIZE,
@@ -114,19 +81,11 @@ from junction.gateway.forward import (
     rebind,
     target_address,
 )
-from junction.protocols.amqp.opening import (
-    DEFAULT_CONTAINER_ID,
-    FORCED,
-    AmqpOpening,
-    OpeningComplete,
-)
-from junction.protocols.amqp.sasl import SaslCode
-from junction.protocols.amqp.sasl_client import SaslClient, SaslClientDone, SaslClientFailed
+from junction.gateway.side import ANSWERED, GatewaySide, peer_of
 from junction.protocols.detect import MAX_SNIFF_BYTES, NEED_MORE, UNKNOWN, describe, detect
-from junction.protocols.errors import RemoteProtocolError
 from junction.protocols.opening import Complete, Failed, Opening
-from junction.protocols.stomp import StompLimits
-from junction.protocols.stomp.opening import StompCredentials, StompOpening
+from junction.protocols.registry import load, redirecting, routed
+from junction.protocols.registry import protocol as protocol_entry
 from junction.routing.targets import RouterStatus
 
 __all__ = [
@@ -141,18 +100,16 @@ log = logging.getLogger("junction.gateway")
 
 #: Protocols whose opening this build reads and routes (forwarded, or served
 #: locally).  The others are sniffed and closed with a log line.
-ROUTED_PROTOCOLS = frozenset({"STOMP", "AMQP"})
+ROUTED_PROTOCOLS = routed()
 
-#: Protocols with a native redirect this build writes (CORE and OpenWire
-#: join with their issues).  The others are always forwarded.
-REDIRECTING_PROTOCOLS = frozenset({"AMQP"})
+#: Protocols with a native redirect this build writes (the protocol table's
+#: entries that say ``redirects``).  The others are always forwarded.
+REDIRECTING_PROTOCOLS = redirecting()
 
 #: The acceptor parameter ``routerMode``: how a connection routed to a
 #: remote target is served.  ``auto`` (the default, Artemis's behaviour):
 #: redirect where the protocol has a native redirect, forward otherwise.
 ROUTER_MODES = ("redirect", "forward", "auto")
-
-_UNAUTHORIZED = "amqp:unauthorized-access"
 
 #: the gateway's connection numbers in the event log
 _CONN_IDS = itertools.count(1)
@@ -164,17 +121,6 @@ _CONNECTING = "connecting"
 _FORWARDED = "forwarded"
 _LOCAL = "local"
 _CLOSED = "closed"
-
-
-def _peer_of(transport) -> str:
-    """``host:port`` (``[v6]:port``) of the transport's peer, for the key and the logs."""
-    try:
-        peer = transport.getPeer()
-        host, port = peer.host, peer.port
-    except Exception:  # noqa: BLE001 - a transport without a peer address
-        return "?"
-    shown = f"[{host}]" if ":" in str(host) else str(host)
-    return f"{shown}:{port}"
 
 
 class GatewayFactory(Factory):
@@ -209,7 +155,7 @@ class GatewayFactory(Factory):
         limits,
         reactor,
         local_factory=None,
-        container_id: str = DEFAULT_CONTAINER_ID,
+        container_id: str | None = None,
         relay=None,
     ):
         self.router_service = router_service
@@ -231,22 +177,19 @@ class GatewayFactory(Factory):
                              f"{', '.join(ROUTER_MODES)}, not {mode!r}")
         #: ``redirect``, ``forward`` or ``auto``
         self.mode = mode
-        #: the gateway's container-id in the AMQP frames it writes (the node name)
+        #: the gateway's own name in the frames it writes (the node name; None: the protocol's default)
         self.container_id = container_id
-        #: whether a client may log in without credentials (AMQP ANONYMOUS / no SASL),
+        #: whether a client may log in without credentials (an anonymous login),
         #: as the node's broker core allows it
         self.anonymous_allowed = (
             security is None
             or not getattr(security, "enabled", True)
             or getattr(security, "anonymous_user", None) is not None
         )
-        max_frame = int(
+        #: the largest frame an opening may be: the acceptor's frame size
+        #: (stompMaxFramePayloadLength), else <limits max-frame-size>
+        self.max_frame = max_frame = int(
             params.get("stompMaxFramePayloadLength", limits.max_frame_size if limits else 10 * 1024 * 1024)
-        )
-        self.stomp_limits = StompLimits(
-            max_frame_size=max_frame,
-            max_header_count=limits.max_header_count if limits else 1000,
-            max_header_length=limits.max_header_length if limits else 64 * 1024,
         )
         #: seconds from the accept to a complete opening (sniff + CONNECT): the acceptor's
         #: routingTimeout (ms), else <limits connect-timeout>
@@ -267,6 +210,17 @@ class GatewayFactory(Factory):
         self.offenders = OffenderLog(self.reactor)
         #: the node's :class:`junction.events.node.NodeEvents` (None: no event log)
         self.events = None
+        self._sides: dict[str, GatewaySide | None] = {}
+
+    def side(self, protocol_name: str | None) -> GatewaySide | None:
+        """The gateway side of a routed protocol (made on first use), else None."""
+        if protocol_name not in self._sides:
+            entry = protocol_entry(protocol_name) if protocol_name else None
+            side = None
+            if entry is not None and entry.gateway is not None:
+                side = load(entry.gateway)(self, entry)
+            self._sides[protocol_name] = side
+        return self._sides[protocol_name]
 
     def redirects(self, protocol_name: str | None) -> bool:
         """Whether a connection of this protocol routed to a remote target is redirected."""
@@ -316,10 +270,12 @@ class GatewayProtocol(Protocol):
         #: bytes received before the routing decision (routingMaxBytes)
         self.received = 0
         self.protocol_name: str | None = None
-        #: the protocol's opening reader (STOMP: the CONNECT; AMQP: SASL + Open)
+        #: the protocol's gateway side, once sniffed
+        self.side: GatewaySide | None = None
+        #: the protocol's opening reader
         self.opening: Opening | None = None
-        #: the login to redo with the target on the client's behalf (AMQP)
-        self.sasl_client: SaslClient | None = None
+        #: the login the side redoes with the backend on the client's behalf (None: none)
+        self.backend_login = None
         self.timer = None
         #: the routing decision or the forward connection in progress
         self.pending: defer.Deferred | None = None
@@ -336,7 +292,7 @@ class GatewayProtocol(Protocol):
         gateway = self.gateway
         gateway.connections.add(self)
         apply_socket_options(self.transport, gateway.params)
-        self.peer = _peer_of(self.transport)
+        self.peer = peer_of(self.transport)
         self.timer = gateway.reactor.callLater(gateway.connect_timeout, self._timed_out)
 
     def dataReceived(self, data: bytes) -> None:
@@ -432,24 +388,12 @@ class GatewayProtocol(Protocol):
                 self.conn_id, remote=self.peer, acceptor=gateway.acceptor_name, protocol=name,
                 sni_host=tls_sni_host(self.transport),
             )
-        self.opening = self._make_opening(name)
+        self.side = gateway.side(name)
+        self.opening = self.side.opening(self)
         data, self.buffer = bytes(self.buffer), bytearray()
         self._feed_opening(data)
 
     # -- the opening -------------------------------------------------------------------
-    def _make_opening(self, name: str) -> Opening:
-        """The opening reader for protocol ``name`` (one of ROUTED_PROTOCOLS)."""
-        gateway = self.gateway
-        if name == "AMQP":
-            return AmqpOpening(
-                self._amqp_authenticate,
-                mechanisms=(("EXTERNAL",) if certificate_login(gateway.acceptor, gateway.security) else ())
-                + (("PLAIN", "ANONYMOUS") if gateway.anonymous_allowed else ("PLAIN",)),
-                allow_no_sasl=gateway.anonymous_allowed,
-                container_id=gateway.container_id,
-            )
-        return StompOpening(self._stomp_authenticate, limits=gateway.stomp_limits, max_bytes=gateway.max_buffered)
-
     def _feed_opening(self, data: bytes) -> None:
         opening = self.opening
         events = opening.receive_data(data)
@@ -466,35 +410,7 @@ class GatewayProtocol(Protocol):
 
     def _opening_failed(self, event) -> None:
         """The opening failed and its answer is written: log, count, close."""
-        gateway = self.gateway
-        if self.protocol_name == "AMQP":
-            log.info(
-                "router %s: AMQP connection from %s on acceptor %s: opening failed: %s (%s)",
-                gateway.router.name,
-                self.peer,
-                gateway.acceptor_name,
-                event.reason,
-                event.condition,
-            )
-            gateway.count("unauthenticated" if event.login_refused else "bad-opening")
-        elif event.login_refused:
-            log.info(
-                "router %s: STOMP connection from %s (client-id %r): login %r refused: "
-                "authentication failed",
-                gateway.router.name,
-                self.peer,
-                event.client_id,
-                event.user,
-            )
-            gateway.count("unauthenticated")
-        else:
-            log.info(
-                "acceptor %s (router %s): STOMP connection from %s: %s",
-                gateway.acceptor_name,
-                gateway.router.name,
-                self.peer,
-                event.reason,
-            )
+        self.side.opening_failed(self, event)
         if event.login_refused:
             self._tell_login_refused(event.user, event.client_id)
         self._close()
@@ -505,63 +421,10 @@ class GatewayProtocol(Protocol):
         self.state = _ROUTING
         self.transport.pauseProducing()
         self.buffer = bytearray(event.replay)
-        principal = event.principal
-        if self.protocol_name == "AMQP":
-            principal = self._amqp_login(event)
-            if principal is None:  # answered
-                return
+        principal = self.side.login(self, event)
+        if principal is ANSWERED:
+            return
         self._route(event.client_id, principal)
-
-    def _stomp_authenticate(self, credentials: StompCredentials):
-        """StompOpening's callback: the principal for the CONNECT's login, or None."""
-        security = self.gateway.security
-        if security is not None:
-            return security.login(credentials.login, credentials.passcode, peer_subject(self.transport))
-        return _Anonymous(credentials.login or None)
-
-    # -- the AMQP opening --------------------------------------------------------------
-    def _amqp_authenticate(self, credentials):
-        """AmqpOpening's callback: the principal for the client's SASL login, or None."""
-        if credentials.mechanism == "PLAIN":
-            user, password = credentials.username, credentials.password
-            if not user:
-                return None
-        elif credentials.mechanism == "ANONYMOUS" and self.gateway.anonymous_allowed:
-            user = password = None
-        elif credentials.mechanism == "EXTERNAL" and self.gateway.security is not None:
-            return self.gateway.security.authenticate_certificate(peer_subject(self.transport))
-        else:
-            return None
-        security = self.gateway.security
-        if security is None:
-            return _Anonymous(user)
-        return security.authenticate(user, password)
-
-    def _amqp_login(self, event: OpeningComplete):
-        """The principal of a complete AMQP opening, and the login to redo at the target.
-
-        None when the connection was answered instead.
-        """
-        gateway = self.gateway
-        principal = event.principal
-        if principal is None:  # no SASL, as the node allows: the anonymous login
-            security = gateway.security
-            principal = security.authenticate(None, None) if security is not None else _Anonymous(None)
-            if principal is None:  # pragma: no cover - no SASL is allowed only for anonymous
-                self._answer("Security Error occurred: anonymous login refused", condition=_UNAUTHORIZED)
-                return None
-        try:
-            self.sasl_client = SaslClient(
-                event.mechanism,
-                username=event.username,
-                password=event.password,
-                authzid=event.authzid,
-                hostname=event.sasl_hostname,
-            )
-        except ValueError as exc:  # credentials the backend login cannot carry
-            self._answer(f"cannot log in to the target on the client's behalf: {exc}", condition=_UNAUTHORIZED)
-            return None
-        return principal
 
     # -- routing -----------------------------------------------------------------------
     def _route(self, client_id, principal) -> None:
@@ -605,7 +468,7 @@ class GatewayProtocol(Protocol):
             router,
             self.protocol_name,
             self.peer,
-            "container-id" if self.protocol_name == "AMQP" else "client-id",
+            self.side.client_id_label,
             client_id,
             user,
             gateway.acceptor_name,
@@ -671,7 +534,7 @@ class GatewayProtocol(Protocol):
         )
 
     def _redirect(self, target) -> None:
-        """Artemis's AMQP redirect to the target's connector, then close."""
+        """The protocol's redirect to the target's connector (Artemis's), then close."""
         connector = target.connector
         self.gateway.count("redirected")
         self.transport.write(self.opening.redirect(self.gateway.router.name, str(connector.host), int(connector.port)))
@@ -682,8 +545,9 @@ class GatewayProtocol(Protocol):
         if self.state is _CLOSED or failure.check(defer.CancelledError):
             return
         log.error(
-            "router %s: routing the STOMP connection from %s failed: %s",
+            "router %s: routing the %s connection from %s failed: %s",
             self.gateway.router.name,
+            self.protocol_name,
             self.peer,
             failure.getTraceback(),
         )
@@ -705,7 +569,10 @@ class GatewayProtocol(Protocol):
             self._refuse(RouterStatus.REFUSED_USE_ANOTHER, detail="this gateway has no local broker core")
             return
         transport = self.transport
-        protocol = local.buildProtocol(transport.getPeer())
+        # sniffed once: a multi-protocol acceptor's own factory for the protocol detected here
+        factory_for = getattr(local, "factory_for", None)
+        serving = (factory_for(self.protocol_name) if factory_for is not None else None) or local
+        protocol = serving.buildProtocol(transport.getPeer())
         if protocol is None:  # the local acceptor refused it (connectionsAllowed)
             self._close()
             return
@@ -721,13 +588,7 @@ class GatewayProtocol(Protocol):
         self.state = _LOCAL
         gateway.connections.discard(self)
         buffered, self.buffer = bytes(self.buffer), bytearray()
-        seen_by_protocol = transport
-        if self.sasl_client is not None:
-            # the broker core runs SASL again: give it the login first and keep
-            # its SASL answers from the client, which is past SASL already
-            sasl_client, self.sasl_client = self.sasl_client, None
-            buffered = sasl_client.initial_bytes() + buffered
-            seen_by_protocol = _SaslFilteredTransport(transport, sasl_client, self)
+        seen_by_protocol, buffered = self.side.local_hand_off(self, transport, buffered)
         rebind(transport, protocol)
         protocol.makeConnection(seen_by_protocol)
         transport.resumeProducing()
@@ -737,9 +598,7 @@ class GatewayProtocol(Protocol):
     def _forward(self, target) -> None:
         gateway = self.gateway
         self.state = _CONNECTING
-        handshake = None
-        if self.sasl_client is not None:
-            handshake, self.sasl_client = _AmqpLogin(self.sasl_client), None
+        handshake = self.side.forward_handshake(self)
         try:
             d = connect_and_forward(
                 socket_transport(self.transport),
@@ -813,7 +672,7 @@ class GatewayProtocol(Protocol):
             gateway.count("target-refused")
             self._answer(
                 f"Connection router {router}: target {exc.target} refused the connection: {exc.reason}",
-                condition=exc.condition or FORCED,
+                condition=exc.condition or self.side.error_condition,
             )
             return
         if failure.check(ForwardConnectError):
@@ -845,22 +704,18 @@ class GatewayProtocol(Protocol):
             monitor.mark_not_ready(f"forwarding failed: {reason}")
 
     # -- closing -----------------------------------------------------------------------------
-    def _answer(self, message: str, *, condition: str = FORCED) -> None:
-        """End the connection with the protocol's own error, then close.
-
-        STOMP: an ERROR frame with ``message``.  AMQP: an Open and a Close with
-        ``condition`` and ``message``.
-        """
+    def _answer(self, message: str, *, condition: str | None = None) -> None:
+        """End the connection with the protocol's own error (:meth:`Opening.close_with`;
+        ``condition`` where the protocol has them, else the side's), then close."""
         if self.state is _CLOSED:
             return
+        if condition is None:
+            condition = self.side.error_condition
         self._write_and_close(self.opening.close_with(condition, message))
 
     def _refuse(self, status: RouterStatus, *, detail: str = "") -> None:
-        """End the connection with Artemis's refusal for router ``status``, then close.
-
-        STOMP: an ERROR with the refusal's text (``detail`` as its body).
-        AMQP: an Open and a Close with ``amqp:connection:forced``.
-        """
+        """End the connection with Artemis's refusal for router ``status``
+        (:meth:`Opening.refuse`; ``detail`` where the protocol has room), then close."""
         if self.state is _CLOSED:
             return
         self._write_and_close(self.opening.refuse(self.gateway.router.name, status, detail=detail))
@@ -885,20 +740,17 @@ class GatewayProtocol(Protocol):
             self._close()
         elif self.state is _OPENING:
             gateway.count("timed-out")
-            if self.protocol_name == "AMQP":
-                what = "AMQP connection from %s: no complete opening (SASL and open)"
-            else:
-                what = "STOMP connection from %s: no CONNECT frame"
             self._offender(
                 "routingTimeout",
-                "acceptor %s (router %s): " + what + " within %g s%s",
+                "acceptor %s (router %s): " + self.protocol_name + " connection from %s: "
+                + self.side.awaited + " within %g s%s",
                 gateway.connect_timeout,
                 "",
             )
             self._write_and_close(self.opening.timed_out(gateway.connect_timeout))
 
     def _too_much(self, data: bytes) -> None:
-        """More than routingMaxBytes before the routing decision: closed (with STOMP's ERROR)."""
+        """More than routingMaxBytes before the routing decision: closed (with the protocol's answer)."""
         gateway = self.gateway
         gateway.count("too-large")
         self._offender(
@@ -911,7 +763,8 @@ class GatewayProtocol(Protocol):
         opening = self.opening
         if opening is None:  # still sniffing: the protocol's own answer all the same
             name = detect(bytes((self.buffer + data)[:MAX_SNIFF_BYTES]))
-            opening = self._make_opening(name) if name in ROUTED_PROTOCOLS else None
+            side = gateway.side(name)
+            opening = side.opening(self) if side is not None else None
         self._write_and_close(opening.too_large(gateway.max_buffered) if opening is not None else b"")
 
     def _offender(self, limit: str, message: str, *args) -> None:
@@ -933,125 +786,7 @@ class GatewayProtocol(Protocol):
             pending.cancel()
         self.gateway.connections.discard(self)
         self.buffer = bytearray()
-        self.sasl_client = None
+        self.backend_login = None
         if self.transport is not None:
             self.transport.loseConnection()
 
-
-class _Anonymous:
-    """The principal of a login when the gateway has no security manager."""
-
-    __slots__ = ("user", "roles")
-
-    def __init__(self, user):
-        self.user = user
-        self.roles = frozenset()
-
-
-class _AmqpLogin:
-    """The forward handshake of an AMQP connection: SASL redone at the target.
-
-    :func:`~junction.gateway.forward.connect_and_forward` writes
-    :meth:`start` (the SASL header and sasl-init) followed by the client's
-    bytes after its SASL exchange, then feeds what the target sends here
-    until the target's sasl-outcome and AMQP header, which are consumed (the
-    client has the gateway's header already); what came after them (the
-    target's Open ...) goes to the client.
-    """
-
-    __slots__ = ("client",)
-
-    def __init__(self, client: SaslClient):
-        self.client = client
-
-    def start(self) -> bytes:
-        return self.client.initial_bytes()
-
-    def feed(self, data: bytes) -> bytes | None:
-        try:
-            events = self.client.receive_data(data)
-        except RemoteProtocolError as exc:
-            raise ForwardHandshakeError("?", f"protocol error from the target: {exc}", FORCED) from None
-        for event in events:
-            if isinstance(event, SaslClientDone):
-                return event.remaining
-            if isinstance(event, SaslClientFailed):
-                condition = _UNAUTHORIZED if event.code in (SaslCode.AUTH, None) else FORCED
-                raise ForwardHandshakeError("?", event.reason, condition)
-        return None
-
-
-class _SaslFilteredTransport:
-    """The transport a locally served AMQP connection's broker core writes to.
-
-    The core is given the client's login again (``sasl_client``'s initial
-    bytes); its SASL answers and its AMQP header go through ``sasl_client``
-    and are not written to the client, which is past SASL and has the
-    gateway's header already.  Once they are past, what follows (the core's
-    Open ...) is written as is, and the core is given the real transport.
-    A refused login ends the client's connection with
-    ``amqp:unauthorized-access``, a protocol error from the core with
-    ``amqp:connection:forced``.  Everything else is the real transport's.
-    """
-
-    def __init__(self, transport, sasl_client: SaslClient, owner: GatewayProtocol):
-        object.__setattr__(self, "_transport", transport)
-        object.__setattr__(self, "_sasl_client", sasl_client)
-        object.__setattr__(self, "_owner", owner)
-
-    def __getattr__(self, name):
-        return getattr(self._transport, name)
-
-    def __setattr__(self, name, value):  # e.g. ``transport.protocol = ...`` on a hand-over
-        setattr(self._transport, name, value)
-
-    def writeSequence(self, data) -> None:
-        self.write(b"".join(data))
-
-    def write(self, data: bytes) -> None:
-        sasl_client = self._sasl_client
-        transport = self._transport
-        if sasl_client is None:
-            transport.write(data)
-            return
-        reason = None
-        condition = _UNAUTHORIZED
-        try:
-            events = sasl_client.receive_data(bytes(data))
-        except RemoteProtocolError as exc:
-            events, reason, condition = [], f"protocol error from the broker core: {exc}", FORCED
-        for event in events:
-            if isinstance(event, SaslClientDone):
-                object.__setattr__(self, "_sasl_client", None)
-                protocol = getattr(transport, "protocol", None)
-                if getattr(protocol, "transport", None) is self:
-                    protocol.transport = transport
-                if event.remaining:
-                    transport.write(event.remaining)
-                return
-            if isinstance(event, SaslClientFailed):
-                reason = event.reason
-        if reason is not None:
-            object.__setattr__(self, "_sasl_client", _DROP)
-            owner = self._owner
-            log.info(
-                "router %s: AMQP connection from %s served locally: the broker core refused the "
-                "connection: %s",
-                owner.gateway.router.name,
-                owner.peer,
-                reason,
-            )
-            opening = owner.opening
-            if opening is not None:
-                transport.write(opening.close_with(condition, reason))
-            transport.loseConnection()
-
-
-class _Drop:
-    """Stands for the SASL client of a filtered transport whose login failed: writes are dropped."""
-
-    def receive_data(self, data):
-        return []
-
-
-_DROP = _Drop()

@@ -13,21 +13,22 @@ from __future__ import annotations
 
 from twisted.internet import defer
 
-from junction.brokercore.amqp_server import AmqpFactory
-from junction.brokercore.stomp_server import StompFactory
 from junction.config.params import acceptor_params_with_effect, param
 from junction.edge.acceptor import MultiProtocolFactory, wrap_proxy_protocol
 from junction.edge.admission import wrap_admission
 from junction.edge.tls import wrap_tls
 from junction.gateway.listener import ROUTED_PROTOCOLS, GatewayFactory
 from junction.node.service import NodeService, log
+from junction.protocols.registry import load, protocol, protocol_table
+from junction.protocols.registry import served as served_protocols
 
 __all__ = ["DEFAULT_BACKLOG", "PROTOCOL_FACTORIES", "SERVED_PROTOCOLS", "ListenersService", "listen_backlog"]
 
-#: Protocols the broker core serves today; the rest arrive with their issues.
-SERVED_PROTOCOLS = frozenset({"STOMP", "AMQP"})
-#: each served protocol's factory (the acceptor parameters each acts on are in junction.config.params)
-PROTOCOL_FACTORIES = {"STOMP": StompFactory, "AMQP": AmqpFactory}
+#: Protocols the broker core serves (the protocol table's entries with an adapter).
+SERVED_PROTOCOLS = served_protocols()
+#: each served protocol's factory, from the protocol table (the acceptor parameters each
+#: acts on are in junction.config.params, under the entry's ``part``)
+PROTOCOL_FACTORIES = {entry.name: load(entry.adapter) for entry in protocol_table() if entry.adapter is not None}
 
 
 #: connections the kernel completes for an acceptor before Junction accepts them (Artemis's
@@ -88,7 +89,7 @@ class ListenersService(NodeService):
             )
         if not served and not (links and "CLUSTER" in protocols):
             return
-        parts = {"LISTENER", "PROXY", "ADMISSION", *served}
+        parts = {"LISTENER", "PROXY", "ADMISSION", *(protocol(name).part for name in served)}
         if acceptor.router:
             parts.add("GATEWAY")
         if acceptor.tls is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from junction.config.unimplemented import warnings as config_warnings
+from junction.config.urls import PROTOCOLS
 from junction.gateway.listener import ROUTED_PROTOCOLS
 
 __all__ = ["unimplemented_settings"]
@@ -17,7 +18,8 @@ def unimplemented_settings(config) -> list[str]:
     """
     problems = config_warnings(config)
     routed = ",".join(sorted(ROUTED_PROTOCOLS))
-    not_routed = ",".join(sorted({"AMQP", "CORE", "OPENWIRE"} - ROUTED_PROTOCOLS))
+    # the client protocols protocols= accepts that the protocol table gives no gateway side
+    not_routed = ",".join(sorted(set(PROTOCOLS) - {"CLUSTER"} - ROUTED_PROTOCOLS))
     for router in config.connection_routers:
         file, line = router.source
         problems.append(
