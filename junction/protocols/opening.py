@@ -52,6 +52,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
+from junction.protocols.errors import LocalProtocolError
+
 __all__ = [
     "REFUSED_UNAVAILABLE",
     "REFUSED_USE_ANOTHER",
@@ -148,9 +150,27 @@ class Opening(abc.ABC):
     def receive_data(self, data: bytes) -> list:
         """Feed bytes from the client; return the events they complete."""
 
-    @abc.abstractmethod
+    #: the reader's state table, (state, input) -> next state, and the protocol's name for
+    #: :meth:`_transition`'s error; a reader keeps ``self._state`` and queues its answers in
+    #: ``self._out`` (a bytearray)
+    TRANSITIONS: ClassVar[Mapping] = {}
+    PROTOCOL: ClassVar[str] = "?"
+
+    def _transition(self, kind) -> None:
+        """Move ``self._state`` along :attr:`TRANSITIONS` on input ``kind``; a pair the table
+        lacks is our own misuse (:class:`LocalProtocolError`)."""
+        try:
+            self._state = self.TRANSITIONS[self._state, kind]
+        except KeyError:
+            raise LocalProtocolError(
+                f"{self.PROTOCOL} opening has no transition from {self._state.name} on {kind.name}"
+            ) from None
+
     def data_to_send(self) -> bytes:
         """Take the bytes queued for the client (empty when there are none)."""
+        out = bytes(self._out)
+        self._out.clear()
+        return out
 
     @abc.abstractmethod
     def refuse(self, router_name: str, status: object, *, detail: str = "") -> bytes:

@@ -412,6 +412,9 @@ class AmqpOpening(Opening):
     It is the AMQP :class:`~junction.protocols.opening.Opening` reader.
     """
 
+    TRANSITIONS = TRANSITIONS
+    PROTOCOL = "AMQP"
+
     #: AMQP has a native redirect (Artemis's ``amqp:connection:redirect``).
     redirects = True
 
@@ -503,21 +506,7 @@ class AmqpOpening(Opening):
         """Octets held: an incomplete SASL frame, or the opening after SASL."""
         return self._sasl.buffered + len(self._buf)
 
-    def _transition(self, kind: OpeningInput) -> None:
-        try:
-            self._state = TRANSITIONS[self._state, kind]
-        except KeyError:
-            raise LocalProtocolError(
-                f"AMQP opening has no transition from {self._state.name} on {kind.name}"
-            ) from None
-
     # -- output -----------------------------------------------------------------------
-
-    def data_to_send(self) -> bytes:
-        """Take the bytes queued for the client (empty when there are none)."""
-        out = bytes(self._out)
-        self._out.clear()
-        return out
 
     def redirect(self, router_name: str, host: str, port: int) -> bytes:
         """The bytes of Artemis's AMQP redirect to ``host:port``; write them, then close.

@@ -214,6 +214,9 @@ class StompOpening(Opening):
     the end of the CONNECT.
     """
 
+    TRANSITIONS = TRANSITIONS
+    PROTOCOL = "STOMP"
+
     __slots__ = (
         "_authenticate",
         "_connection",
@@ -268,21 +271,7 @@ class StompOpening(Opening):
         """The limit on the stream up to the end of the CONNECT."""
         return self._max_bytes
 
-    def _transition(self, kind: OpeningInput) -> None:
-        try:
-            self._state = TRANSITIONS[self._state, kind]
-        except KeyError:
-            raise LocalProtocolError(
-                f"STOMP opening has no transition from {self._state.name} on {kind.name}"
-            ) from None
-
     # -- output -----------------------------------------------------------------------
-
-    def data_to_send(self) -> bytes:
-        """Take the bytes queued for the client (empty when there are none)."""
-        out = bytes(self._out)
-        self._out.clear()
-        return out
 
     def _encode_error(self, message: str, *, detail: str = "", receipt: str | None = None) -> bytes:
         codec = self._connection.codec
