@@ -115,7 +115,6 @@ the frame body.  The other fields are the backend's business.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -142,6 +141,7 @@ from junction.protocols.opening import (
     redirect_description,
     refusal_description,
 )
+from junction.protocols.states import TableEnum
 
 __all__ = [
     "CONNECTION_ESTABLISHMENT_FAILED",
@@ -202,7 +202,7 @@ _SYMBOL_PERFORMATIVES = {f"amqp:{name}:list": code for code, name in _PERFORMATI
 # -- states ---------------------------------------------------------------------------
 
 
-class OpeningState(enum.Enum):
+class OpeningState(TableEnum):
     """Where the opening stands."""
 
     SASL = "SASL"  # the SaslServer runs (it answers the SASL header at once)
@@ -213,7 +213,7 @@ class OpeningState(enum.Enum):
     FAILED = "FAILED"  # OpeningFailed returned; close
 
 
-class OpeningInput(enum.Enum):
+class OpeningInput(TableEnum):
     """What the received bytes (or the caller) amounted to; drives :data:`TRANSITIONS`."""
 
     PARTIAL = "PARTIAL"

@@ -69,6 +69,7 @@ from typing import NoReturn
 from junction.protocols.amqp.types import Array, Described, Scalar, Symbol, decode, encode
 from junction.protocols.errors import LocalProtocolError, RemoteProtocolError
 from junction.protocols.opening import Passthrough  # bytes after SASL: the AMQP engine's
+from junction.protocols.states import TableEnum
 
 __all__ = [
     "AMQP_HEADER",
@@ -120,7 +121,7 @@ class SaslCode(enum.IntEnum):
     SYS_TEMP = 4
 
 
-class SaslState(enum.Enum):
+class SaslState(TableEnum):
     """Where the SASL exchange stands."""
 
     AWAIT_HEADER = "AWAIT_HEADER"
@@ -129,7 +130,7 @@ class SaslState(enum.Enum):
     FAILED = "FAILED"
 
 
-class SaslInput(enum.Enum):
+class SaslInput(TableEnum):
     """What the received bytes amounted to; drives :data:`TRANSITIONS`."""
 
     PARTIAL = "PARTIAL"  # not enough bytes yet to decide anything

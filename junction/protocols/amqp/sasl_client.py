@@ -83,7 +83,6 @@ frames before the outcome.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -109,6 +108,7 @@ from junction.protocols.amqp.sasl import (
 )
 from junction.protocols.amqp.types import Array, Scalar, Symbol
 from junction.protocols.errors import LocalProtocolError, RemoteProtocolError
+from junction.protocols.states import TableEnum
 
 __all__ = [
     "TRANSITIONS",
@@ -126,7 +126,7 @@ _DECODE_ERROR = "amqp:decode-error"
 _NOT_ALLOWED = "amqp:not-allowed"
 
 
-class SaslClientState(enum.Enum):
+class SaslClientState(TableEnum):
     """Where the client side of the exchange stands."""
 
     AWAIT_HEADER = "AWAIT_HEADER"  # the backend's SASL header
@@ -137,7 +137,7 @@ class SaslClientState(enum.Enum):
     FAILED = "FAILED"
 
 
-class SaslClientInput(enum.Enum):
+class SaslClientInput(TableEnum):
     """What the backend's bytes amounted to; drives :data:`TRANSITIONS`."""
 
     PARTIAL = "PARTIAL"

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import chain
 from operator import itemgetter
 
@@ -121,6 +122,12 @@ _CONTENT_LENGTH = re.compile(r"\ncontent-length:([^\n]*)")
 # Octets a command may start with.
 _LETTERS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
 _KNOWN_COMMANDS = CLIENT_COMMANDS | SERVER_COMMANDS
+
+
+@lru_cache(maxsize=8)
+def _known_within(max_command_length: int) -> frozenset[str]:
+    """The standard commands that fit max-command-length (no checks needed); once per limit."""
+    return frozenset(c for c in _KNOWN_COMMANDS if len(c) <= max_command_length)
 
 # Versions whose headers are escaped (frames.py has the tables).
 _ESCAPING_VERSIONS = frozenset({"1.1", "1.2"})
@@ -239,10 +246,7 @@ class StompCodec:
 
     def __init__(self, limits: StompLimits | None = None, server: bool = True):
         self._limits = limits if limits is not None else StompLimits()
-        # The standard commands that fit max-command-length: no checks needed.
-        self._known = frozenset(
-            c for c in _KNOWN_COMMANDS if len(c) <= self._limits.max_command_length
-        )
+        self._known = _known_within(self._limits.max_command_length)
         self._server = bool(server)
         self._version: str | None = None
         self._escape = False

@@ -64,12 +64,13 @@ Negotiation (STOMP 1.2 section "Protocol Negotiation", "Heart-beating"):
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from types import MappingProxyType
 
 from junction.protocols.errors import LocalProtocolError, RemoteProtocolError
+from junction.protocols.states import TableEnum
 from junction.protocols.stomp.builders import connected_frame, error_frame, version_error_frame
 from junction.protocols.stomp.codec import StompCodec
 from junction.protocols.stomp.frames import STOMP_VERSIONS, Frame, HeartBeat
@@ -102,7 +103,7 @@ class StompError(RemoteProtocolError):
         self.detail = detail
 
 
-class ConnectionState(enum.Enum):
+class ConnectionState(TableEnum):
     """Where one STOMP connection stands (server side)."""
 
     AWAIT_CONNECT = "AWAIT_CONNECT"  # nothing but CONNECT (or STOMP) may come first
@@ -112,7 +113,7 @@ class ConnectionState(enum.Enum):
     CLOSED = "CLOSED"  # an ERROR was written, or the connection is gone
 
 
-class ConnectionInput(enum.Enum):
+class ConnectionInput(TableEnum):
     """What happened: a frame's command, a heart-beat, or what the adapter tells."""
 
     CONNECT = "CONNECT"
@@ -134,7 +135,7 @@ class ConnectionInput(enum.Enum):
     CLOSE = "CLOSE"  # close(): the connection is closed
 
 
-class Action(enum.Enum):
+class Action(TableEnum):
     """What the adapter does for an input (see the module doc)."""
 
     CONNECT = "CONNECT"
@@ -229,6 +230,7 @@ _IN_PLACE: Mapping[ConnectionState, frozenset[str]] = MappingProxyType(
 # -- negotiation ----------------------------------------------------------------------------
 
 
+@lru_cache(maxsize=64)  # clients send a handful of distinct values; once per connection
 def negotiate_version(accept_version: str | None, versions: tuple[str, ...] = STOMP_VERSIONS) -> str | None:
     """The highest of ``versions`` the client accepts (no ``accept-version``: 1.0), or None."""
     offered = {v.strip() for v in (accept_version or "1.0").split(",")}
@@ -316,23 +318,22 @@ class StompConnection:
     are the versions the server speaks, oldest first.
     """
 
-    __slots__ = ("_state", "_codec", "_versions", "_version", "_offer", "_undefined")
+    __slots__ = ("state", "_codec", "_versions", "_version", "_offer", "_undefined")
 
     def __init__(self, codec: StompCodec | None = None, *, versions: tuple[str, ...] = STOMP_VERSIONS):
-        unknown = [v for v in versions if v not in STOMP_VERSIONS]
-        if not versions or unknown:
-            raise ValueError(f"versions must be some of {STOMP_VERSIONS}, not {versions!r}")
-        self._state = ConnectionState.AWAIT_CONNECT
+        if versions is not STOMP_VERSIONS:  # the default needs no check (one per connection)
+            unknown = [v for v in versions if v not in STOMP_VERSIONS]
+            if not versions or unknown:
+                raise ValueError(f"versions must be some of {STOMP_VERSIONS}, not {versions!r}")
+        #: Where the connection stands (a :class:`ConnectionState`).  Read it; only this
+        #: class moves it (a plain attribute, not a property: the broker's adapter reads it
+        #: on every read and every frame)
+        self.state = ConnectionState.AWAIT_CONNECT
         self._codec = codec if codec is not None else StompCodec(server=True)
         self._versions = tuple(versions)
         self._version: str | None = None
         self._offer: ConnectOffer | None = None
         self._undefined: frozenset[str] = frozenset()
-
-    @property
-    def state(self) -> ConnectionState:
-        """Where the connection stands."""
-        return self._state
 
     @property
     def version(self) -> str | None:
@@ -352,16 +353,16 @@ class StompConnection:
         broker's hot path); the version's :data:`UNDEFINED_COMMANDS` are not
         among them.
         """
-        return _IN_PLACE[self._state] - self._undefined
+        return _IN_PLACE[self.state] - self._undefined
 
     def _move(self, kind: ConnectionInput) -> Action:
         try:
-            nxt, action = TRANSITIONS[self._state, kind]
+            nxt, action = TRANSITIONS[self.state, kind]
         except KeyError:
             raise LocalProtocolError(
-                f"STOMP connection has no transition from {self._state.name} on {kind.name}"
+                f"STOMP connection has no transition from {self.state.name} on {kind.name}"
             ) from None
-        self._state = nxt
+        self.state = nxt
         return action
 
     # -- the client's frames ------------------------------------------------------------
@@ -378,30 +379,31 @@ class StompConnection:
         command = event.command
         kind = _COMMAND_INPUTS.get(command, ConnectionInput.OTHER)
         try:
-            nxt, action = TRANSITIONS[self._state, kind]
+            nxt, action = TRANSITIONS[self.state, kind]
         except KeyError:
             raise LocalProtocolError(
-                f"STOMP connection has no transition from {self._state.name} on {kind.name}"
+                f"STOMP connection has no transition from {self.state.name} on {kind.name}"
             ) from None
         if action in REJECTIONS:
             raise StompError(REJECTIONS[action].format(command=command))
         if action is Action.HANDLE and command in self._undefined:
             raise StompError(f"{command} is not part of STOMP {self._version}")
-        self._state = nxt
+        self.state = nxt
         return action
 
     def negotiate(self, frame: Frame) -> ConnectOffer:
         """Read the CONNECT (or STOMP) frame :meth:`receive` answered with ``CONNECT``."""
-        if self._state is not ConnectionState.CONNECTING:
-            raise LocalProtocolError(f"no CONNECT to negotiate in state {self._state.name}")
+        if self.state is not ConnectionState.CONNECTING:
+            raise LocalProtocolError(f"no CONNECT to negotiate in state {self.state.name}")
+        get = frame.header_dict().get  # one pass; the first occurrence of a name wins
         offer = ConnectOffer(
-            version=negotiate_version(frame.get("accept-version"), self._versions),
-            login=frame.get("login"),
-            passcode=frame.get("passcode"),
-            client_id=frame.get("client-id"),
-            host=frame.get("host"),
-            receipt=frame.get("receipt"),
-            heart_beat=frame.get("heart-beat"),
+            version=negotiate_version(get("accept-version"), self._versions),
+            login=get("login"),
+            passcode=get("passcode"),
+            client_id=get("client-id"),
+            host=get("host"),
+            receipt=get("receipt"),
+            heart_beat=get("heart-beat"),
         )
         self._offer = offer
         return offer
@@ -416,9 +418,9 @@ class StompConnection:
         on.  Raises :class:`StompError` for a malformed ``heart-beat`` (the state stays CONNECTING: answer with :meth:`error`).
         """
         offer = self._offer
-        if (self._state, ConnectionInput.ACCEPT) not in TRANSITIONS or offer is None or offer.version is None:
+        if (self.state, ConnectionInput.ACCEPT) not in TRANSITIONS or offer is None or offer.version is None:
             raise LocalProtocolError(
-                f"cannot accept a STOMP connection in state {self._state.name} "
+                f"cannot accept a STOMP connection in state {self.state.name} "
                 "without a negotiated version"
             )
         version = offer.version

@@ -66,13 +66,13 @@ on how it was cut into reads.  The passcode is not kept: it goes to
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
 from junction.protocols.errors import LocalProtocolError, RemoteProtocolError
 from junction.protocols.opening import Complete, Failed, Opening, Passthrough, refusal_description
+from junction.protocols.states import TableEnum
 from junction.protocols.stomp.builders import login_refused
 from junction.protocols.stomp.codec import StompCodec, StompLimits
 from junction.protocols.stomp.connection import Action, StompConnection
@@ -102,7 +102,7 @@ def too_large_description(limit: int) -> str:
     return f"more than {limit} bytes before the CONNECT frame was complete"
 
 
-class OpeningState(enum.Enum):
+class OpeningState(TableEnum):
     """Where the opening stands."""
 
     AWAIT_CONNECT = "AWAIT_CONNECT"  # reading up to the first frame
@@ -111,7 +111,7 @@ class OpeningState(enum.Enum):
     FAILED = "FAILED"  # OpeningFailed returned; close
 
 
-class OpeningInput(enum.Enum):
+class OpeningInput(TableEnum):
     """What the received bytes (or the caller) amounted to; drives :data:`TRANSITIONS`."""
 
     PARTIAL = "PARTIAL"  # no frame yet (heart-beat EOLs, part of a frame)

@@ -8,7 +8,6 @@ The package doc draws the outline; these tables are the complete rules, and
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
 from types import MappingProxyType
 
@@ -31,6 +30,7 @@ from junction.protocols.cluster.link.events import (
     Topology,
     Welcome,
 )
+from junction.protocols.states import TableEnum
 
 __all__ = [
     "Role",
@@ -41,14 +41,14 @@ __all__ = [
 ]
 
 
-class Role(enum.Enum):
+class Role(TableEnum):
     """Which end of the link: the bridge that connects, or the acceptor."""
 
     CLIENT = "CLIENT"
     SERVER = "SERVER"
 
 
-class LinkState(enum.Enum):
+class LinkState(TableEnum):
     """The combined state of one link connection (see the package docstring)."""
 
     IDLE = "IDLE"
