@@ -114,6 +114,8 @@ class AmqpProtocol(Protocol):
 
     def __init__(self, server, *, acceptor=None, limits=None, reactor=None, security=None):
         self.server = server
+        #: the journal batch every read is handled in (the server's one shared bracket)
+        self._batch = server.batch_writes()
         self.reactor = reactor if reactor is not None else server.reactor
         self.security = security if security is not None else server.security
         self.acceptor = acceptor
@@ -177,7 +179,7 @@ class AmqpProtocol(Protocol):
         if self._closing:
             return
         if self.pn_transport is not None:
-            with self.server.batch_writes():
+            with self._batch:
                 self._push(data)
                 self._process()
             self.flush()

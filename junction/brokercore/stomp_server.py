@@ -128,6 +128,8 @@ class StompProtocol(StompSubscriptions, Protocol):
 
     def __init__(self, server, *, acceptor=None, limits=None, reactor=None, security=None):
         self.server = server
+        #: the journal batch every read is handled in (the server's one shared bracket)
+        self._batch = server.batch_writes()
         self.reactor = reactor if reactor is not None else server.reactor
         self.security = security if security is not None else server.security
         self.acceptor = acceptor
@@ -195,7 +197,7 @@ class StompProtocol(StompSubscriptions, Protocol):
             # Frames completed before the bad one in this read still count.
             events = getattr(exc, "events", None) or []
             malformed = exc
-        with self.server.batch_writes():
+        with self._batch:
             self._handle(events)
         if malformed is not None:
             self._fail(f"malformed frame: {malformed}")
@@ -437,9 +439,20 @@ class StompProtocol(StompSubscriptions, Protocol):
         beats = accepted.heart_beats
         if beats is not None:
             self._start_heartbeats(send_ms=beats.send_ms, recv_ms=beats.recv_ms)
-        handlers = self._handlers
-        self._fast = {command: handlers[command] for command in connection.handled_in_place()}
+        self._fast = self._fast_handlers(connection.handled_in_place())
         self._write(accepted.frame)
+
+    @classmethod
+    def _fast_handlers(cls, commands: frozenset) -> dict:
+        """The handlers of ``commands`` (what the connected state handles in place), as a dict
+        shared by every connection of the version (made once per set of commands)."""
+        fast = cls._fast_by_commands.get(commands)
+        if fast is None:
+            fast = cls._fast_by_commands[commands] = {command: cls._handlers[command] for command in commands}
+        return fast
+
+    #: _fast_handlers' dicts, by set of commands (one per STOMP version: a bounded handful)
+    _fast_by_commands: dict = {}
 
     def _probe_headers(self) -> list:
         """What a gateway pool's STOMP readiness probe reads (junction/gateway/stomp_probe.py).
