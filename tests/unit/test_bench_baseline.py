@@ -332,3 +332,21 @@ def test_the_watch_counts_the_waiting_builds_cpu_not_the_one_under_test():
         for p in (spin, idle):
             p.kill()
             p.wait()
+
+
+def test_the_routing_ratio_is_the_ratio_of_each_builds_best_round():
+    from bench import gateway_baseline
+
+    def row(build, run, us):
+        return {"router": "hash", "path": "cache miss", "us": us, "build": build, "run": run}
+
+    rows = [
+        row("baseline", 0, 10.0), row("current", 0, 17.5),  # a slow moment for the current build
+        row("current", 1, 9.0), row("baseline", 1, 15.0),  # a slow moment for the baseline
+        row("baseline", 2, 11.0), row("current", 2, 9.5),
+        {"router": "-", "path": "-", "us": None, "error": "failed", "build": "current", "run": 3},
+    ]
+    (q,) = gateway_baseline.routing_comparison(rows)
+    assert (q["baseline"], q["current"]) == (10.0, 9.0)
+    assert q["ratio_median"] == pytest.approx(0.9)
+    assert (q["ratio_min"], q["ratio_max"], q["rounds"]) == (pytest.approx(0.6), pytest.approx(1.75), 3)
