@@ -233,8 +233,8 @@ def test_the_parts_acting_on_an_acceptor_are_those_each_part_declares():
 
 def test_parameter_defaults_are_those_the_code_uses():
     from junction.brokercore import amqp_server, stomp_server
+    from junction.edge.stack import DEFAULT_BACKLOG, listen_backlog
     from junction.gateway import forward, multi_probe
-    from junction.node import DEFAULT_BACKLOG, listen_backlog
     from junction.tls import server as tls_server
 
     defaults = {p.name: p.default for p in PARAMS}
