@@ -682,23 +682,3 @@ class StompFactory(AcceptorFactory):
     """Builds a :class:`StompProtocol` per connection on one acceptor."""
 
     protocol_class = StompProtocol
-
-
-#: Acceptor URL parameters the STOMP acceptor acts on; node.py warns about the rest.
-STOMP_ACCEPTOR_PARAMS = frozenset(
-    {
-        "protocols",
-        "protocol",
-        "anycastPrefix",
-        "multicastPrefix",
-        "stompMaxFramePayloadLength",
-        "heartBeatToConnectionTtlModifier",
-        "connectionsAllowed",
-        "tcpNoDelay",
-        "tcpSendBufferSize",
-        "tcpReceiveBufferSize",
-        "sslEnabled",
-        "useEpoll",  # Twisted's default reactor on Linux is epoll already
-    }
-)
-
