@@ -451,7 +451,7 @@ class StompProtocol(StompSubscriptions, Protocol):
         connections now -- the distinct connections holding a session, every
         acceptor and protocol, this one included.
         """
-        live = len({s.connection.id for s in self.server.sessions})
+        live = self.server.connection_count()
         return [
             ("junction-node-id", str(getattr(self.server, "node_id", None) or "junction")),
             ("junction-active", "true"),
