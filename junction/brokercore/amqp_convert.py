@@ -50,7 +50,6 @@ annotations ``x-opt-ORIG-ADDRESS`` and friends, Artemis's names.
 
 from __future__ import annotations
 
-import time
 import uuid
 
 from junction.brokercore.amqp_ids import (
@@ -127,19 +126,17 @@ def _property_value(value):
     raise ConversionError(f"application property value of type {type(value).__name__} is not supported")
 
 
-def to_core(data: bytes, address: str | None, *, now_ms: int | None = None) -> Message:
+def to_core(data: bytes, address: str | None, *, now_ms: int) -> Message:
     """Decode an AMQP message into the core model.
 
     ``address`` is the link's target address, or None on an anonymous-relay
     link, where the message's ``to`` names it.  ``now_ms`` (epoch
-    milliseconds) stamps the message and starts its ``ttl``: the broker passes
-    its injected clock's time; without it (tools, tests) the wall clock is read.
+    milliseconds, from the broker's injected clock) stamps the message and
+    starts its ``ttl``.
     Raises :class:`ConversionError` (or the codec's ``DecodeError``, a
     ValueError) for a message that cannot be taken.
     """
     sections = sections_codec.decode_message(data)
-    if now_ms is None:
-        now_ms = int(time.time() * 1000)
     header = sections.header
     props = sections.properties
     durable = False
@@ -248,16 +245,14 @@ def _header(message: Message, delivery_count: int, now_ms: int) -> bytes:
     )
 
 
-def to_amqp(message: Message, delivery_count: int = 0, *, now_ms: int | None = None) -> bytes:
+def to_amqp(message: Message, delivery_count: int = 0, *, now_ms: int) -> bytes:
     """The AMQP encoding of ``message`` for a consumer.
 
     ``delivery_count`` is the number of earlier failed deliveries (the AMQP
-    header's delivery-count).  ``now_ms`` turns an expiration into the
-    header's ``ttl``: the broker passes its injected clock's time; without it
-    (tools, tests) the wall clock is read.
+    header's delivery-count).  ``now_ms`` (epoch milliseconds, from the
+    broker's injected clock) turns an expiration into the header's ``ttl``;
+    it is not read for a message without one.
     """
-    if now_ms is None:
-        now_ms = int(time.time() * 1000) if message.expiration else 0
     native = message.native.get(NATIVE_KEY)
     if native is not None:
         header = _header(message, delivery_count, now_ms)

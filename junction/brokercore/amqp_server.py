@@ -84,29 +84,6 @@ ANONYMOUS_RELAY = symbol("ANONYMOUS-RELAY")
 SHARED_SUBS = symbol("SHARED-SUBS")
 SOLE_CONNECTION = symbol("sole-connection-for-container")
 
-#: Acceptor URL parameters the AMQP acceptor acts on; node.py warns about the rest.
-AMQP_ACCEPTOR_PARAMS = frozenset(
-    {
-        "protocols",
-        "protocol",
-        "anycastPrefix",
-        "multicastPrefix",
-        "maxFrameSize",
-        "amqpCredits",
-        "amqpLowCredits",
-        "amqpIdleTimeout",
-        "amqpChannelMax",
-        "amqpMaxMessageSize",
-        "saslMechanisms",
-        "amqpTreatRejectAsUnmodifiedDeliveryFailed",
-        "connectionsAllowed",
-        "tcpNoDelay",
-        "tcpSendBufferSize",
-        "tcpReceiveBufferSize",
-        "sslEnabled",
-        "useEpoll",
-    }
-)
 
 @implementer(interfaces.IPushProducer)
 class AmqpProtocol(Protocol):

@@ -186,6 +186,10 @@ class BrokerServer:
         """The ids of the client connections holding a session (every acceptor, every protocol)."""
         return {s.connection.id for s in self.sessions}
 
+    def connection_count(self) -> int:
+        """How many client connections hold a session now (every acceptor, every protocol)."""
+        return len(self.connection_ids())
+
     # -- scheduling helpers used by queues ------------------------------------------
     def call_soon(self, fn) -> None:
         self.reactor.callLater(0, fn)

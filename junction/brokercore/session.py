@@ -12,7 +12,8 @@ and queues, close.  Every operation is authorised here against
 Besides its sessions, an adapter uses only the server's connection-level
 surface: ``reactor`` (the node's clock) and ``security`` (to authenticate),
 ``node_id``, ``events`` (connection events), :meth:`BrokerServer.connection_ids`
-and :meth:`BrokerServer.batch_writes`, which it holds around the handling of
+and :meth:`BrokerServer.connection_count` (the node's client connections), and
+:meth:`BrokerServer.batch_writes`, which it holds around the handling of
 every read so the journal writes a read's records as one batch.
 """
 

@@ -464,7 +464,7 @@ class StompProtocol(StompSubscriptions, Protocol):
         connections now -- the distinct connections holding a session, every
         acceptor and protocol, this one included.
         """
-        live = len({s.connection.id for s in self.server.sessions})
+        live = self.server.connection_count()
         return [
             ("junction-node-id", str(getattr(self.server, "node_id", None) or "junction")),
             ("junction-active", "true"),
@@ -695,23 +695,3 @@ class StompFactory(AcceptorFactory):
     """Builds a :class:`StompProtocol` per connection on one acceptor."""
 
     protocol_class = StompProtocol
-
-
-#: Acceptor URL parameters the STOMP acceptor acts on; node.py warns about the rest.
-STOMP_ACCEPTOR_PARAMS = frozenset(
-    {
-        "protocols",
-        "protocol",
-        "anycastPrefix",
-        "multicastPrefix",
-        "stompMaxFramePayloadLength",
-        "heartBeatToConnectionTtlModifier",
-        "connectionsAllowed",
-        "tcpNoDelay",
-        "tcpSendBufferSize",
-        "tcpReceiveBufferSize",
-        "sslEnabled",
-        "useEpoll",  # Twisted's default reactor on Linux is epoll already
-    }
-)
-

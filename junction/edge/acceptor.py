@@ -30,7 +30,7 @@ from zope.interface import directlyProvides, providedBy
 from junction.edge import sockets
 from junction.protocols.detect import MAX_SNIFF_BYTES, NEED_MORE, UNKNOWN, describe, detect
 from junction.protocols.errors import RemoteProtocolError
-from junction.protocols.proxy import PROXY_ENABLED_PARAMS, ProxyHeaderReader, proxy_enabled
+from junction.protocols.proxy import ProxyHeaderReader, proxy_enabled
 
 log = logging.getLogger("junction.acceptor")
 
@@ -198,8 +198,6 @@ def _peer(transport) -> str:
 # -- PROXY protocol ---------------------------------------------------------------------------
 #: Junction's acceptor parameter: the source addresses (IPs or CIDRs) allowed to connect
 PROXY_TRUSTED_PARAM = "proxyTrustedSources"
-#: every acceptor parameter this module acts on
-PROXY_ACCEPTOR_PARAMS = frozenset(PROXY_ENABLED_PARAMS + (PROXY_TRUSTED_PARAM,))
 
 
 def parse_trusted_sources(value: str | None) -> tuple:

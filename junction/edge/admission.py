@@ -28,7 +28,6 @@ from collections import OrderedDict
 from twisted.protocols.policies import ProtocolWrapper, WrappingFactory
 
 __all__ = [
-    "ADMISSION_PARAMS",
     "AdmissionFactory",
     "LOG_INTERVAL",
     "MAX_TRACKED_ADDRESSES",
@@ -38,8 +37,6 @@ __all__ = [
 
 log = logging.getLogger("junction.admission")
 
-#: the acceptor parameters this module acts on (Junction's)
-ADMISSION_PARAMS = frozenset({"connectionsAllowedPerAddress", "connectionRatePerAddress"})
 #: seconds between two log lines about the same source and limit
 LOG_INTERVAL = 60.0
 #: source addresses whose rate buckets and log times are remembered at most (oldest forgotten)

@@ -43,7 +43,7 @@ A :class:`GatewayFactory` serves one such acceptor.  Each connection gets a
    Refusals and errors are the opening reader's (:meth:`Opening.refuse`,
    :meth:`Opening.close_with`): the broker core's own, in the protocol's
    terms; then the connection is closed.  Where the backend must see a login
-   again (AMQP's SASL), the protocol's gateway side redoes it on the client's
+   again (a SASL exchange, say), the protocol's gateway side redoes it on the client's
    behalf (:meth:`GatewaySide.forward_handshake`,
    :meth:`GatewaySide.local_hand_off`).
 
@@ -84,7 +84,7 @@ from junction.gateway.forward import (
 from junction.gateway.side import ANSWERED, GatewaySide, peer_of
 from junction.protocols.detect import MAX_SNIFF_BYTES, NEED_MORE, UNKNOWN, describe, detect
 from junction.protocols.opening import Complete, Failed, Opening
-from junction.protocols.registry import load, redirecting, routed
+from junction.protocols.registry import frame_size_params, load, redirecting, routed
 from junction.protocols.registry import protocol as protocol_entry
 from junction.routing.targets import RouterStatus
 
@@ -131,8 +131,8 @@ class GatewayFactory(Factory):
     ``security`` authenticates logins (a
     :class:`~junction.brokercore.security.SecurityManager`; None: every login
     is taken as given, with no roles).  ``acceptor`` is the acceptor's
-    config (its ``protocols``, ``connectionsAllowed``, ``tcpNoDelay``,
-    ``stompMaxFramePayloadLength``); ``limits`` the node's
+    config (its ``protocols``, ``connectionsAllowed``, ``tcpNoDelay``, the
+    frame-size parameters the protocol table names); ``limits`` the node's
     :class:`~junction.config.model.Limits` (``connect_timeout``,
     ``max_frame_size``, ``max_header_count``, ``max_header_length``).
     ``reactor`` provides ``callLater`` and ``connectTCP``.  ``local_factory``
@@ -186,12 +186,14 @@ class GatewayFactory(Factory):
             or not getattr(security, "enabled", True)
             or getattr(security, "anonymous_user", None) is not None
         )
-        #: the largest frame an opening may be: the acceptor's frame size
-        #: (stompMaxFramePayloadLength), else <limits max-frame-size>
-        self.max_frame = max_frame = int(
-            params.get("stompMaxFramePayloadLength", limits.max_frame_size if limits else 10 * 1024 * 1024)
+        #: the largest frame an opening may be: the largest of the protocol table's frame-size
+        #: parameters this acceptor gives (each side's own: GatewaySide.max_frame), else
+        #: <limits max-frame-size> (``default_max_frame``)
+        self.default_max_frame = limits.max_frame_size if limits else 10 * 1024 * 1024
+        self.max_frame = max_frame = max(
+            (int(params[name]) for name in frame_size_params() if name in params), default=self.default_max_frame
         )
-        #: seconds from the accept to a complete opening (sniff + CONNECT): the acceptor's
+        #: seconds from the accept to a complete opening (sniff + opening): the acceptor's
         #: routingTimeout (ms), else <limits connect-timeout>
         timeout_ms = params.get("routingTimeout")
         self.connect_timeout = (

@@ -72,6 +72,10 @@ class GatewaySide:
         self.factory = factory
         self.entry = entry
         self.name = entry.name
+        #: the largest frame of an opening: the acceptor parameter the entry names
+        #: (``frame_size_param``), else ``<limits max-frame-size>``
+        name = entry.frame_size_param
+        self.max_frame = int(factory.params[name]) if name in factory.params else factory.default_max_frame
 
     def opening(self, connection):
         """A new opening reader for ``connection`` (a GatewayProtocol)."""

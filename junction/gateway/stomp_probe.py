@@ -49,6 +49,7 @@ from junction.gateway.probe import ProbeResult, another_broker
 from junction.gateway.probe_connection import ConnectionProbe, ProbeCheck, ProbeProtocol, preview
 from junction.protocols.errors import RemoteProtocolError
 from junction.protocols.stomp import STOMP_VERSIONS, Frame, HeartBeat, StompCodec, StompLimits
+from junction.protocols.stomp.builders import connect_frame, disconnect_frame
 
 __all__ = [
     "ACCEPT_VERSION",
@@ -146,15 +147,15 @@ class _StompProbeProtocol(ProbeProtocol):
 
     def opened(self) -> None:
         probe = self.check.probe
-        headers = [
-            ("accept-version", ACCEPT_VERSION),
-            ("host", self.check.host),
-            ("heart-beat", "0,0"),
-            ("client-id", probe.client_id()),
-        ]
-        if probe.username is not None:
-            headers += [("login", probe.username), ("passcode", probe._password or "")]
-        self.transport.write(self.codec.send(Frame("CONNECT", tuple(headers))))
+        frame = connect_frame(
+            ACCEPT_VERSION,
+            self.check.host,
+            heart_beat="0,0",
+            extra=(("client-id", probe.client_id()),),
+            login=probe.username,
+            passcode=None if probe.username is None else probe._password or "",
+        )
+        self.transport.write(self.codec.send(frame))
 
     def received(self, data: bytes) -> None:
         first = self.check.first
@@ -191,9 +192,7 @@ class _StompProbeProtocol(ProbeProtocol):
                 version = event.get("version") or "1.0"
                 if version in STOMP_VERSIONS:  # the RECEIPT's headers follow its escaping
                     self.codec.set_version(version)
-                self.transport.write(
-                    self.codec.send(Frame("DISCONNECT", (("receipt", _RECEIPT),)))
-                )
+                self.transport.write(self.codec.send(disconnect_frame(_RECEIPT)))
             elif command == "ERROR":
                 self.check.fail(self.check.error(f"STOMP CONNECT refused: {_error_text(event)}"))
                 self.close()

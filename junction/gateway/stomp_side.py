@@ -28,7 +28,7 @@ class StompSide(GatewaySide):
         super().__init__(factory, entry)
         limits = factory.limits
         self.limits = StompLimits(
-            max_frame_size=factory.max_frame,
+            max_frame_size=self.max_frame,
             max_header_count=limits.max_header_count if limits else 1000,
             max_header_length=limits.max_header_length if limits else 64 * 1024,
         )

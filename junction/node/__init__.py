@@ -11,18 +11,16 @@ management API and at start.
 """
 
 from junction.node.datadir import LOCK_FILE, NODE_ID_FILE, DataDirectoryLocked
-from junction.node.listeners import DEFAULT_BACKLOG, SERVED_PROTOCOLS, listen_backlog
+from junction.node.listeners import SERVED_PROTOCOLS
 from junction.node.parent import ROUTERS_DIRECTORY, Node
 from junction.node.start_warnings import unimplemented_settings
 
 __all__ = [
-    "DEFAULT_BACKLOG",
     "LOCK_FILE",
     "NODE_ID_FILE",
     "ROUTERS_DIRECTORY",
     "SERVED_PROTOCOLS",
     "DataDirectoryLocked",
     "Node",
-    "listen_backlog",
     "unimplemented_settings",
 ]

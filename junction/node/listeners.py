@@ -1,47 +1,35 @@
 """The node's listeners: every acceptor it serves, the broker core's and the gateway's.
 
-An acceptor with ``router=`` gets the gateway's listener in front of the
-factory the broker core would have had (connections kept local are handed to
-it); then TLS (``sslEnabled``), the PROXY protocol and the per-source limits
-wrap it, and it listens.  Started after the routers and the cluster manager,
-before the cluster's links and the management API; stopped first of all but
-the reload check: no new connection, the gateway's openings closed, then the
-relay engine that carries forwarded connections.
+This service decides what each acceptor serves -- the protocol table's
+adapters for its ``protocols=``, the cluster's links, and for an acceptor with
+``router=`` the gateway's listener in front of them (connections kept local
+are handed to the factory the broker core would have had) -- and asks
+:mod:`junction.edge.stack` for the rest: several protocols on one port, TLS
+(``sslEnabled``), the PROXY protocol, the per-source limits, and the port with
+its backlog.  Started after the routers and the cluster manager, before the
+cluster's links and the management API; stopped first of all but the reload
+check: no new connection, the gateway's openings closed, then the relay
+engine that carries forwarded connections.
 """
 
 from __future__ import annotations
 
 from twisted.internet import defer
 
-from junction.config.params import acceptor_params_with_effect, param
-from junction.edge.acceptor import MultiProtocolFactory, wrap_proxy_protocol
-from junction.edge.admission import wrap_admission
-from junction.edge.tls import wrap_tls
+from junction.config.params import acceptor_params_with_effect
+from junction.edge.stack import build_stack, listen, serving_factory
 from junction.gateway.listener import ROUTED_PROTOCOLS, GatewayFactory
 from junction.node.service import NodeService, log
 from junction.protocols.registry import load, protocol, protocol_table
 from junction.protocols.registry import served as served_protocols
 
-__all__ = ["DEFAULT_BACKLOG", "PROTOCOL_FACTORIES", "SERVED_PROTOCOLS", "ListenersService", "listen_backlog"]
+__all__ = ["PROTOCOL_FACTORIES", "SERVED_PROTOCOLS", "ListenersService"]
 
 #: Protocols the broker core serves (the protocol table's entries with an adapter).
 SERVED_PROTOCOLS = served_protocols()
 #: each served protocol's factory, from the protocol table (the acceptor parameters each
 #: acts on are in junction.config.params, under the entry's ``part``)
 PROTOCOL_FACTORIES = {entry.name: load(entry.adapter) for entry in protocol_table() if entry.adapter is not None}
-
-
-#: connections the kernel completes for an acceptor before Junction accepts them (Artemis's
-#: ``backlog`` parameter; Netty's default is the system's somaxconn).  Twisted's own default,
-#: 50, overflows when clients connect in bursts while the node is busy: the kernel then drops
-#: the client's SYN and the client waits a second to retry.
-DEFAULT_BACKLOG = 1024
-
-
-def listen_backlog(acceptor) -> int:
-    """The listen backlog of *acceptor*: its ``backlog`` parameter, else :data:`DEFAULT_BACKLOG`."""
-    value = param(acceptor.params, "backlog")
-    return value if value > 0 else DEFAULT_BACKLOG
 
 
 class ListenersService(NodeService):
@@ -113,47 +101,24 @@ class ListenersService(NodeService):
             from junction.brokercore.cluster.link_server import LinkServerFactory
 
             factories["CLUSTER"] = LinkServerFactory(node.cluster, acceptor=acceptor, reactor=node.reactor)
-        if len(factories) == 1:
-            factory = next(iter(factories.values()))
-        else:
-            factory = MultiProtocolFactory(
-                factories,
-                reactor=node.reactor,
-                acceptor_name=acceptor.name,
-                sniff_timeout=node.config.limits.connect_timeout / 1000.0,
-            )
+        connect_timeout = node.config.limits.connect_timeout / 1000.0
+        factory = serving_factory(
+            factories, reactor=node.reactor, acceptor_name=acceptor.name, sniff_timeout=connect_timeout
+        )
         what = ",".join(sorted(served | ({"cluster links"} if links else set())))
         if acceptor.router:
             factory, what = self._gateway_factory(acceptor, served, factory)
-        # sslEnabled: TLS in front of the protocols; proxyProtocolEnabled: a PROXY
-        # header before that, read within the connect timeout.  node.factories keeps
-        # the acceptor's own factory (status, stop).
-        listening = factory
-        if acceptor.tls is not None:
-            listening = wrap_tls(
-                factory,
-                acceptor.tls.build(),
-                reactor=node.reactor,
-                acceptor_name=acceptor.name,
-                handshakes_allowed=param(acceptor.params, "handshakesAllowed"),
-            )
-            node.tls_factories[acceptor.name] = listening
-            what += " over TLS"
-        proxied = wrap_proxy_protocol(
-            listening, acceptor, reactor=node.reactor, timeout=node.config.limits.connect_timeout / 1000.0
-        )
-        if proxied is not listening:
-            what += " behind the PROXY protocol"
-        # per-source limits see the socket's own peer, so they go outermost
-        listening = wrap_admission(proxied, acceptor, reactor=node.reactor)
-        if listening is not proxied:
-            node.admission_factories[acceptor.name] = listening
-        port = node.reactor.listenTCP(
-            acceptor.port, listening, interface=acceptor.host or "0.0.0.0", backlog=listen_backlog(acceptor)
-        )
+        # node.factories keeps the acceptor's own factory (status, stop)
+        stack = build_stack(factory, acceptor, reactor=node.reactor, connect_timeout=connect_timeout)
+        if stack.tls is not None:
+            node.tls_factories[acceptor.name] = stack.tls
+        if stack.admission is not None:
+            node.admission_factories[acceptor.name] = stack.admission
+        port = listen(stack, acceptor, reactor=node.reactor)
         node.listeners[acceptor.name] = port
         node.factories[acceptor.name] = factory
         actual = port.getHost().port
+        what += stack.described
         log.info("acceptor %s listening on %s:%d for %s", acceptor.name, acceptor.host, actual, what)
 
     def _gateway_factory(self, acceptor, served, local_factory):

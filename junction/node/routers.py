@@ -120,7 +120,7 @@ class RoutersService(NodeService):
         server = self.node.server
         if server is None:
             return 0
-        return len({s.connection.id for s in server.sessions})
+        return server.connection_count()
 
     def stopService(self):
         super().stopService()

@@ -41,6 +41,7 @@ __all__ = [
     "OPENWIRE",
     "STOMP",
     "ProtocolEntry",
+    "frame_size_params",
     "load",
     "protocol",
     "protocol_table",
@@ -85,6 +86,10 @@ class ProtocolEntry:
       ``factory(server, acceptor=, limits=, reactor=)``.  None: not served.
     * ``acceptor_part`` -- the part of ``junction.config.params`` whose
       acceptor parameters the adapter acts on (None: the name when served).
+    * ``frame_size_param`` -- the acceptor parameter that bounds a frame of
+      the protocol's opening on a gateway listener (STOMP's
+      ``stompMaxFramePayloadLength``); None: ``<limits max-frame-size>``.
+      The listener's ``routingMaxBytes`` default is sized from the largest.
     """
 
     name: str
@@ -93,6 +98,7 @@ class ProtocolEntry:
     redirects: bool = False
     adapter: str | None = None
     acceptor_part: str | None = None
+    frame_size_param: str | None = None
 
     def detect(self, data: bytes):
         """This protocol's verdict on ``data``."""
@@ -125,6 +131,7 @@ BUILT_IN: tuple[ProtocolEntry, ...] = (
         f"{_SIGNATURES}:stomp",
         gateway="junction.gateway.stomp_side:StompSide",
         adapter="junction.brokercore.stomp_server:StompFactory",
+        frame_size_param="stompMaxFramePayloadLength",
     ),
     ProtocolEntry("CORE", f"{_SIGNATURES}:core"),
     ProtocolEntry("MQTT", f"{_SIGNATURES}:mqtt"),
@@ -187,3 +194,8 @@ def routed() -> frozenset[str]:
 def redirecting() -> frozenset[str]:
     """Routed protocols with a native redirect."""
     return frozenset(e.name for e in protocol_table() if e.gateway is not None and e.redirects)
+
+
+def frame_size_params() -> tuple[str, ...]:
+    """The acceptor parameters bounding an opening's frame, one per protocol that names one."""
+    return tuple(e.frame_size_param for e in protocol_table() if e.frame_size_param is not None)

@@ -48,7 +48,6 @@ __all__ = [
     "DEFAULT_HANDSHAKE_TIMEOUT",
     "ServerContexts",
     "ServerTLS",
-    "TLS_ACCEPTOR_PARAMS",
     "parse_server_tls",
     "refusal",
     "tls_enabled",
@@ -59,27 +58,6 @@ DEFAULT_HANDSHAKE_TIMEOUT = 10.0
 #: names in ``sniKeyStorePaths`` at most (each is a context in memory)
 MAX_SNI_KEY_STORES = 1000
 
-#: the acceptor parameters this module acts on
-TLS_ACCEPTOR_PARAMS = frozenset(
-    {
-        "sslEnabled",
-        "keyStorePath",
-        "keyStorePassword",
-        "keyStoreType",
-        "trustStorePath",
-        "trustStorePassword",
-        "trustStoreType",
-        "needClientAuth",
-        "wantClientAuth",
-        "enabledProtocols",
-        "enabledCipherSuites",
-        "sniHost",
-        "sniRequired",
-        "sniKeyStorePaths",
-        "handshake-timeout",
-        "handshakesAllowed",
-    }
-)
 
 _PROTOCOLS = {
     "TLSV1": SSL.TLS1_VERSION,

@@ -64,6 +64,10 @@ def test_every_id_reads_back(value):
     assert id_object(correlation_id_text(value)) == value
 
 
+#: the broker's clock, as the adapter passes it to the conversion
+NOW_MS = 1_700_000_000_000
+
+
 def _amqp(message_id=None, correlation_id=None) -> bytes:
     return sections_codec.encode_properties(
         Properties(message_id=message_id, correlation_id=correlation_id)
@@ -71,10 +75,10 @@ def _amqp(message_id=None, correlation_id=None) -> bytes:
 
 
 def test_to_core_keeps_the_message_id_as_native_message_id():
-    message = to_core(_amqp(message_id=7, correlation_id=U), "q")
+    message = to_core(_amqp(message_id=7, correlation_id=U), "q", now_ms=NOW_MS)
     assert message.properties[NATIVE_MESSAGE_ID] == "ID:AMQP_ULONG:7"
     assert message.correlation_id == f"ID:AMQP_UUID:{U}"
-    assert NATIVE_MESSAGE_ID not in to_core(_amqp(), "q").properties
+    assert NATIVE_MESSAGE_ID not in to_core(_amqp(), "q", now_ms=NOW_MS).properties
 
 
 def test_from_core_the_ids_are_typed_again_and_native_message_id_is_no_property():
@@ -85,12 +89,12 @@ def test_from_core_the_ids_are_typed_again_and_native_message_id_is_no_property(
         correlation_id="ID:AMQP_ULONG:5",
         message_id=3,
     )
-    props = sections_codec.decode_message(to_amqp(core)).properties
+    props = sections_codec.decode_message(to_amqp(core, now_ms=NOW_MS)).properties
     assert props.message_id == b"\x01\x02"
     assert props.correlation_id == 5
-    sections = sections_codec.decode_message(to_amqp(core))
+    sections = sections_codec.decode_message(to_amqp(core, now_ms=NOW_MS))
     assert dict(sections.application_properties) == {"k": "v"}
     # without one, the message-id is the broker's own id
     plain_core = Message("q", b"x", correlation_id="corr", message_id=3)
-    props = sections_codec.decode_message(to_amqp(plain_core)).properties
+    props = sections_codec.decode_message(to_amqp(plain_core, now_ms=NOW_MS)).properties
     assert props.message_id == "ID:3" and props.correlation_id == "corr"

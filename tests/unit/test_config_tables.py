@@ -3,13 +3,13 @@
 Each table is the one place a fact lives; these tests check that what is built
 from it (the model, the loader's element tables, the node's warnings) says the
 same, and that the facts other modules still state themselves (an adapter's
-default, the parameters it acts on) agree with the table.
+defaults) agree with the table.  That each part reads the acceptor parameters
+the table lists for it is tests/unit/test_acceptor_params_read.py.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 
 import pytest
 
@@ -25,7 +25,6 @@ from junction.config.params import (
     ACCEPTOR_PARAMS,
     CONNECTOR_PARAMS,
     PARAMS,
-    acceptor_params_with_effect,
     param,
 )
 from junction.config.specs import NoEffect, Value, Warned
@@ -207,34 +206,10 @@ def test_url_parameters_come_from_the_two_tables():
         assert all(isinstance(spec, NoEffect) for spec in rows.values())
 
 
-def test_the_parts_acting_on_an_acceptor_are_those_each_part_declares():
-    """Every (router, TLS, protocols served) case gives the parameters each part says it reads."""
-    from junction.brokercore.amqp_server import AMQP_ACCEPTOR_PARAMS
-    from junction.brokercore.stomp_server import STOMP_ACCEPTOR_PARAMS
-    from junction.edge.acceptor import PROXY_ACCEPTOR_PARAMS
-    from junction.edge.admission import ADMISSION_PARAMS
-    from junction.tls.server import TLS_ACCEPTOR_PARAMS
-
-    adapters = {"STOMP": STOMP_ACCEPTOR_PARAMS, "AMQP": AMQP_ACCEPTOR_PARAMS}
-    for router, tls in itertools.product((False, True), repeat=2):
-        for served in ((), ("STOMP",), ("AMQP",), ("STOMP", "AMQP")):
-            expected = {"router", "backlog", "protocols"} | PROXY_ACCEPTOR_PARAMS | ADMISSION_PARAMS
-            if router:
-                expected |= {"routerMode", "routingTimeout", "routingMaxBytes"}
-            if tls:
-                expected |= TLS_ACCEPTOR_PARAMS
-            for name in served:
-                expected |= adapters[name]
-            parts = {"LISTENER", "PROXY", "ADMISSION", *served}
-            parts |= {"GATEWAY"} if router else set()
-            parts |= {"TLS"} if tls else set()
-            assert acceptor_params_with_effect(parts) == expected, (router, tls, served)
-
-
 def test_parameter_defaults_are_those_the_code_uses():
     from junction.brokercore import amqp_server, stomp_server
+    from junction.edge.stack import DEFAULT_BACKLOG, listen_backlog
     from junction.gateway import forward, multi_probe
-    from junction.node import DEFAULT_BACKLOG, listen_backlog
     from junction.tls import server as tls_server
 
     defaults = {p.name: p.default for p in PARAMS}

@@ -125,6 +125,44 @@ def test_no_login_without_a_username(reactor):
     assert cores[0].connect_frame.get("passcode") is None
 
 
+class _WireRecorder(StompOpening):
+    """A :class:`StompOpening` that keeps every byte the probe wrote to it."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.wire = bytearray()
+
+    def receive_data(self, data: bytes) -> None:
+        self.wire += data
+        super().receive_data(data)
+
+
+@pytest.mark.parametrize(
+    ("credentials", "login"),
+    [
+        ({"username": "pool", "password": "secret"}, b"login:pool\npasscode:secret\n"),
+        ({"username": "pool", "password": None}, b"login:pool\npasscode:\n"),
+        ({"username": None, "password": None}, b""),
+    ],
+)
+def test_the_exact_bytes_on_the_wire(reactor, credentials, login):
+    """CONNECT then DISCONNECT, byte for byte as the probe has always written them."""
+    probe, world = probe_and_world(reactor, **credentials)
+    cores = []
+    users = {"pool": credentials["password"] or ""}
+    target = world.put(make_target(), lambda: cores.append(_WireRecorder(users=users)) or cores[-1])
+    assert run(world, probe.check(target)).active is True
+    client_id = cores[0].connect_frame.get("client-id")
+    assert client_id == f"{INTERNAL_CLIENT_ID_PREFIX}{probe._instance}.1"
+    assert bytes(cores[0].wire) == (
+        b"CONNECT\naccept-version:1.0,1.1\nhost:127.0.0.1\nheart-beat:0,0\n"
+        + b"client-id:" + client_id.encode() + b"\n"
+        + login
+        + b"\n\x00"
+        + b"DISCONNECT\nreceipt:probe-disconnect\n\n\x00"
+    )
+
+
 def test_another_broker_s_connected_is_ready_with_a_stand_in_node_id(reactor):
     """ActiveMQ Classic's CONNECTED has no junction-* headers: ready, node id from the connector."""
     probe, world = probe_and_world(reactor)

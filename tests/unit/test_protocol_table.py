@@ -15,10 +15,11 @@ import junction.edge.acceptor as acceptor_module
 from junction.brokercore.stomp_server import StompFactory, StompProtocol
 from junction.config.model import Limits
 from junction.edge.acceptor import MultiProtocolFactory
+from junction.gateway.forward import FORWARD_BUFFER_SIZE
 from junction.gateway.listener import REDIRECTING_PROTOCOLS, ROUTED_PROTOCOLS
 from junction.node.listeners import PROTOCOL_FACTORIES, SERVED_PROTOCOLS
 from junction.protocols import registry
-from junction.protocols.detect import UNKNOWN, detect
+from junction.protocols.detect import MAX_SNIFF_BYTES, UNKNOWN, detect
 from tests.toyproto import ENTRY, write_dist_info
 from tests.unit.stomp_fixtures import Broker
 from tests.unit.test_gateway_listener import Gateway, connect_frame
@@ -113,6 +114,54 @@ def test_the_gateway_listener_and_the_broker_server_name_no_protocol():
     names = re.compile(r'"STOMP"|"AMQP"|Stomp|Amqp')
     for path in (root / "gateway" / "listener.py", root / "brokercore" / "server.py"):
         assert not names.findall(path.read_text()), path
+
+
+def test_the_gateway_listener_names_no_protocol_in_any_case_not_even_in_its_docstrings():
+    text = (Path(__file__).resolve().parents[2] / "junction" / "gateway" / "listener.py").read_text()
+    assert re.findall(r"(?i)stomp|amqp", text) == []
+
+
+def test_stomp_s_entry_names_the_parameter_bounding_its_opening_frame():
+    assert registry.protocol("STOMP").frame_size_param == "stompMaxFramePayloadLength"
+    assert [e.name for e in registry.BUILT_IN if e.frame_size_param] == ["STOMP"]
+    assert registry.frame_size_params() == ("stompMaxFramePayloadLength",)
+
+
+def _gateway(**kwargs):
+    g = Gateway(limits=Limits(max_frame_size=4096), **kwargs)
+    g.factory.close_all()
+    g.stop()
+    return g.factory
+
+
+@pytest.mark.parametrize(
+    ("params", "frame", "buffered"),
+    [
+        ({}, 4096, 4096 + MAX_SNIFF_BYTES + FORWARD_BUFFER_SIZE),
+        ({"stompMaxFramePayloadLength": "1000"}, 1000, 1000 + MAX_SNIFF_BYTES + FORWARD_BUFFER_SIZE),
+        ({"stompMaxFramePayloadLength": "9000"}, 9000, 9000 + MAX_SNIFF_BYTES + FORWARD_BUFFER_SIZE),
+        ({"stompMaxFramePayloadLength": "1000", "routingMaxBytes": "5000"}, 1000, 5000),
+    ],
+)
+def test_a_gateway_listener_bounds_stomp_s_opening_by_its_frame_size_parameter(params, frame, buffered):
+    """stompMaxFramePayloadLength, else <limits max-frame-size>; routingMaxBytes defaults to it plus a read."""
+    factory = _gateway(params=params)
+    assert factory.side("STOMP").limits.max_frame_size == frame
+    assert factory.max_buffered == buffered
+
+
+def test_a_protocol_s_frame_size_parameter_comes_from_its_entry(monkeypatch):
+    """A new entry's parameter bounds its side's openings, and the buffer the largest of them."""
+    toy = dataclasses.replace(ENTRY, frame_size_param="toyMaxLineLength")
+    monkeypatch.setattr(registry, "_table", registry.BUILT_IN + (toy,))
+    factory = _gateway(
+        protocols=frozenset({"STOMP", "TOY"}),
+        params={"toyMaxLineLength": "7000", "stompMaxFramePayloadLength": "1000"},
+    )
+    assert factory.side("TOY").max_frame == 7000
+    assert factory.side("STOMP").max_frame == factory.side("STOMP").limits.max_frame_size == 1000
+    assert factory.max_buffered == 7000 + MAX_SNIFF_BYTES + FORWARD_BUFFER_SIZE
+    assert _gateway(protocols=frozenset({"TOY"})).side("TOY").max_frame == 4096
 
 
 def test_registry_module_has_no_twisted():

@@ -1,4 +1,4 @@
-"""The frames a STOMP server writes (junction.protocols.stomp.builders) and the one fast encoder.
+"""The frames a STOMP server (and a client opening a connection) writes (junction.protocols.stomp.builders) and the one fast encoder.
 
 The shortcuts (:func:`encode_plain`, :func:`encode_message`, :func:`receipt_for`)
 must write exactly what the codec writes for the same frame, in every version,
@@ -16,7 +16,9 @@ from junction.protocols.errors import LocalProtocolError
 from junction.protocols.stomp import Frame, StompCodec
 from junction.protocols.stomp.builders import (
     carriable,
+    connect_frame,
     connected_frame,
+    disconnect_frame,
     encode_message,
     header_text,
     login_refused,
@@ -130,3 +132,33 @@ def test_connected_frame_header_order():
         "CONNECTED", (("version", "1.1"), ("session", "s"), ("server", "J/1"), ("x", "y"), ("heart-beat", "10,20"))
     )
     assert connected_frame("1.0", "s", "J/1").headers == (("version", "1.0"), ("session", "s"), ("server", "J/1"))
+
+
+def test_connect_frame_header_order_and_optional_login():
+    assert connect_frame("1.0,1.1", "h", "0,0", [("client-id", "c")], "u", "p") == Frame(
+        "CONNECT",
+        (
+            ("accept-version", "1.0,1.1"),
+            ("host", "h"),
+            ("heart-beat", "0,0"),
+            ("client-id", "c"),
+            ("login", "u"),
+            ("passcode", "p"),
+        ),
+    )
+    assert connect_frame("1.2", "h").headers == (("accept-version", "1.2"), ("host", "h"), ("heart-beat", "0,0"))
+    assert connect_frame("1.2", "h", login="u").headers[-1] == ("login", "u")
+    assert connect_frame("1.2", "h", login="u", passcode="").headers[-1] == ("passcode", "")
+
+
+def test_a_client_connect_is_what_a_server_reads():
+    wire = StompCodec(server=False).send(connect_frame("1.1", "h:1", "0,0", login="u", passcode="p:w"))
+    assert wire == b"CONNECT\naccept-version:1.1\nhost:h:1\nheart-beat:0,0\nlogin:u\npasscode:p:w\n\n\x00"
+    (frame,) = StompCodec(server=True).receive_data(wire)
+    assert frame.command == "CONNECT" and frame.get("passcode") == "p:w"
+
+
+def test_disconnect_frame():
+    assert disconnect_frame() == Frame("DISCONNECT", ())
+    assert disconnect_frame("r-1") == Frame("DISCONNECT", (("receipt", "r-1"),))
+    assert StompCodec(server=False).send(disconnect_frame("r-1")) == b"DISCONNECT\nreceipt:r-1\n\n\x00"

@@ -4,8 +4,9 @@
 per-version header escaping and the named limits of ``StompLimits``; it does
 no I/O and keeps no clock.  Which commands are allowed when is not the
 codec's business but the connection's: :mod:`.connection` (the state table,
-version and heart-beat negotiation), with the server's frames in
-:mod:`.builders` and the gateway's opening reader in :mod:`.opening`.
+version and heart-beat negotiation), with the server's frames (and the
+client's CONNECT and DISCONNECT) in :mod:`.builders` and the gateway's
+opening reader in :mod:`.opening`.
 """
 
 from junction.protocols.stomp.codec import StompCodec, StompLimits

@@ -1,7 +1,14 @@
-"""The frames a STOMP server writes: CONNECTED, ERROR, RECEIPT and MESSAGE (sans-IO).
+"""The frames a STOMP server writes (CONNECTED, ERROR, RECEIPT, MESSAGE) and the two a
+client opening and closing a connection writes (CONNECT, DISCONNECT), sans-IO.
 
 One place for their layout and texts, shared by the broker core's STOMP
-adapter and the gateway (which answers a client before any core does):
+adapter and the gateway (which answers a client before any core does, and
+probes its targets as a client):
+
+* :func:`connect_frame` / :func:`disconnect_frame` -- the client's CONNECT
+  (``accept-version``, ``host``, ``heart-beat``, any extra headers, then
+  ``login`` and ``passcode`` when given) and DISCONNECT (with a ``receipt``
+  when given), as the gateway's readiness probe writes them.
 
 * :func:`connected_frame` -- ``version``, ``session``, ``server``, any extra
   headers, then the negotiated ``heart-beat`` (1.1 and 1.2).
@@ -41,7 +48,9 @@ from junction.protocols.stomp.frames import STOMP_VERSIONS, Frame
 __all__ = [
     "MAX_ERROR_MESSAGE_CHARS",
     "carriable",
+    "connect_frame",
     "connected_frame",
+    "disconnect_frame",
     "encode_message",
     "error_frame",
     "header_text",
@@ -58,6 +67,36 @@ log = logging.getLogger("junction.stomp")
 #: An ERROR frame's ``message`` header is cut to this many characters (the
 #: whole text is in the body).
 MAX_ERROR_MESSAGE_CHARS = 1000
+
+
+# -- CONNECT and DISCONNECT (the client's) -------------------------------------------------
+
+
+def connect_frame(
+    accept_version: str,
+    host: str,
+    heart_beat: str = "0,0",
+    extra: Iterable[tuple[str, str]] = (),
+    login: str | None = None,
+    passcode: str | None = None,
+) -> Frame:
+    """A client's CONNECT: accept-version, host, heart-beat, ``extra``, then login, passcode.
+
+    ``login``/``passcode`` are written only when given (not None).  A CONNECT
+    is never escaped: the codec refuses a value it could not write as it is.
+    """
+    headers = [("accept-version", accept_version), ("host", host), ("heart-beat", heart_beat)]
+    headers += extra
+    if login is not None:
+        headers.append(("login", login))
+    if passcode is not None:
+        headers.append(("passcode", passcode))
+    return Frame("CONNECT", tuple(headers))
+
+
+def disconnect_frame(receipt: str | None = None) -> Frame:
+    """A client's DISCONNECT, asking for a RECEIPT to ``receipt`` when given."""
+    return Frame("DISCONNECT", () if receipt is None else (("receipt", receipt),))
 
 
 # -- CONNECTED and ERROR ------------------------------------------------------------------
