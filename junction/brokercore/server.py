@@ -25,7 +25,13 @@ from junction.brokercore.address import Address
 from junction.brokercore.events import carry_trace
 from junction.brokercore.postoffice import PostOffice
 from junction.brokercore.queue import MessageRef, Queue, QueueDefinition
-from junction.brokercore.storage import JournalStorage, NullStorage, WriteBatch, quiet_failure
+from junction.brokercore.storage import (
+    NO_BATCH,
+    JournalStorage,
+    NullStorage,
+    WriteBatch,
+    quiet_failure,
+)
 from junction.brokercore.wildcard import SettingsRepository, WildcardSyntax
 from junction.config.model import ADDRESS_SETTINGS_DEFAULTS, BrokerConfig
 from junction.model import errors
@@ -67,7 +73,7 @@ class BrokerServer:
             self.storage = JournalStorage(journal)
         else:
             self.storage = NullStorage()
-        self._write_batch = WriteBatch(self.storage)
+        self._write_batch = WriteBatch(self.storage) if self.storage.persistent else NO_BATCH
         self.addresses: dict[str, Address] = {}
         self.queues: dict[str, Queue] = {}
         self._queues_by_id: dict[int, Queue] = {}

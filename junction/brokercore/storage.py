@@ -30,7 +30,7 @@ from junction.model.message import RoutingType, decode_message, encode_message_i
 
 log = logging.getLogger("junction.storage")
 
-__all__ = ["RecordType", "JournalStorage", "NullStorage", "Recovered", "RecoveredMessage", "WriteBatch"]
+__all__ = ["RecordType", "JournalStorage", "NullStorage", "Recovered", "RecoveredMessage", "WriteBatch", "NO_BATCH"]
 
 
 class RecordType:
@@ -119,6 +119,23 @@ class WriteBatch:
     def __exit__(self, *exc) -> bool:
         self._release()
         return False
+
+
+class _NoBatch:
+    """:class:`WriteBatch` where nothing is written (``persistence-enabled=false``): the
+    bracket costs the adapter's read no call into the storage."""
+
+    __slots__ = ()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        return False
+
+
+#: the batch of a node whose storage writes nothing
+NO_BATCH = _NoBatch()
 
 
 def _encode_json(obj) -> bytes:

@@ -157,3 +157,16 @@ def test_amqp_holds_the_journal_around_each_read(tmp_path):
 
 def client_frame(command, headers, body=b""):
     return Frame(command, tuple(headers.items()), body)
+
+
+def test_a_node_without_persistence_brackets_reads_without_calling_its_storage(tmp_path):
+    from junction.brokercore.storage import NO_BATCH
+
+    config = BrokerConfig(persistence_enabled=False, security_enabled=False, base_dir=str(tmp_path))
+    server = BrokerServer(config, reactor=Clock(), security=SecurityManager(None, (), enabled=False))
+    batch = server.batch_writes()
+    assert batch is NO_BATCH
+    with pytest.raises(RuntimeError), batch:  # the handling's error still goes through
+        raise RuntimeError("a handler failed")
+    persistent = _Node(tmp_path).server.batch_writes()
+    assert isinstance(persistent, WriteBatch) and persistent is not NO_BATCH
