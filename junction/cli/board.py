@@ -57,8 +57,12 @@ class StatusBoard:
         write: Callable[[str], None],
         live: bool,
         agent=None,
+        owner: Callable[[int], str | None] | None = None,
     ):
         self.nodes = {n.name: n for n in nodes}
+        #: who listens on a port a node could not bind (default: the host's sockets, see
+        #: bind_problem)
+        self.owner = owner
         self.supervisor = supervisor
         self.reactor = reactor
         self.write = write
@@ -84,7 +88,7 @@ class StatusBoard:
     # supervisor hooks
     def event(self, child: Child, text: str) -> None:
         if text.startswith("exited") and child.name in self.nodes:
-            problem = bind_problem(self.nodes[child.name], child.last_error)
+            problem = bind_problem(self.nodes[child.name], child.last_error, owner=self.owner)
             if problem is None:
                 self.problems.pop(child.name, None)
             else:

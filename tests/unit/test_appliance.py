@@ -365,7 +365,9 @@ def test_the_board_shows_why_a_node_could_not_start(world):
     s, clock, spawn, events, _ = world
     nodes = [n for n in load_appliance(ETC) if n.name in ("gateway", "core1", "core2")]
     lines: list[str] = []
-    board = StatusBoard(nodes, s, reactor=clock, write=lines.append, live=False, agent=object())
+    # nobody named as the port's holder: the host's own sockets (another test may listen on
+    # 8161 meanwhile) must not decide the text
+    board = StatusBoard(nodes, s, reactor=clock, write=lines.append, live=False, agent=object(), owner=lambda port: None)
     s.on_event = board.event
     s.start()
     spawn.last("gateway").protocol.childDataReceived(
