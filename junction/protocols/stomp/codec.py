@@ -32,11 +32,9 @@ line, too many header lines, a NUL or an invalid command are refused as soon
 as they are seen.  Where an error is detected therefore never depends on how
 the stream was cut into reads.
 
-Errors: the peer's mistake becomes a :class:`RemoteProtocolError`.  Frames the
-same call completed before the mistake ride on the exception as ``events``, so
-the session can still handle them before it sends ERROR.  After an error the
-codec is dead and re-raises the same exception on any further input, while
-:meth:`StompCodec.send` keeps working so the session can send its ERROR frame.
+Errors: the peer's mistake is a :class:`RemoteProtocolError`; frames completed
+before it ride on it as ``events``.  The codec is then dead (it re-raises on any
+input) but :meth:`StompCodec.send` still works, for the session's ERROR frame.
 
 Performance (this is the broker's hot path): no per-byte Python loops.  A
 read's bytes are parsed in place with ``bytes.find``; a frame's header block is
@@ -128,6 +126,7 @@ _KNOWN_COMMANDS = CLIENT_COMMANDS | SERVER_COMMANDS
 def _known_within(max_command_length: int) -> frozenset[str]:
     """The standard commands that fit max-command-length (no checks needed); once per limit."""
     return frozenset(c for c in _KNOWN_COMMANDS if len(c) <= max_command_length)
+
 
 # Versions whose headers are escaped (frames.py has the tables).
 _ESCAPING_VERSIONS = frozenset({"1.1", "1.2"})
