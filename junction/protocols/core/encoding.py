@@ -224,7 +224,12 @@ class Writer:
         self.buf += _BYTE.pack(value)
 
     def write_bool(self, value: bool) -> None:
-        self.buf += _TRUE if value else _FALSE
+        if value is True:
+            self.buf += _TRUE
+        elif value is False:
+            self.buf += _FALSE
+        else:
+            raise TypeError(f"a boolean field cannot hold {value!r}")
 
     def write_short(self, value: int) -> None:
         self.buf += _SHORT.pack(value)
@@ -255,7 +260,8 @@ class Writer:
         if value is None:
             self.buf += _FALSE
         else:
-            self.buf += _TRUE + (_TRUE if value else _FALSE)
+            self.buf += _TRUE
+            self.write_bool(value)
 
     def write_opt_int(self, value: int | None) -> None:
         if value is None:

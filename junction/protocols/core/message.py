@@ -21,7 +21,7 @@ import enum
 from dataclasses import dataclass
 
 from junction.protocols.core.encoding import Reader, Writer
-from junction.protocols.core.values import Properties, read_properties, write_properties
+from junction.protocols.core.values import Properties, last_value, read_properties, write_properties
 
 __all__ = [
     "BODY_POSITION_BASE",
@@ -75,11 +75,7 @@ class MessageHeaders:
 
     def property(self, name: str, default=None):
         """The value of property ``name`` (its last occurrence, as Artemis keeps)."""
-        found = default
-        for key, value in self.properties or ():
-            if key == name:
-                found = value
-        return found
+        return last_value(self.properties, name, default)
 
 
 def read_headers(r: Reader) -> MessageHeaders:

@@ -35,6 +35,7 @@ __all__ = [
     "PropertyType",
     "Scalar",
     "TransportConfiguration",
+    "last_value",
     "read_properties",
     "read_transport",
     "write_properties",
@@ -152,6 +153,15 @@ def _write_value(w: Writer, value: Any) -> None:
         raise TypeError(f"no CORE property type for {t.__name__} value {value!r}")
 
 
+def last_value(pairs, name: str, default: Any = None) -> Any:
+    """The value of the last ``(name, value)`` pair named ``name``: what Artemis's map keeps."""
+    found = default
+    for key, value in pairs or ():
+        if key == name:
+            found = value
+    return found
+
+
 def read_properties(r: Reader) -> Properties:
     """``TypedProperties``: byte 0 (none) or non-zero, ``int32 count``, count x (SimpleString, type, value)."""
     if not r.read_bool():
@@ -204,11 +214,7 @@ class TransportConfiguration:
 
     def get(self, name: str, default: Any = None) -> Any:
         """The value of parameter ``name`` (the last occurrence, as Artemis's map keeps)."""
-        found = default
-        for key, value in self.params:
-            if key == name:
-                found = value
-        return found
+        return last_value(self.params, name, default)
 
 
 def read_transport(r: Reader) -> TransportConfiguration:
