@@ -102,6 +102,7 @@ HEADERS = MessageHeaders(
                 ("c", Scalar("char", "x")), ("y", Scalar("byte", 1)), ("h", Scalar("short", 2))),
 )
 S = 10
+XID = p.Xid(0x1BB0, b"bq", b"gtx")
 
 
 def seeds() -> list[bytes]:
@@ -120,6 +121,9 @@ def seeds() -> list[bytes]:
         p.SessSendLarge(HEADERS, channel_id=S),
         p.SessSendContinuation(b"chunk", True, None, False, -3, 1, channel_id=S),
         p.SessSendContinuation(b"last", False, 9, True, -4, 1, channel_id=S),
+        p.SessXAStart(XID, channel_id=S), p.SessXAEnd(XID, False, channel_id=S),
+        p.SessXAPrepare(XID, channel_id=S), p.SessXACommit(XID, False, channel_id=S),
+        p.SessXAGetInDoubtXids(channel_id=S),
         p.SessConsumerClose(0, channel_id=S), p.RemoveProducer(1, channel_id=S), p.SessClose(channel_id=S),
     ]
     server = [
@@ -132,6 +136,8 @@ def seeds() -> list[bytes]:
                                    default_consumer_window_size=1048576, channel_id=S),
         p.SessReceiveMsg(b"\x00\x00\x00\x05\x00\x05hello", HEADERS, 0, 1, channel_id=S),
         p.ExceptionMessage(101, "AMQ229019: Queue q already exists on address q", channel_id=S),
+        p.SessXAResponse(False, 0, None, -5, channel_id=S),
+        p.SessXAGetInDoubtXidsResponse((XID,), channel_id=S),
         p.DisconnectV3("node-uuid", p.DisconnectReason.REDIRECT, "other", CONNECTOR),
     ]
     to_server = HANDSHAKE + b"".join(encode_packet(x) for x in client)
@@ -141,5 +147,5 @@ def seeds() -> list[bytes]:
         bytes((0, 1, 3)) + to_server,
         bytes((1, 0, 5)) + to_client,
         bytes((1, 1, 9)) + to_client,
-        bytes((0, 0, 1)) + to_server[:7] + b"\x00\x00\x00\x09\x33" + bytes(8),  # SESS_XA_START
+        bytes((0, 0, 1)) + to_server[:7] + b"\x00\x00\x00\x09\x5b" + bytes(8),  # REPLICATION_APPEND
     ]

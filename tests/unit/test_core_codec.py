@@ -114,7 +114,7 @@ def test_length_below_the_header_is_refused():
 
 def test_an_error_carries_the_packets_before_it_and_kills_the_codec():
     good = encode_packet(p.Ping(1)) + encode_packet(p.SessStart(channel_id=10))
-    bad = (9).to_bytes(4, "big") + bytes([51]) + (10).to_bytes(8, "big")  # SESS_XA_START: not read
+    bad = (9).to_bytes(4, "big") + bytes([91]) + (10).to_bytes(8, "big")  # REPLICATION_APPEND: not read
     codec = CoreCodec(server=False)
     with pytest.raises(UnknownPacket) as info:
         codec.receive_data(good + bad + encode_packet(p.Ping(2)))

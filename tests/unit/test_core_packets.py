@@ -43,6 +43,7 @@ QUEUE_ATTRIBUTES = dict(
     auto_delete=True, auto_delete_delay=5000, auto_delete_message_count=0, group_first_key="first",
     ring_size=100, enabled=True, group_rebalance_pause_dispatch=False,
 )
+XID = p.Xid(0x1BB0, b"branch-1", b"global-transaction-1")
 S = 11  # a session channel
 
 SAMPLES = [
@@ -136,6 +137,25 @@ SAMPLES = [
     p.SessSendContinuation(b"", False, 0, True, channel_id=S),
     p.SessReceiveLargeMsg(3, 1, 204800, HEADERS, channel_id=S),
     p.SessReceiveContinuation(b"chunk", False, 3, channel_id=S),
+    p.SessXAStart(XID, channel_id=S),
+    p.SessXAEnd(XID, True, channel_id=S),
+    p.SessXACommit(XID, False, channel_id=S),
+    p.SessXAPrepare(XID, channel_id=S),
+    p.SessXARollback(XID, channel_id=S),
+    p.SessXAJoin(XID, channel_id=S),
+    p.SessXASuspend(channel_id=S),
+    p.SessXAResume(XID, channel_id=S),
+    p.SessXAForget(XID, channel_id=S),
+    p.SessXAAfterFailed(p.Xid(0, b"", b""), channel_id=S),
+    p.SessXAResponse(False, 0, None, -4, channel_id=S),
+    p.SessXAResponse(True, -7, "XAER_NOTA", channel_id=S),
+    p.SessXAGetInDoubtXids(channel_id=S),
+    p.SessXAGetInDoubtXidsResponse((XID, p.Xid(1, b"b", b"g")), channel_id=S),
+    p.SessXAGetInDoubtXidsResponse((), channel_id=S),
+    p.SessXASetTimeout(300, channel_id=S),
+    p.SessXASetTimeoutResponse(True, channel_id=S),
+    p.SessXAGetTimeout(channel_id=S),
+    p.SessXAGetTimeoutResponse(300, channel_id=S),
 ]
 
 
@@ -195,8 +215,8 @@ def test_a_byte_too_many_is_refused(packet):
     assert info.value.channel_id == packet.channel_id
 
 
-@pytest.mark.parametrize("number", [PacketType.SESS_XA_START, PacketType.REPLICATION_APPEND,
-                                    PacketType.CLUSTER_CONNECT, 0, 127, -23, -128])
+@pytest.mark.parametrize("number", [PacketType.REPLICATION_APPEND, PacketType.CLUSTER_CONNECT,
+                                    PacketType.NODE_ANNOUNCE, PacketType.QUORUM_VOTE, 0, 127, -23, -128])
 def test_an_unknown_or_unsupported_type_is_unsupported_packet(number):
     data = (9).to_bytes(4, "big") + number.to_bytes(1, "big", signed=True) + (12).to_bytes(8, "big")
     with pytest.raises(UnknownPacket) as info:
@@ -242,6 +262,12 @@ def test_send_with_a_trailer_of_no_version_is_refused(extra):
     data[:4] = (len(data) - 4).to_bytes(4, "big")
     with pytest.raises(MalformedPacket):
         decode_packet(bytes(data))
+
+
+def test_xid_is_artemis_s_layout():
+    # XidCodecSupport: int32 formatId, int32 size + branch qualifier, int32 size + global id.
+    data = encode_packet(p.SessXAPrepare(p.Xid(7, b"bq", b"gtx"), channel_id=10))
+    assert data[13:].hex() == "00000007" "00000002" "6271" "00000003" "677478"
 
 
 def test_exception_code_names_the_artemis_type():

@@ -4,10 +4,11 @@
 :mod:`.control` (connection channel, session creation, topology),
 :mod:`.session` (consumers, acks, transactions, credits, producers,
 metadata), :mod:`.queues` (addresses, queues, queue and binding queries) and
-:mod:`.messages` (SESS_SEND, SESS_RECEIVE_MSG, large messages); :mod:`.base`
-has the base class and the field kinds.  Artemis's packet types not here
-(XA, replication, cluster control, federation, the 1.x message layouts) are
-refused by the codec as UNSUPPORTED_PACKET.
+:mod:`.messages` (SESS_SEND, SESS_RECEIVE_MSG, large messages) and :mod:`.xa`
+(the XA calls); :mod:`.base` has the base class and the field kinds.
+Artemis's packet types not here (replication, cluster control, quorum votes,
+federation; the 1.x message layouts) are refused by the codec as
+UNSUPPORTED_PACKET.
 """
 
 from __future__ import annotations
@@ -87,6 +88,26 @@ from junction.protocols.core.packets.session import (
     SessStop,
     SessUniqueAddMetadata,
 )
+from junction.protocols.core.packets.xa import (
+    SessXAAfterFailed,
+    SessXACommit,
+    SessXAEnd,
+    SessXAForget,
+    SessXAGetInDoubtXids,
+    SessXAGetInDoubtXidsResponse,
+    SessXAGetTimeout,
+    SessXAGetTimeoutResponse,
+    SessXAJoin,
+    SessXAPrepare,
+    SessXAResponse,
+    SessXAResume,
+    SessXARollback,
+    SessXASetTimeout,
+    SessXASetTimeoutResponse,
+    SessXAStart,
+    SessXASuspend,
+    Xid,
+)
 
 __all__ = [
     "PACKETS",
@@ -157,4 +178,22 @@ __all__ = [
     "SessUniqueAddMetadata",
     "SubscribeTopology",
     "SubscribeTopologyV2",
+    "SessXAAfterFailed",
+    "SessXACommit",
+    "SessXAEnd",
+    "SessXAForget",
+    "SessXAGetInDoubtXids",
+    "SessXAGetInDoubtXidsResponse",
+    "SessXAGetTimeout",
+    "SessXAGetTimeoutResponse",
+    "SessXAJoin",
+    "SessXAPrepare",
+    "SessXAResponse",
+    "SessXAResume",
+    "SessXARollback",
+    "SessXASetTimeout",
+    "SessXASetTimeoutResponse",
+    "SessXAStart",
+    "SessXASuspend",
+    "Xid",
 ]
