@@ -14,9 +14,10 @@ error                      what the peer did                      answered with
 =========================  =====================================  ==========================
 :class:`UnknownPacket`     a packet type the codec does not read  UNSUPPORTED_PACKET (1)
 :class:`MalformedPacket`   a body that is truncated, too long,    INTERNAL_ERROR (0)
-                           or holds a value no writer produces
+                           holds a value no writer produces, or
+                           a length prefix below the header's 9
 :class:`PacketTooLarge`    a length prefix over ``max-packet-     INTERNAL_ERROR (0)
-                           size``, or below the 9-byte header
+                           size``
 :class:`TooManyChannels`   a session over ``max-channels``        SESSION_CREATION_REJECTED
                            (raised by the connection)             (112)
 =========================  =====================================  ==========================
@@ -125,13 +126,14 @@ class UnknownPacket(CoreProtocolError):
 
 
 class MalformedPacket(CoreProtocolError):
-    """A packet body that does not parse: truncated, trailing bytes, a bad string or value."""
+    """A packet that does not parse: a length below its header, a truncated body, trailing
+    bytes, a bad string or value."""
 
     exception_type = ExceptionType.INTERNAL_ERROR
 
 
 class PacketTooLarge(CoreProtocolError):
-    """A length prefix above ``CoreLimits.max_packet_size`` or below the header's 9 bytes."""
+    """A length prefix above ``CoreLimits.max_packet_size``, refused before the body is awaited."""
 
     exception_type = ExceptionType.INTERNAL_ERROR
 

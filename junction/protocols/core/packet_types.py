@@ -137,7 +137,7 @@ class PacketType(enum.IntEnum):
 
 
 def type_name(number: int) -> str:
-    """``"SESS_SEND (71)"`` for a known number, ``"type 77"`` style for any other."""
+    """``"SESS_SEND (71)"`` for a number of the table, ``"unknown type -23"`` for any other."""
     try:
         return f"{PacketType(number).name} ({number})"
     except ValueError:
