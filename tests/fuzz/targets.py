@@ -24,6 +24,7 @@ TARGETS: dict[str, tuple[str, str]] = {
     "cluster-link": ("tests.fuzz.harness_cluster", "fuzz_link"),
     "cluster-broadcast": ("tests.fuzz.harness_cluster", "fuzz_broadcast"),
     "amqp-server": ("tests.fuzz.harness_amqp_server", "fuzz_amqp_server"),
+    "core": ("tests.fuzz.harness_core", "fuzz_core"),
 }
 
 

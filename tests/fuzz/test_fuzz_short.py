@@ -41,6 +41,7 @@ RUNS = {
     "cluster-link": 1000,
     "cluster-broadcast": 20000,
     "amqp-server": 500,
+    "core": 3000,
 }
 
 
