@@ -12,7 +12,17 @@ outcomes are compared (differential testing).
   JMS client in ``tests/java/JmsScenario.java``, compiled by the fixtures.
 
 The pytest fixtures are in ``tests/conftest.py`` (``artemis_dist``, ``jms``,
-``artemis_factory``, ``artemis``).
+``artemis_factory``, ``artemis``, ``artemis_module``).  A differential test runs one scenario
+against both, changing only the URL::
+
+    def scenario(url):
+        return [{"op": "connect", "url": url, "user": "admin", "password": "admin"},
+                {"op": "send", "queue": "orders", "body": "o{i}", "count": 3},
+                {"op": "receive", "queue": "orders", "count": 3}]
+
+    on_artemis = jms.run(scenario(artemis.url))                       # tcp://127.0.0.1:<port>
+    on_junction = jms.run(scenario(f"tcp://127.0.0.1:{core_port}"))   # a Junction CORE acceptor
+    assert outcome(on_junction) == outcome(on_artemis)  # bodies, types, properties, not IDs
 """
 
 from tests.artemis.broker import ArtemisBroker, ArtemisExited
