@@ -5,12 +5,19 @@
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/scripts/venv.sh"
-# the pipeline's tests run Spark in local mode: PySpark (the spark extra) and a Java runtime
-command -v java >/dev/null || apt_install default-jre-headless
+# the pipeline's tests run Spark in local mode: PySpark (the spark extra) and a Java runtime;
+# the CORE tests compile small Java programs for the real Artemis client (a JDK) and fetch
+# that client and the Artemis broker with Maven
+command -v javac >/dev/null || apt_install default-jdk-headless
+command -v mvn >/dev/null || apt_install maven
 # the appliance tests run the docs' curl examples
 command -v curl >/dev/null || apt_install curl
 install_once "$here[test,spark]"   # only when the venv is new or setup.cfg/pyproject.toml changed
 cd "$here"
+# the real Artemis client and broker, into a cache outside the checkout (tests/artemis/cache.py;
+# at once when cached).  Offline, only the tests that need them fail, saying why.
+"$VENV/bin/python" -m tests.artemis fetch >/dev/null ||
+  echo "test.sh: could not fetch Apache ActiveMQ Artemis; the tests that run it will fail" >&2
 set +e
 # two workers, each taking whole files (module fixtures such as a SparkSession are made once
 # per worker); TEST_WORKERS=0 runs everything in this process

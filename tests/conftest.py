@@ -11,9 +11,31 @@
     ``.start()``; chaining works).  Every broker it made is stopped at
     teardown, whatever state the test left it in.
 
+The real Artemis, client and broker (:mod:`tests.artemis`; fetched into a cache
+outside the repository on first use):
+
+``artemis_dist``
+    The fetched release (session): client jar, unpacked broker distribution.
+``jms``
+    A :class:`~tests.artemis.JmsClient` running scenarios with the real JMS
+    client (``tests/java`` compiled once per change); runs left going are
+    killed at teardown.
+``artemis_factory``
+    ``artemis_factory(name="artemis", **ArtemisBroker_kwargs)``: a constructed,
+    *not yet started* :class:`~tests.artemis.ArtemisBroker` in ``tmp_path``
+    (``.start()`` chains).  At teardown each is stopped, and the test fails if
+    one died by itself or did not stop orderly.
+``artemis``
+    A started ArtemisBroker with the defaults (user ``admin``/``admin``,
+    login required, the main acceptor only).
+``artemis_module``
+    The same, one per test module (Artemis takes seconds to start), made with
+    the module's ``ARTEMIS_OPTIONS`` dict of ArtemisBroker arguments if it
+    has one: tests sharing it use queue and topic names of their own.
+
 When a test fails (in setup or in the test body), the log tail of every
-broker it used is attached to the failure report as a section named
-``broker NAME log``; the full logs stay in the broker's directory under
+broker it used (Junction's and Artemis's) is attached to the failure report as a
+section named ``broker NAME log``; the full logs stay in the broker's directory under
 ``tmp_path``.  Cleanup is layered: fixture finalizers stop the brokers, the
 harness's ``atexit`` hook catches anything a crashed session left, and the
 child's parent-death signal covers a test process killed outright.
@@ -33,6 +55,8 @@ from collections.abc import Callable, Iterator
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tests.artemis import ArtemisBroker, ArtemisDist, JmsClient, compile_sources, fetch
+from tests.artemis.broker import ORDERLY_EXIT
 from tests.harness import BrokerProcess
 
 #: the Hypothesis settings every test starts from (see the module docstring)
@@ -51,7 +75,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
     outcome = yield
     report = outcome.get_result()
     if report.when in ("setup", "call") and report.failed:
-        for b in getattr(item, _BROKERS_ATTR, ()):
+        brokers = list(getattr(item, _BROKERS_ATTR, ()))
+        funcargs = getattr(item, "funcargs", {})
+        brokers += [b for b in funcargs.values() if isinstance(b, ArtemisBroker) and b not in brokers]
+        for b in brokers:
             try:
                 tail = b.log_tail(60)
             except OSError as e:
@@ -112,3 +139,83 @@ def spark(spark_soon):
     session = spark_soon.result(timeout=START_TIMEOUT_S)
     make_active(session)
     return session
+
+
+# -- the real Artemis -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def artemis_dist() -> ArtemisDist:
+    """The Artemis client jar and broker distribution, fetched into the cache if needed."""
+    return fetch()
+
+
+@pytest.fixture(scope="session")
+def jms_classes(artemis_dist: ArtemisDist):
+    """tests/java compiled against the client jar (in the cache, once per change)."""
+    return compile_sources(artemis_dist)
+
+
+@pytest.fixture
+def jms(artemis_dist: ArtemisDist, jms_classes, tmp_path) -> Iterator[JmsClient]:
+    client = JmsClient(artemis_dist, jms_classes, tmp_path / "jms")
+    yield client
+    client.close()
+
+
+def _stop_artemis(brokers: list[ArtemisBroker]) -> list[str]:
+    """Stop each broker; what went wrong: one that died by itself, or did not stop orderly."""
+    errors = []
+    for b in reversed(brokers):
+        died = b.died
+        if died is not None:
+            errors.append(f"{b.name} exited by itself with status {died}")
+        try:
+            was_running = b.running
+            rc = b.stop()
+            if was_running and rc not in ORDERLY_EXIT:
+                errors.append(f"{b.name} did not stop orderly (status {rc})")
+        except Exception as e:  # keep stopping the others
+            errors.append(f"{b.name}: {e!r}")
+    return errors
+
+
+@pytest.fixture
+def artemis_factory(
+    request: pytest.FixtureRequest, artemis_dist: ArtemisDist, tmp_path
+) -> Iterator[Callable[..., ArtemisBroker]]:
+    made: list[ArtemisBroker] = []
+    brokers = getattr(request.node, _BROKERS_ATTR, None)
+    if brokers is None:
+        brokers = []
+        setattr(request.node, _BROKERS_ATTR, brokers)
+
+    def make(name: str = "artemis", **kwargs) -> ArtemisBroker:
+        if any(b.name == name for b in made):
+            raise ValueError(f"artemis_factory: a broker named {name!r} already exists")
+        b = ArtemisBroker(artemis_dist, tmp_path, name, **kwargs)
+        made.append(b)
+        brokers.append(b)
+        return b
+
+    yield make
+    errors = _stop_artemis(made)
+    if errors:
+        pytest.fail("Artemis broker(s): " + "; ".join(errors), pytrace=False)
+
+
+@pytest.fixture
+def artemis(artemis_factory: Callable[..., ArtemisBroker]) -> ArtemisBroker:
+    return artemis_factory().start()
+
+
+@pytest.fixture(scope="module")
+def artemis_module(
+    request: pytest.FixtureRequest, artemis_dist: ArtemisDist, tmp_path_factory
+) -> Iterator[ArtemisBroker]:
+    options = getattr(request.module, "ARTEMIS_OPTIONS", {})
+    b = ArtemisBroker(artemis_dist, tmp_path_factory.mktemp("artemis"), "artemis", **options)
+    yield b.start()
+    errors = _stop_artemis([b])
+    if errors:
+        pytest.fail("Artemis broker: " + "; ".join(errors), pytrace=False)

@@ -16,7 +16,8 @@ Rules this module exists to enforce:
   registered and stopped by an ``atexit`` hook (and by the pytest fixture
   finalizers in ``tests/conftest.py``); on Linux the child also gets
   ``PR_SET_PDEATHSIG`` so it receives SIGTERM if the test process dies hard
-  (SIGKILL, OOM killer) and ``atexit`` never runs.
+  (SIGKILL, OOM killer) and ``atexit`` never runs (:mod:`tests.childproc`,
+  the lifecycle it shares with the real Artemis broker of :mod:`tests.artemis`).
 
 Limits:
 
@@ -45,14 +46,10 @@ Limits:
 
 from __future__ import annotations
 
-import atexit
-import ctypes
-import ctypes.util
 import json
 import os
 import random
 import secrets
-import signal
 import socket
 import subprocess
 import sys
@@ -63,6 +60,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 from xml.sax.saxutils import escape, quoteattr
+
+from tests.childproc import ChildProcess
 
 #: The repository root (the folder holding the ``junction`` package); put on
 #: the child's PYTHONPATH so the broker runs from this checkout, installed or not.
@@ -223,45 +222,6 @@ def wait_for(
         time.sleep(min(interval, remaining))
 
 
-# --------------------------------------------------------------------------- process registry
-
-_live: set[BrokerProcess] = set()
-_live_lock = threading.Lock()
-
-
-def _stop_all_at_exit() -> None:
-    """atexit hook: stop every broker still running."""
-    with _live_lock:
-        brokers = list(_live)
-    for b in brokers:
-        try:
-            b.stop(timeout=5.0)
-        except Exception as e:  # best effort at interpreter exit
-            print(f"harness: could not stop broker {b.name}: {e}", file=sys.stderr)
-
-
-atexit.register(_stop_all_at_exit)
-
-
-def _pdeathsig_preexec() -> Callable[[], None] | None:
-    """A ``preexec_fn`` asking Linux to SIGTERM the child when its parent dies."""
-    if not sys.platform.startswith("linux"):
-        return None
-    libc_name = ctypes.util.find_library("c")
-    if not libc_name:
-        return None
-    try:
-        libc = ctypes.CDLL(libc_name, use_errno=True)
-    except OSError:
-        return None
-    PR_SET_PDEATHSIG = 1
-
-    def preexec() -> None:
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-
-    return preexec
-
-
 # --------------------------------------------------------------------------- broker
 
 
@@ -285,7 +245,7 @@ _ALL_PERMISSIONS = (
 )
 
 
-class BrokerProcess:
+class BrokerProcess(ChildProcess):
     """One Junction broker run as a child process, in its own directory.
 
     ``tmp_dir/name`` holds ``broker.xml`` (written at construction, see
@@ -493,14 +453,6 @@ class BrokerProcess:
     # ----------------------------------------------------------------- lifecycle
 
     @property
-    def pid(self) -> int | None:
-        return self.proc.pid if self.proc is not None else None
-
-    @property
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    @property
     def stomp_address(self) -> tuple[str, int]:
         """``(host, port)`` of the STOMP acceptor, as stomp.py wants it."""
         return (self.host, self.stomp_port)
@@ -552,19 +504,9 @@ class BrokerProcess:
         for f in (self._out, self._err):
             f.write(banner.encode())
             f.flush()
-        preexec = _pdeathsig_preexec() if self.die_with_parent else None
-        self.proc = subprocess.Popen(
-            self.command(),
-            cwd=self.dir,
-            env=self._child_env(),
-            stdin=subprocess.DEVNULL,
-            stdout=self._out,
-            stderr=self._err,
-            preexec_fn=preexec,
-            start_new_session=True,  # a terminal's Ctrl-C reaches pytest, which stops us
+        self._spawn(
+            self.command(), cwd=self.dir, env=self._child_env(), stdout=self._out, stderr=self._err
         )
-        with _live_lock:
-            _live.add(self)
         try:
             self.wait_ready(timeout if timeout is not None else self.startup_timeout)
         except TimeoutError as e:
@@ -600,83 +542,11 @@ class BrokerProcess:
             what=f"broker {self.name} health at {self.mgmt_url}/api/health",
         )
 
-    def stop(self, timeout: float | None = None) -> int | None:
-        """SIGTERM, wait up to ``timeout`` (default ``stop_timeout``), then SIGKILL.
-
-        Returns the exit status (``None`` if never started); idempotent.
-        """
-        proc = self.proc
-        if proc is not None and proc.poll() is None:
-            try:
-                proc.send_signal(signal.SIGTERM)
-                proc.wait(timeout if timeout is not None else self.stop_timeout)
-            except subprocess.TimeoutExpired:
-                print(
-                    f"harness: broker {self.name} ignored SIGTERM; killing it",
-                    file=sys.stderr,
-                )
-                self._kill_group()
-                proc.wait(10)
-            except ProcessLookupError:
-                pass
-        if proc is not None:
-            self._reap_group()
-        self._forget()
-        return proc.returncode if proc is not None else None
-
-    def kill9(self) -> int | None:
-        """SIGKILL the broker (and anything in its session): a crash, no shutdown."""
-        proc = self.proc
-        if proc is not None and proc.poll() is None:
-            self._kill_group()
-            proc.wait(10)
-        self._forget()
-        return proc.returncode if proc is not None else None
-
-    def restart(self, *, kill: bool = False, timeout: float | None = None) -> BrokerProcess:
-        """Stop (gracefully, or with SIGKILL when ``kill``) and start again, same ports."""
-        if kill:
-            self.kill9()
-        else:
-            self.stop()
-        return self.start(timeout)
-
-    def _kill_group(self) -> None:
-        assert self.proc is not None
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            try:
-                self.proc.kill()
-            except ProcessLookupError:
-                pass
-
-    def _reap_group(self) -> None:
-        """SIGKILL anything the broker left in its session (it leads the group)."""
-        assert self.proc is not None
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass  # the usual case: nothing left
-
-    def _forget(self) -> None:
-        with _live_lock:
-            _live.discard(self)
-        self._close_logs()
-
     def _close_logs(self) -> None:
         for f in (self._out, self._err):
             if f is not None:
                 f.close()
         self._out = self._err = None
-
-    def __enter__(self) -> BrokerProcess:
-        if not self.running:
-            self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     def __repr__(self) -> str:
         state = f"pid {self.pid}" if self.running else "stopped"
