@@ -2,7 +2,8 @@
 
 A refused operation raises a :class:`junction.model.errors.BrokerError` (its
 ``kind`` is Artemis's type name), a ``SecurityError`` (SECURITY_EXCEPTION,
-105, with Artemis's AMQ229032/AMQ229213 text), or, for what only the CORE
+105, with Artemis's AMQ229032/AMQ229213 text), a journal error (IO_ERROR, 6,
+when a write or sync failed), or, for what only the CORE
 adapter refuses, a :class:`CoreRefused` carrying its code.
 :func:`exception_for` turns any of them into the ``(code, text)`` of the
 EXCEPTION packet that answers it.
@@ -10,6 +11,7 @@ EXCEPTION packet that answers it.
 
 from __future__ import annotations
 
+from junction.brokercore.journal.errors import JournalError
 from junction.brokercore.security import SecurityError
 from junction.model import errors
 from junction.protocols.core import ExceptionType
@@ -51,4 +53,6 @@ def exception_for(error: BaseException) -> tuple[int, str]:
         return int(_CODES.get(error.kind, ExceptionType.INTERNAL_ERROR)), str(error)
     if isinstance(error, SecurityError):
         return int(ExceptionType.SECURITY_EXCEPTION), str(error)
+    if isinstance(error, (JournalError, OSError)):
+        return int(ExceptionType.IO_ERROR), f"the journal failed: {error}"
     return int(ExceptionType.INTERNAL_ERROR), f"internal error: {error}"

@@ -98,6 +98,8 @@ class CoreProtocol(Protocol):
         self._reading_paused = False
         self._version_timer = None
         self._ttl_timer = None
+        #: the TTL the timer runs for (the client's, from its PINGs)
+        self._ttl_ms = 0
         self._last_read = 0.0
         self.peer = "?"
         #: when the event log was told of this connection (None: it was not)
@@ -150,6 +152,8 @@ class CoreProtocol(Protocol):
             return
         elif action is Action.ANSWER:
             self.write_packet(connection.answer(event))
+            if connection.ttl_ms != self._ttl_ms:
+                self._ttl_changed()
         elif action is Action.TOPOLOGY:
             self._version_known()
             self.write_packet(connection.topology(int(self.reactor.seconds() * 1000)))
@@ -329,8 +333,15 @@ class CoreProtocol(Protocol):
                 f"no SUBSCRIBE_TOPOLOGY or CREATESESSION within {self.connect_timeout:g} s",
             )
 
+    def _ttl_changed(self) -> None:
+        """A PING named another TTL: time it from now."""
+        timer = self._ttl_timer
+        if timer is not None and timer.active():
+            timer.cancel()
+        self._schedule_ttl()
+
     def _schedule_ttl(self, delay: float | None = None) -> None:
-        ttl = self.connection.ttl_ms
+        ttl = self._ttl_ms = self.connection.ttl_ms
         if ttl <= 0:
             self._ttl_timer = self.reactor.callLater(self.connect_timeout, self._ttl_tick)  # look again later
             return

@@ -21,12 +21,12 @@ that is an EXCEPTION confirms nothing, as in Artemis.
 A refused request that asks for an answer gets an EXCEPTION (the V2 form,
 with the correlation id, when the request carries one) and the connection
 stays.  A refused request that asks for none is logged, as Artemis does --
-except where staying silent would mislead: a send under a confirmation
-window (the client would count it as confirmed), a feature not implemented
-here (large messages, XA, scheduled delivery, browsers: the client would
-wait forever), a durable send or an acknowledgement whose journal write
-failed.  Those end the connection with the EXCEPTION (NOT_IMPLEMENTED 213,
-IO_ERROR 6 ...).
+except where staying silent would mislead: a durable send (the client
+believes the message sent), any send under a confirmation window (the client
+would count it as confirmed), a feature not implemented here (large
+messages, XA, scheduled delivery, browsers: the client would wait forever),
+an acknowledgement whose journal write failed.  Those end the connection with
+the EXCEPTION (NOT_IMPLEMENTED 213, IO_ERROR 6 ...).
 """
 
 from __future__ import annotations
@@ -167,8 +167,11 @@ class CoreSession(ConsumerHandlers, QueueHandlers):
             correlation = getattr(packet, "correlation_id", None)
             self.confirm(packet, encode_packet(responses.exception(code, text, self.channel, correlation)), counted=False)
             return
-        if code == ExceptionType.NOT_IMPLEMENTED_EXCEPTION or (self.window >= 0 and packet.__class__ is p.SessSend):
-            # Silence would leave the client waiting, or count the send as confirmed.
+        if code == ExceptionType.NOT_IMPLEMENTED_EXCEPTION or (
+            packet.__class__ is p.SessSend and (self.window >= 0 or packet.headers.durable)
+        ):
+            # Silence would leave the client waiting, count the send as confirmed, or lose
+            # a durable message the client believes sent.
             self.protocol.fail(code, text, self.channel)
             return
         log.info("CORE %s session %s: %s refused: %s", self.protocol.peer, self.name, type(packet).__name__, text)
