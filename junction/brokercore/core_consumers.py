@@ -106,11 +106,12 @@ class CoreConsumer:
         if individual:
             refs = [delivering.pop(message_id)]
         else:
-            refs = []
-            for key in list(delivering):
-                refs.append(delivering.pop(key))
+            taken = []  # the deliveries up to this one: the oldest first (usually just this one)
+            for key in delivering:
+                taken.append(key)
                 if key == message_id:
                     break
+            refs = [delivering.pop(key) for key in taken]
         session = self.core.session
         last = None
         for ref in refs:

@@ -35,7 +35,7 @@ from zope.interface import implementer
 
 from junction.brokercore.core_sessions import CoreSession
 from junction.brokercore.session import ConnectionInfo, ServerSession
-from junction.edge.acceptor import AcceptorFactory, apply_socket_options, prefixes, proxy_details
+from junction.edge.acceptor import AcceptorFactory, apply_socket_options, prefixes
 from junction.edge.tls import peer_subject
 from junction.events.node import close_reason
 from junction.model.message import RoutingType
@@ -272,22 +272,10 @@ class CoreProtocol(Protocol):
             return
         client_id = getattr(request, "client_id", None)
         if self.info is None:
-            proxy_address, proxy_version = proxy_details(self.transport)
-            self.info = ConnectionInfo(
-                "CORE",
-                self.peer,
-                client_id=client_id,
-                acceptor=self.acceptor.name if self.acceptor else None,
-                proxy_address=proxy_address,
-                proxy_version=proxy_version,
+            self.info, self._accepted_at = ConnectionInfo.accepted(
+                self.server, "CORE", self.transport, self.peer, acceptor=self.acceptor,
+                client_id=client_id, user=getattr(principal, "user", None),
             )
-            events = self.server.events
-            if events is not None:
-                self._accepted_at = events.clock()
-                events.connection_accepted(
-                    self.info.id, remote=self.peer, acceptor=self.info.acceptor, protocol="CORE",
-                    user=getattr(principal, "user", None), client_id=client_id,
-                )
         elif client_id and not self.info.client_id:
             self.info.client_id = client_id
         answer = connection.open_session()

@@ -1,6 +1,6 @@
 """Server sessions: what a protocol connection may do with the broker core.
 
-A protocol adapter (STOMP and AMQP today; OpenWire and CORE later)
+A protocol adapter (STOMP, AMQP and CORE today; OpenWire later)
 authenticates a connection, opens one :class:`ServerSession` for it and then
 only calls this API: send, create consumers, acknowledge or cancel
 deliveries, run local transactions, create temporary queues, query addresses
@@ -28,6 +28,7 @@ from twisted.internet import defer
 from junction.brokercore.queue import Consumer, MessageRef, QueueDefinition
 from junction.brokercore.session_queues import AddressQuery, BindingQuery, QueueQuery, SessionQueues
 from junction.brokercore.storage import quiet_failure
+from junction.edge.acceptor import proxy_details
 from junction.model import errors
 from junction.model.filter import FilterError, parse_filter
 from junction.model.message import Message, RoutingType
@@ -71,6 +72,32 @@ class ConnectionInfo:
         #: core sees it, and ``"V1"``/``"V2"``; None otherwise
         self.proxy_address = proxy_address
         self.proxy_version = proxy_version
+
+    @classmethod
+    def accepted(cls, server, protocol: str, transport, remote: str, *, acceptor=None, client_id=None, user=None):
+        """A connection an adapter has just taken on (logged in): its info, with the PROXY
+        details of ``transport``, and the event log told of it.
+
+        Returns ``(info, accepted_at)``: the event log's time of the acceptance, which the
+        adapter gives ``connection_closed`` at the end (None without an event log).
+        """
+        proxy_address, proxy_version = proxy_details(transport)
+        info = cls(
+            protocol,
+            remote,
+            client_id=client_id,
+            acceptor=acceptor.name if acceptor else None,
+            proxy_address=proxy_address,
+            proxy_version=proxy_version,
+        )
+        events = server.events
+        if events is None:
+            return info, None
+        accepted_at = events.clock()
+        events.connection_accepted(
+            info.id, remote=remote, acceptor=info.acceptor, protocol=protocol, user=user, client_id=client_id
+        )
+        return info, accepted_at
 
 
 def _call_then_pass(value, fn):

@@ -316,3 +316,34 @@ def test_the_acceptor_s_prefixes():
     queue = broker.server.find_queue("orders")
     assert queue is not None and queue.message_count == 1
     assert broker.server.addresses["orders"].routing_types == {RoutingType.ANYCAST}
+
+
+class _Log:
+    """An event log that keeps what it is given."""
+
+    def __init__(self):
+        self.events: list = []
+
+    def enabled(self, kind) -> bool:
+        return True
+
+    def emit(self, kind, **fields) -> None:
+        self.events.append((kind, fields))
+
+
+def test_the_event_log_hears_of_the_connection_once_and_of_its_end():
+    from junction.events.node import NodeEvents
+
+    broker = Broker(users=USERS, security_settings=SECURITY)
+    log = _Log()
+    broker.server.events = NodeEvents(log, broker.server.node_id, clock=broker.clock.seconds)
+    client = CoreClient(broker)
+    client.open(user="alice", password="wrong")  # refused: not a connection of the node yet
+    assert log.events == []
+    client.send(create_session(user="alice", password="secret", client_id="app-9"))
+    client.session(11, user="alice", password="secret")
+    broker.run(2.5)
+    client.lose()
+    kinds = [(kind, fields.get("protocol"), fields.get("user"), fields.get("client_id")) for kind, fields in log.events]
+    assert kinds == [("connection.accepted", "CORE", "alice", "app-9"), ("connection.closed", None, None, None)]
+    assert log.events[1][1]["duration_ms"] == 2500.0 and log.events[1][1]["reason"] == "closed"
