@@ -235,6 +235,7 @@ class CoreSession(ConsumerHandlers, QueueHandlers):
             protocol.pending_changed(-1)
             if entry.fatal is not None:
                 protocol.fail(*entry.fatal, self.channel)
+                protocol.pending_changed(-len(queue))  # nothing more is written: the connection ends
                 queue.clear()
                 return
             self._out(entry.data, entry.confirm)
