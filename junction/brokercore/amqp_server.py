@@ -39,7 +39,6 @@ from junction.edge.acceptor import (
     AcceptorFactory,
     apply_socket_options,
     prefixes,
-    proxy_details,
 )
 from junction.edge.tls import certificate_login, peer_subject
 from junction.events.node import close_reason
@@ -346,22 +345,10 @@ class AmqpProtocol(Protocol):
             self._connect_timer.cancel()
         self._connect_timer = None
         container = conn.remote_container or None
-        proxy_address, proxy_version = proxy_details(self.transport)
-        self.info = ConnectionInfo(
-            "AMQP",
-            self.peer,
-            client_id=container,
-            acceptor=self.acceptor.name if self.acceptor else None,
-            proxy_address=proxy_address,
-            proxy_version=proxy_version,
+        self.info, self._accepted_at = ConnectionInfo.accepted(
+            self.server, "AMQP", self.transport, self.peer, acceptor=self.acceptor,
+            client_id=container, user=getattr(self.principal, "user", None),
         )
-        events = self.server.events
-        if events is not None:
-            self._accepted_at = events.clock()
-            events.connection_accepted(
-                self.info.id, remote=self.peer, acceptor=self.info.acceptor, protocol="AMQP",
-                user=getattr(self.principal, "user", None), client_id=container,
-            )
         conn.container = self.server.node_id if getattr(self.server, "node_id", None) else "junction"
         conn.offered_capabilities = [ANONYMOUS_RELAY, SHARED_SUBS]
         # What a gateway pool's readiness probe reads (junction/gateway/amqp_probe.py;

@@ -1,6 +1,6 @@
 """Server sessions: what a protocol connection may do with the broker core.
 
-A protocol adapter (STOMP and AMQP today; OpenWire and CORE later)
+A protocol adapter (STOMP, AMQP and CORE today; OpenWire later)
 authenticates a connection, opens one :class:`ServerSession` for it and then
 only calls this API: send, create consumers, acknowledge or cancel
 deliveries, run local transactions, create temporary queues, query addresses
@@ -22,19 +22,28 @@ from __future__ import annotations
 import itertools
 import logging
 import uuid
-from dataclasses import dataclass
 
 from twisted.internet import defer
 
 from junction.brokercore.queue import Consumer, MessageRef, QueueDefinition
+from junction.brokercore.session_queues import AddressQuery, BindingQuery, QueueQuery, SessionQueues
 from junction.brokercore.storage import quiet_failure
+from junction.edge.acceptor import proxy_details
 from junction.model import errors
 from junction.model.filter import FilterError, parse_filter
 from junction.model.message import Message, RoutingType
 
 log = logging.getLogger("junction.session")
 
-__all__ = ["ServerSession", "ServerConsumer", "Transaction", "ConnectionInfo", "AddressQuery", "QueueQuery"]
+__all__ = [
+    "AddressQuery",
+    "BindingQuery",
+    "ConnectionInfo",
+    "QueueQuery",
+    "ServerConsumer",
+    "ServerSession",
+    "Transaction",
+]
 
 
 class ConnectionInfo:
@@ -64,28 +73,31 @@ class ConnectionInfo:
         self.proxy_address = proxy_address
         self.proxy_version = proxy_version
 
+    @classmethod
+    def accepted(cls, server, protocol: str, transport, remote: str, *, acceptor=None, client_id=None, user=None):
+        """A connection an adapter has just taken on (logged in): its info, with the PROXY
+        details of ``transport``, and the event log told of it.
 
-@dataclass(frozen=True)
-class AddressQuery:
-    """What a session may learn of an address (Artemis ``AddressQueryResult``)."""
-
-    name: str
-    routing_types: frozenset
-    auto_created: bool
-
-
-@dataclass(frozen=True)
-class QueueQuery:
-    """What a session may learn of a queue (Artemis ``QueueQueryResult``)."""
-
-    name: str
-    address: str
-    routing_type: RoutingType
-    filter: str | None
-    durable: bool
-    temporary: bool
-    consumer_count: int
-    message_count: int
+        Returns ``(info, accepted_at)``: the event log's time of the acceptance, which the
+        adapter gives ``connection_closed`` at the end (None without an event log).
+        """
+        proxy_address, proxy_version = proxy_details(transport)
+        info = cls(
+            protocol,
+            remote,
+            client_id=client_id,
+            acceptor=acceptor.name if acceptor else None,
+            proxy_address=proxy_address,
+            proxy_version=proxy_version,
+        )
+        events = server.events
+        if events is None:
+            return info, None
+        accepted_at = events.clock()
+        events.connection_accepted(
+            info.id, remote=remote, acceptor=info.acceptor, protocol=protocol, user=user, client_id=client_id
+        )
+        return info, accepted_at
 
 
 def _call_then_pass(value, fn):
@@ -163,6 +175,26 @@ class ServerConsumer:
         was = consumer.credit_messages
         consumer.credit_messages = messages
         return was
+
+    def set_byte_credit(self, size: int | None) -> None:
+        """Set the byte credit outright (None: unlimited, as CORE's credits -1); deliveries
+        resume if it allows them."""
+        consumer = self.consumer
+        consumer.credit_bytes = size
+        if consumer.has_credit():
+            self.queue.deliver_soon()
+
+    def recharge(self, ref, size: int) -> None:
+        """The delivery of ``ref`` costs ``size`` bytes of credit rather than ``ref.size``.
+
+        For a protocol whose window counts its own bytes on the wire (CORE
+        takes each SESS_RECEIVE_MSG's size from the consumer's credits): its
+        delivery callback says so once it has encoded the delivery.  The
+        credit may go negative; deliveries stop until it is positive again.
+        """
+        consumer = self.consumer
+        if consumer.credit_bytes is not None:
+            consumer.credit_bytes += ref.size - size
 
     def deliver_now(self) -> None:
         """Run a delivery pass of the queue now, not at the end of this reactor turn (AMQP drain)."""
@@ -249,8 +281,8 @@ class Transaction:
         self.acks.clear()
 
 
-class ServerSession:
-    """One connection's view of the broker core."""
+class ServerSession(SessionQueues):
+    """One connection's view of the broker core (its addresses and queues: :class:`SessionQueues`)."""
 
     def __init__(self, server, principal, connection: ConnectionInfo):
         self.server = server
@@ -556,60 +588,6 @@ class ServerSession:
         server.guard_cluster_change(f"remove durable subscription {queue.name}")
         server.destroy_queue(queue.name)
         server.cluster_changed("delete", queue, "subscription")
-
-    # -- temporary queues, queries ---------------------------------------------------------
-    def create_temporary_queue(self, name: str, routing_type: RoutingType) -> None:
-        """A temporary queue on its own address, gone with this session (or :meth:`delete_temporary_queue`)."""
-        self.check("createNonDurableQueue", name, name)
-        self.server.create_queue(
-            QueueDefinition(name=name, address=name, routing_type=routing_type, durable=False, temporary=True)
-        )
-        self.temporary_queues.add(name)
-
-    def delete_temporary_queue(self, name: str) -> None:
-        self.temporary_queues.discard(name)
-        self.server.destroy_queue(name)
-
-    def check_producer(self, address: str) -> None:
-        """A producer may send to ``address`` (an AMQP sending link's target).
-
-        Raises ``SecurityError``, or
-        :class:`junction.model.errors.NonExistentAddressError` when the
-        address does not exist and address-settings do not auto-create it.
-        """
-        self.check("send", address)
-        server = self.server
-        if address not in server.addresses and "::" not in address:
-            settings = server.settings.resolve(address)
-            if not settings.auto_create_addresses:
-                raise errors.NonExistentAddressError(
-                    f"address {address} does not exist and auto-create-addresses is false"
-                )
-            self.check("createAddress", address)
-
-    def address_query(self, name: str) -> AddressQuery | None:
-        """The address ``name``, or None when it does not exist (nothing is created)."""
-        address = self.server.addresses.get(name)
-        if address is None:
-            return None
-        return AddressQuery(address.name, frozenset(address.routing_types), address.auto_created)
-
-    def queue_query(self, name: str) -> QueueQuery | None:
-        """The queue ``name``, or None when it does not exist (nothing is created)."""
-        queue = self.server.find_queue(name)
-        if queue is None:
-            return None
-        defn = queue.definition
-        return QueueQuery(
-            queue.name,
-            queue.address,
-            queue.routing_type,
-            defn.filter,
-            queue.durable,
-            defn.temporary,
-            len(queue.consumers),
-            queue.message_count,
-        )
 
     # -- settlement ----------------------------------------------------------------------
     def acknowledge(self, ref: MessageRef, tx: Transaction | None = None):

@@ -36,7 +36,6 @@ from junction.edge.acceptor import (
     AcceptorFactory,
     apply_socket_options,
     prefixes,
-    proxy_details,
 )
 from junction.edge.tls import peer_subject
 from junction.events.node import close_reason
@@ -414,24 +413,12 @@ class StompProtocol(StompSubscriptions, Protocol):
                 raise StompError(*login_refused(offer.login))
         self.version = offer.version
         client_id = offer.client_id
-        peer = self._peer()
-        proxy_address, proxy_version = proxy_details(self.transport)
-        info = ConnectionInfo(
-            "STOMP",
-            peer,
-            client_id=client_id,
-            acceptor=self.acceptor.name if self.acceptor else None,
-            proxy_address=proxy_address,
-            proxy_version=proxy_version,
+        info, self._accepted_at = ConnectionInfo.accepted(
+            self.server, "STOMP", self.transport, self._peer(), acceptor=self.acceptor,
+            client_id=client_id, user=getattr(principal, "user", None),
         )
         self.session = ServerSession(self.server, principal, info)
         self.session_id = f"{self.server.node_id[:8]}-{info.id}"
-        events = self.server.events
-        if events is not None:
-            self._accepted_at = events.clock()
-            events.connection_accepted(
-                info.id, remote=peer, acceptor=info.acceptor, protocol="STOMP", user=self.session.user, client_id=client_id
-            )
         probe = client_id is not None and client_id.startswith(ROUTER_PROBE_CLIENT_ID_PREFIX)
         accepted = connection.accept(
             self.session_id, f"Junction/{__version__}", self._probe_headers() if probe else ()

@@ -30,8 +30,9 @@ __all__ = [
     "parse_transport_url",
 ]
 
-#: Protocols an acceptor may name in ``protocols=`` and Junction serves.
-#: Artemis's protocols, plus Junction's CLUSTER (an acceptor for cluster links only).
+#: Protocols an acceptor may name in ``protocols=``: Artemis's that Junction serves or will
+#: serve (the protocol table says which have an adapter in this build: CORE, AMQP and STOMP),
+#: plus Junction's CLUSTER (an acceptor for cluster links only).
 PROTOCOLS = ("CORE", "AMQP", "STOMP", "OPENWIRE", "CLUSTER")
 #: Protocols Artemis knows that Junction refuses.
 UNSUPPORTED_PROTOCOLS = tuple(UNIMPLEMENTED["protocols"])

@@ -32,18 +32,19 @@ def test_built_in_rows_in_detection_order():
         "CLUSTER": (False, False, False),
         "AMQP": (True, True, True),
         "STOMP": (True, False, True),
-        "CORE": (False, False, False),
+        "CORE": (False, False, True),  # served by the broker core; no gateway side yet
         "MQTT": (False, False, False),
         "OPENWIRE": (False, False, False),
     }
 
 
 def test_the_three_lists_come_from_the_table():
-    assert SERVED_PROTOCOLS == frozenset({"STOMP", "AMQP"})
+    assert SERVED_PROTOCOLS == frozenset({"STOMP", "AMQP", "CORE"})
     assert ROUTED_PROTOCOLS == frozenset({"STOMP", "AMQP"})
     assert REDIRECTING_PROTOCOLS == frozenset({"AMQP"})
     assert PROTOCOL_FACTORIES["STOMP"] is StompFactory
     assert PROTOCOL_FACTORIES["AMQP"].__name__ == "AmqpFactory"
+    assert PROTOCOL_FACTORIES["CORE"].__name__ == "CoreFactory"
 
 
 def test_every_dotted_path_loads():
@@ -61,7 +62,8 @@ def test_entries_are_frozen():
 
 def test_acceptor_part_defaults_to_the_name_when_served():
     assert registry.protocol("STOMP").part == "STOMP"
-    assert registry.protocol("CORE").part is None
+    assert registry.protocol("CORE").part == "CORE"
+    assert registry.protocol("OPENWIRE").part is None
     assert dataclasses.replace(ENTRY, acceptor_part="STOMP").part == "STOMP"
 
 

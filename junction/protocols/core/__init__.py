@@ -14,10 +14,13 @@ Modules, bottom up:
 * :mod:`.message` -- the message inside SESS_SEND and SESS_RECEIVE_MSG;
 * :mod:`.packet_types`, :mod:`.versions` -- the type numbers and wire versions;
 * :mod:`.packets` -- one frozen dataclass per packet;
-* :mod:`.codec` -- framing: :class:`CoreCodec`, :class:`CoreLimits`.
+* :mod:`.codec` -- framing: :class:`CoreCodec`, :class:`CoreLimits`;
+* :mod:`.connection` -- the server side of a connection as a state table:
+  channels, the client's version, sessions, the answers given at once;
+* :mod:`.responses` -- each answer in the form the client's version reads.
 
-The connection state machine, the broker adapter and the gateway side build on
-these (docs/adding-a-protocol.md).
+The broker's adapter (``junction/brokercore/core_server.py``) and the gateway
+side build on these (docs/adding-a-protocol.md, docs/core.md).
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ needs these: which form to send to a client of a given version.
 from __future__ import annotations
 
 __all__ = [
+    "ACCEPTED_VERSIONS",
     "ADDRESSING_CHANGE_VERSION",
     "ASYNC_RESPONSE_CHANGE_VERSION",
     "CLIENT_ID_VERSION",
@@ -21,7 +22,11 @@ __all__ = [
     "CONSUMER_PRIORITY_VERSION",
     "CURRENT_VERSION",
     "PRODUCER_METRICS_VERSION",
+    "BINDING_QUERY_V3_VERSION",
     "BINDING_QUERY_V5_VERSION",
+    "DISCONNECT_V2_VERSION",
+    "QUERY_V2_VERSION",
+    "TOPOLOGY_V2_VERSION",
 ]
 
 #: The version this codec speaks: Artemis's ``incrementingVersion`` from 2.37.0 on.
@@ -31,8 +36,20 @@ CURRENT_VERSION = 136
 #: 121 to 136; older clients get EXCEPTION 108).
 COMPATIBLE_VERSIONS = frozenset(range(121, 137))
 
+#: From 122: CLUSTER_TOPOLOGY_V2 (an event id and the backup group).
+TOPOLOGY_V2_VERSION = 122
+#: From 125: DISCONNECT_V2 and CLUSTER_TOPOLOGY_V3 (the scale-down target and group).
+DISCONNECT_V2_VERSION = 125
+#: From 126: SESS_QUEUEQUERY_RESP_V2 and SESS_BINDINGQUERY_RESP_V2 (auto-create-queues).
+QUERY_V2_VERSION = 126
+#: From 127: SESS_BINDINGQUERY_RESP_V3 (auto-create-addresses).
+BINDING_QUERY_V3_VERSION = 127
 #: Below this, messages use the 1.x layout (``SessionSendMessage_1X``); not read here.
 ADDRESSING_CHANGE_VERSION = 129
+#: Client versions this package's server side serves: the compatible ones whose messages
+#: it reads (from :data:`ADDRESSING_CHANGE_VERSION`, Artemis 2.0.0, on: Artemis 1.x
+#: clients, 121 to 128, lay messages out in the 1.x form, and get EXCEPTION 108 instead).
+ACCEPTED_VERSIONS = frozenset(v for v in COMPATIBLE_VERSIONS if v >= ADDRESSING_CHANGE_VERSION)
 #: From 2.7.0: NULL_RESPONSE and EXCEPTION carry the request's correlation id,
 #: SESS_SEND carries one (``SessionSendMessage_V2``).
 ASYNC_RESPONSE_CHANGE_VERSION = 130

@@ -1,0 +1,190 @@
+"""CORE messages to the broker's :class:`~junction.model.message.Message`, and back.
+
+A CORE client must get back what it sent: the same properties with the same
+types, the same body bytes, the same type byte and JMS message id.  What
+the model has a field for goes there; what it has not travels in
+``Message.native["core"]`` (stored with the message in the journal), a few
+bytes::
+
+    byte version (1) | byte type | byte flags | [16 bytes userID, if flag USER_ID]
+
+Fields (core.md section 4): ``durable``, ``priority``, ``expiration`` and
+``timestamp`` are the model's own; the address is the message's (or the
+producer's, when the message names none); the client's message id (0) is
+replaced by the broker's.  ``_AMQ_ROUTING_TYPE`` (the JMS client's
+destination type) stays a property and also sets the model's routing type.
+
+Properties: a CORE typed value becomes the model's value of the same width
+(:class:`~junction.model.message.Typed` for byte, short, int, float and char,
+plain Python for long, double, boolean, string, bytes and null), and back.
+A name the client repeated keeps its last value, as Artemis's map does.
+
+Bodies:
+
+* TEXT (a JMS TextMessage): the body is one nullable SimpleString; the model
+  keeps the text as UTF-8 (``BodyType.TEXT``), so other protocols read text,
+  and it is written back as the same SimpleString (a null text is flagged).
+  A TEXT body that is not exactly one such string is kept as it came.
+* BYTES and DEFAULT: the bytes, as they are (``BodyType.BYTES``).
+* MAP, STREAM, OBJECT, EMBEDDED: the bytes in CORE's layout, flagged
+  (``CORE_BODY``), with the model's body type; converting them for other
+  protocols (JMS map and stream messages as AMQP sections and back) is not
+  done yet.
+
+A message from another protocol (no ``native["core"]``) goes to a CORE
+client as TEXT when the model says text, BYTES when it says bytes, and as a
+DEFAULT message with the model's body bytes otherwise.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from junction.model.message import BodyType, Message, RoutingType, Typed
+from junction.protocols.core import MessageHeaders, MessageType, Scalar
+
+__all__ = ["NATIVE_KEY", "ROUTING_TYPE_PROPERTY", "from_core", "to_core"]
+
+#: ``Message.native`` key of what only CORE has.
+NATIVE_KEY = "core"
+#: The JMS client's destination type property: byte 0 MULTICAST, 1 ANYCAST.
+ROUTING_TYPE_PROPERTY = "_AMQ_ROUTING_TYPE"
+
+_NATIVE_VERSION = 1
+_USER_ID = 0x01  # a 16-byte userID (the JMS message id) follows
+_NULL_TEXT = 0x02  # a TEXT message whose text is null
+_CORE_BODY = 0x04  # the body is kept in CORE's layout
+_NATIVE = struct.Struct(">BbB")
+
+_TEXT = MessageType.TEXT
+_BYTES = MessageType.BYTES
+_DEFAULT = MessageType.DEFAULT
+_INT_BOUNDS = (-(2**63), 2**63 - 1)
+
+#: CORE type -> the model's body type, for bodies kept as they came.
+_BODY_TYPES = {
+    MessageType.DEFAULT: BodyType.BYTES,
+    MessageType.BYTES: BodyType.BYTES,
+    MessageType.MAP: BodyType.MAP,
+    MessageType.STREAM: BodyType.STREAM,
+    MessageType.OBJECT: BodyType.OBJECT,
+}
+_ROUTING_TYPES = {0: RoutingType.MULTICAST, 1: RoutingType.ANYCAST}
+_TYPED = frozenset({"byte", "short", "int", "float", "char"})
+
+
+def _text_of(body: bytes) -> str | None | bytes:
+    """The text of a TEXT body (None: a null text); the body itself when it is not one
+    nullable SimpleString."""
+    if body[:1] == b"\x00" and len(body) == 1:
+        return None
+    if len(body) >= 5 and body[0] == 1:
+        size = int.from_bytes(body[1:5], "big", signed=True)
+        if size >= 0 and size % 2 == 0 and len(body) == 5 + size:
+            return body[5:].decode("utf-16-le", "surrogatepass")
+    return body
+
+
+def _text_body(text: str | None) -> bytes:
+    if text is None:
+        return b"\x00"
+    data = text.encode("utf-16-le", "surrogatepass")
+    return b"\x01" + len(data).to_bytes(4, "big") + data
+
+
+def _from_core_value(value):
+    if value.__class__ is Scalar:
+        return Typed(value.kind, value.value)
+    return value
+
+
+def _to_core_value(value):
+    cls = value.__class__
+    if cls is str or cls is bool or value is None or cls is bytes or cls is float:
+        return value
+    if cls is int:
+        return value if _INT_BOUNDS[0] <= value <= _INT_BOUNDS[1] else str(value)
+    if cls is Typed:
+        kind = value.kind
+        if kind in _TYPED:
+            return Scalar(kind, value.value)
+        return _to_core_value(value.value)  # long, double: plain
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    return str(value)
+
+
+def from_core(body: bytes, headers: MessageHeaders, address: str) -> Message:
+    """The model's message for a CORE message sent to ``address`` (see the module doc)."""
+    properties = {}
+    pairs = headers.properties
+    if pairs:
+        for name, value in pairs:
+            properties[name] = value if value.__class__ is not Scalar else Typed(value.kind, value.value)
+    kind = headers.type
+    flags = 0
+    if kind == _TEXT:
+        text = _text_of(body)
+        if text is None:
+            flags |= _NULL_TEXT
+            body, body_type = b"", BodyType.TEXT
+        elif text.__class__ is str:
+            body, body_type = text.encode("utf-8", "surrogatepass"), BodyType.TEXT
+        else:
+            flags |= _CORE_BODY
+            body_type = BodyType.BYTES
+    else:
+        body_type = _BODY_TYPES.get(kind, BodyType.BYTES)
+        if kind != _BYTES and kind != _DEFAULT:
+            flags |= _CORE_BODY
+    user_id = headers.user_id
+    native = _NATIVE.pack(_NATIVE_VERSION, kind, flags | (_USER_ID if user_id is not None else 0))
+    if user_id is not None:
+        native += user_id
+    routing = properties.get(ROUTING_TYPE_PROPERTY)
+    return Message(
+        address,
+        body,
+        body_type,
+        headers.durable,
+        headers.priority,
+        headers.expiration,
+        headers.timestamp,
+        None if routing is None else _ROUTING_TYPES.get(getattr(routing, "value", routing)),
+        properties,
+        native={NATIVE_KEY: native},
+    )
+
+
+def to_core(message: Message) -> tuple[bytes, MessageHeaders]:
+    """The body and headers of the CORE message a consumer is given for ``message``."""
+    native = message.native.get(NATIVE_KEY) if message.native else None
+    body = message.body
+    user_id = None
+    if native is not None and len(native) >= _NATIVE.size and native[0] == _NATIVE_VERSION:
+        _version, kind, flags = _NATIVE.unpack_from(native)
+        if flags & _USER_ID:
+            user_id = bytes(native[3:19])
+        if kind == _TEXT and not flags & _CORE_BODY:
+            body = _text_body(None if flags & _NULL_TEXT else body.decode("utf-8", "surrogatepass"))
+    elif message.body_type == BodyType.TEXT:
+        kind = _TEXT
+        body = _text_body(body.decode("utf-8", "replace"))
+    elif message.body_type == BodyType.BYTES:
+        kind = _BYTES
+    else:
+        kind = _DEFAULT
+    properties = message.properties
+    pairs = tuple((name, _to_core_value(value)) for name, value in properties.items()) if properties else None
+    headers = MessageHeaders(
+        message.message_id,
+        message.address,
+        user_id,
+        kind,
+        message.durable,
+        message.expiration,
+        message.timestamp,
+        message.priority,
+        pairs,
+    )
+    return body, headers
