@@ -25,6 +25,7 @@ TARGETS: dict[str, tuple[str, str]] = {
     "cluster-broadcast": ("tests.fuzz.harness_cluster", "fuzz_broadcast"),
     "amqp-server": ("tests.fuzz.harness_amqp_server", "fuzz_amqp_server"),
     "core": ("tests.fuzz.harness_core", "fuzz_core"),
+    "core-opening": ("tests.fuzz.harness_core_opening", "fuzz_opening"),
 }
 
 

@@ -42,6 +42,7 @@ RUNS = {
     "cluster-broadcast": 20000,
     "amqp-server": 500,
     "core": 3000,
+    "core-opening": 3000,
 }
 
 
