@@ -133,7 +133,13 @@ BUILT_IN: tuple[ProtocolEntry, ...] = (
         adapter="junction.brokercore.stomp_server:StompFactory",
         frame_size_param="stompMaxFramePayloadLength",
     ),
-    ProtocolEntry("CORE", f"{_SIGNATURES}:core", adapter="junction.brokercore.core_server:CoreFactory"),
+    ProtocolEntry(
+        "CORE",
+        f"{_SIGNATURES}:core",
+        gateway="junction.gateway.core_side:CoreSide",
+        redirects=True,
+        adapter="junction.brokercore.core_server:CoreFactory",
+    ),
     ProtocolEntry("MQTT", f"{_SIGNATURES}:mqtt"),
     ProtocolEntry("OPENWIRE", f"{_SIGNATURES}:openwire"),
 )

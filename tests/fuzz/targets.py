@@ -26,6 +26,7 @@ TARGETS: dict[str, tuple[str, str]] = {
     "amqp-server": ("tests.fuzz.harness_amqp_server", "fuzz_amqp_server"),
     "core": ("tests.fuzz.harness_core", "fuzz_core"),
     "core-server": ("tests.fuzz.harness_core_server", "fuzz_core_server"),
+    "core-opening": ("tests.fuzz.harness_core_opening", "fuzz_opening"),
 }
 
 

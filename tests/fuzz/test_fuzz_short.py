@@ -43,6 +43,7 @@ RUNS = {
     "amqp-server": 500,
     "core": 3000,
     "core-server": 500,
+    "core-opening": 3000,
 }
 
 
