@@ -14,6 +14,7 @@ the real Artemis client's opening (``test_core_opening``) with its login.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from types import SimpleNamespace
 
@@ -285,7 +286,12 @@ def test_an_unreachable_target_answers_with_a_routing_exception(gateways, core_r
     assert c.closed and g.factory.decisions == {"unreachable": 1}
 
 
-def test_without_the_row_core_is_sniffed_and_closed(gateways):
+def test_without_the_row_core_is_sniffed_and_closed(gateways, monkeypatch):
+    bare = dataclasses.replace(ENTRY, gateway=None, redirects=False)
+    table = tuple(bare if entry.name == "CORE" else entry for entry in registry.protocol_table())
+    monkeypatch.setattr(registry, "_table", table)
+    monkeypatch.setattr(listener, "ROUTED_PROTOCOLS", registry.routed())
+    monkeypatch.setattr(listener, "REDIRECTING_PROTOCOLS", registry.redirecting())
     acceptor_protocols = frozenset({"CORE"})
     g = gateways(protocols=acceptor_protocols)
     c = g.client()

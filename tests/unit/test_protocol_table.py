@@ -32,7 +32,7 @@ def test_built_in_rows_in_detection_order():
         "CLUSTER": (False, False, False),
         "AMQP": (True, True, True),
         "STOMP": (True, False, True),
-        "CORE": (False, False, True),  # served by the broker core; no gateway side yet
+        "CORE": (True, True, True),
         "MQTT": (False, False, False),
         "OPENWIRE": (False, False, False),
     }
@@ -40,8 +40,8 @@ def test_built_in_rows_in_detection_order():
 
 def test_the_three_lists_come_from_the_table():
     assert SERVED_PROTOCOLS == frozenset({"STOMP", "AMQP", "CORE"})
-    assert ROUTED_PROTOCOLS == frozenset({"STOMP", "AMQP"})
-    assert REDIRECTING_PROTOCOLS == frozenset({"AMQP"})
+    assert ROUTED_PROTOCOLS == frozenset({"STOMP", "AMQP", "CORE"})
+    assert REDIRECTING_PROTOCOLS == frozenset({"AMQP", "CORE"})
     assert PROTOCOL_FACTORIES["STOMP"] is StompFactory
     assert PROTOCOL_FACTORIES["AMQP"].__name__ == "AmqpFactory"
     assert PROTOCOL_FACTORIES["CORE"].__name__ == "CoreFactory"
