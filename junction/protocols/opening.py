@@ -131,15 +131,23 @@ class Opening(abc.ABC):
     #: Whether :meth:`redirect` is available (the protocol has a native redirect).
     redirects: ClassVar[bool] = False
 
-    @property
-    @abc.abstractmethod
-    def state(self) -> object:
-        """Where the opening stands (the reader's own state enum)."""
+    # A reader keeps ``self._state``, ``self._failure`` and ``self._max_bytes``; these three
+    # read them the same way for every protocol.
 
     @property
-    @abc.abstractmethod
+    def state(self) -> object:
+        """Where the opening stands (the reader's own state enum)."""
+        return self._state
+
+    @property
     def failure(self) -> Failed | None:
         """The failure, once a :class:`Failed` event was returned."""
+        return self._failure
+
+    @property
+    def max_bytes(self) -> int:
+        """The reader's limit on the octets it holds until the opening is decided."""
+        return self._max_bytes
 
     @property
     @abc.abstractmethod

@@ -477,16 +477,6 @@ class AmqpOpening(Opening):
     # -- state ----------------------------------------------------------------------
 
     @property
-    def state(self) -> OpeningState:
-        """Where the opening stands."""
-        return self._state
-
-    @property
-    def max_bytes(self) -> int:
-        """The limit on the opening after SASL."""
-        return self._max_bytes
-
-    @property
     def container_id(self) -> str:
         """The gateway's container-id in the Opens it writes."""
         return self._container_id
@@ -495,11 +485,6 @@ class AmqpOpening(Opening):
     def sasl(self) -> SaslServer:
         """The SASL server (its state, offered mechanisms, error)."""
         return self._sasl
-
-    @property
-    def failure(self) -> OpeningFailed | None:
-        """The failure, once :class:`OpeningFailed` was returned."""
-        return self._failure
 
     @property
     def buffered(self) -> int:

@@ -423,24 +423,9 @@ class CoreOpening(Opening):
     # -- state ------------------------------------------------------------------------
 
     @property
-    def state(self) -> OpeningState:
-        """Where the opening stands."""
-        return self._state
-
-    @property
-    def failure(self) -> OpeningFailed | None:
-        """The failure, once :class:`OpeningFailed` was returned."""
-        return self._failure
-
-    @property
     def buffered(self) -> int:
         """Octets held until the CREATESESSION is complete (never more than ``max_bytes``)."""
         return len(self._raw)
-
-    @property
-    def max_bytes(self) -> int:
-        """The limit on the stream up to the end of the CREATESESSION."""
-        return self._max_bytes
 
     @property
     def limits(self) -> CoreLimits:

@@ -252,24 +252,9 @@ class StompOpening(Opening):
     # -- state ------------------------------------------------------------------------
 
     @property
-    def state(self) -> OpeningState:
-        """Where the opening stands."""
-        return self._state
-
-    @property
-    def failure(self) -> OpeningFailed | None:
-        """The failure, once :class:`OpeningFailed` was returned."""
-        return self._failure
-
-    @property
     def buffered(self) -> int:
         """Octets held until the CONNECT is complete (never more than ``max_bytes``)."""
         return len(self._buf)
-
-    @property
-    def max_bytes(self) -> int:
-        """The limit on the stream up to the end of the CONNECT."""
-        return self._max_bytes
 
     # -- output -----------------------------------------------------------------------
 
