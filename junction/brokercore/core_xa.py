@@ -41,6 +41,7 @@ __all__ = [
     "Holder",
     "ResourceManager",
     "XaError",
+    "XaInvalidState",
     "XaSession",
     "restore_prepared",
 ]
@@ -73,6 +74,9 @@ BUSY = "busy"  # (resume) the calling session has a current branch
 
 #: (call, state) -> an action (a string: what happens) or an XAException code (an int: refused).
 #: Read from Artemis's ``ServerSessionImpl.xa*`` and ``TransactionImpl``; a pair not listed is XAER_PROTO.
+#: "invalid-state": refused not with an XAException but with Artemis's ``ActiveMQIllegalStateException``
+#: ("Transaction is in invalid state ..."), which its client turns into XAER_RMFAIL (one-phase) or
+#: XA_RETRY (two-phase).
 TABLE: dict[tuple[str, str], str | int] = {
     ("start", MISSING): "begin",
     ("start", ACTIVE): XAER_DUPID,
@@ -90,6 +94,8 @@ TABLE: dict[tuple[str, str], str | int] = {
     ("commit-1pc", MISSING): XAER_NOTA,
     ("commit-1pc", ACTIVE): "commit",
     ("commit", PREPARED): "commit",
+    ("commit", ACTIVE): "invalid-state",
+    ("commit-1pc", PREPARED): "invalid-state",
     ("rollback", MISSING): XAER_NOTA,
     ("rollback", ACTIVE): "rollback",
     ("rollback", PREPARED): "rollback",
@@ -122,6 +128,11 @@ class XaError(Exception):
     def __init__(self, code: int, text: str):
         super().__init__(text)
         self.code = code
+
+
+class XaInvalidState(Exception):
+    """An XA call refused as Artemis's ``TransactionImpl`` refuses it: not an XAException but an
+    ILLEGAL_STATE error ("Transaction is in invalid state ACTIVE")."""
 
 
 class Holder:
@@ -319,11 +330,13 @@ class XaSession:
         call = "commit-1pc" if one_phase else "commit"
         state, branch = self._state(xid)
         if (call, state) in _REMOVED_WHEN_REFUSED:
+            # Artemis has taken it out of its resource manager before refusing: it is finished
+            # here, rolled back (Artemis would leave it unreachable until a restart).
             self.rm.remove(branch)
-            self.session.rollback(branch.tx)
+            self._roll_back(branch)
         action = self._action(call, xid, state)
-        if action != "commit":  # pragma: no cover - every other outcome is a refusal
-            return None
+        if action == "invalid-state":
+            raise XaInvalidState(f"Transaction is in invalid state {state.upper()}")
         self.rm.remove(branch)
         if branch.record_id:
             record_id = branch.record_id

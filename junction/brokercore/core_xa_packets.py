@@ -3,15 +3,17 @@
 
 Each call answers SESS_XA_RESP: XA_OK, or the ``XAException`` code and text of
 a refused call (the client throws it as an ``XAException`` with that
-``errorCode``); recover answers SESS_XA_INDOUBT_XIDS_RESP, the timeout calls
+``errorCode``) -- except the commit in a wrong phase, an EXCEPTION (ILLEGAL_STATE) as
+Artemis answers it; recover answers SESS_XA_INDOUBT_XIDS_RESP, the timeout calls
 their own responses.  A prepare and a commit answer once their journal write
 is synced, in the session's answer order.
 """
 
 from __future__ import annotations
 
-from junction.brokercore.core_xa import XA_OK, XAER_PROTO, XaError
-from junction.protocols.core import encode_packet
+from junction.brokercore.core_errors import CoreRefused
+from junction.brokercore.core_xa import XA_OK, XAER_PROTO, XaError, XaInvalidState
+from junction.protocols.core import ExceptionType, encode_packet
 from junction.protocols.core import packets as p
 
 __all__ = ["XaHandlers"]
@@ -48,6 +50,9 @@ class XaHandlers:
         except XaError as exc:
             self._xa_answer(packet, error=exc)
             return
+        except XaInvalidState as exc:
+            self.tx = xa.tx
+            raise CoreRefused(ExceptionType.ILLEGAL_STATE, str(exc)) from None
         self.tx = xa.tx
         self._xa_answer(packet, d)
 
