@@ -39,8 +39,8 @@ from junction.brokercore.core_consumers import ConsumerHandlers
 from junction.brokercore.core_convert import from_core
 from junction.brokercore.core_errors import REFUSALS, CoreRefused, exception_for
 from junction.brokercore.core_queues import QueueHandlers
-from junction.brokercore.core_xa import XaSession
 from junction.brokercore.core_xa_packets import XaHandlers
+from junction.brokercore.xa import XaSession
 from junction.protocols.core import ExceptionType, encode_packet, responses
 from junction.protocols.core import packets as p
 from junction.protocols.core.connection import ConnectionState

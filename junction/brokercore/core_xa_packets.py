@@ -1,5 +1,5 @@
 """The XA packets of a CORE session (``xa=true`` at CREATESESSION), against its
-:class:`~junction.brokercore.core_xa.XaSession`.
+:class:`~junction.brokercore.xa.XaSession`.
 
 Each call answers SESS_XA_RESP: XA_OK, or the ``XAException`` code and text of
 a refused call (the client throws it as an ``XAException`` with that
@@ -12,7 +12,7 @@ is synced, in the session's answer order.
 from __future__ import annotations
 
 from junction.brokercore.core_errors import CoreRefused
-from junction.brokercore.core_xa import XA_OK, XAER_PROTO, XaError, XaInvalidState
+from junction.brokercore.xa import XA_OK, XAER_PROTO, XaError, XaInvalidState
 from junction.protocols.core import ExceptionType, encode_packet
 from junction.protocols.core import packets as p
 

@@ -163,7 +163,7 @@ class BrokerServer:
                 restored += 1
         self.post_office.restore_duplicates(recovered.duplicates)
         if recovered.prepared:
-            from junction.brokercore.core_xa import restore_prepared
+            from junction.brokercore.xa import restore_prepared
 
             restore_prepared(self, recovered.prepared, by_id)
         self.recovered_messages = restored

@@ -47,7 +47,7 @@ class RecordType:
     DUPLICATE_ID = 20
     #: how far an address's page files have been moved into the journal
     PAGE_CURSOR = 30
-    #: a prepared XA transaction branch: its Xid, sends and acks (junction.brokercore.core_xa)
+    #: a prepared XA transaction branch: its Xid, sends and acks (junction.brokercore.xa)
     XA_PREPARED = 40
 
 

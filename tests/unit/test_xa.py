@@ -1,4 +1,4 @@
-"""XA branches (junction.brokercore.core_xa) on a Clock: every call in every state, as Artemis
+"""XA branches (junction.brokercore.xa) on a Clock: every call in every state, as Artemis
 answers it, and what a branch's sends and acks do while it is open, prepared, committed,
 rolled back or timed out."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from junction.brokercore import core_xa
-from junction.brokercore.core_xa import DEFAULT_TIMEOUT_S, XaError, XaInvalidState, XaSession
+from junction.brokercore import xa as core_xa
+from junction.brokercore.xa import DEFAULT_TIMEOUT_S, XaError, XaInvalidState, XaSession
 from tests.unit.stomp_fixtures import Broker, Message, Recorder, RoutingType
 
 X = (1, b"gtrid-x", b"bq")

@@ -3,7 +3,7 @@
 A branch (named by an Xid: format id, global transaction id, branch qualifier)
 is a :class:`~junction.brokercore.session.Transaction` -- its sends and its
 acknowledgements -- with an XA state.  The node keeps every branch in one
-:class:`ResourceManager`; a CORE session opened with ``xa=true`` works through
+:class:`ResourceManager`, whatever the protocol; a CORE session opened with ``xa=true`` works through
 its :class:`XaSession`, which has at most one *current* branch (the one its
 sends and acks join).
 
