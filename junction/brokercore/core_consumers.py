@@ -26,11 +26,14 @@ Artemis's ``ServerConsumerImpl`` (core.md section 7):
 * SESS_EXPIRED: the client saw the message expire; it goes back to its
   queue, which expires it by the broker's clock.
 
-Browse-only consumers are refused with NOT_IMPLEMENTED (213) for now.
+Browse-only consumers (``browseOnly``, the JMS ``QueueBrowser``) are
+:class:`~junction.brokercore.core_browsers.CoreBrowser`: they show the queue's
+messages and take none.
 """
 
 from __future__ import annotations
 
+from junction.brokercore.core_browsers import CoreBrowser
 from junction.brokercore.core_convert import to_core
 from junction.brokercore.core_errors import CoreRefused
 from junction.brokercore.core_queues import queue_info
@@ -79,6 +82,10 @@ class CoreConsumer:
         if not core.pre_acknowledge:
             self.delivering[message.message_id] = ref
         core.protocol.write(data)
+
+    def deliver_now(self) -> None:
+        """What the queue can give now, delivered (a forced delivery)."""
+        self.server_consumer.deliver_now()
 
     # -- credits ------------------------------------------------------------------------------
     def flow(self, credits: int) -> None:
@@ -142,9 +149,12 @@ class CoreConsumer:
         else:
             self.server_consumer.close()
 
-    def forced_marker(self, sequence: int) -> bytes:
-        headers = MessageHeaders(0, self.queue, properties=((FORCED_DELIVERY, sequence),))
-        return encode_packet(_SessReceiveMsg(b"", headers, self.id, 0, channel_id=self.core.channel))
+
+
+def forced_marker(consumer, sequence: int) -> bytes:
+    """The marker that ends a forced delivery of ``consumer`` (a consumer or a browser)."""
+    headers = MessageHeaders(0, consumer.queue, properties=((FORCED_DELIVERY, sequence),))
+    return encode_packet(_SessReceiveMsg(b"", headers, consumer.id, 0, channel_id=consumer.core.channel))
 
 
 class ConsumerHandlers:
@@ -165,11 +175,16 @@ class ConsumerHandlers:
         found = self.session.queue_query(name)
         if found is None:
             raise errors.NonExistentQueueError(f"AMQ229017: Queue {name} does not exist")
-        if packet.browse_only:
-            raise CoreRefused(ExceptionType.NOT_IMPLEMENTED_EXCEPTION, "browse-only consumers (queue browsers) are not supported yet")
         if packet.consumer_id in self.consumers:
             raise CoreRefused(ExceptionType.ILLEGAL_STATE, f"consumer {packet.consumer_id} exists already on this session")
-        self.consumers[packet.consumer_id] = CoreConsumer(self, packet.consumer_id, name, found.address, packet.filter_string)
+        if packet.browse_only:
+            self.session.check("browse", found.address, name)
+            queue = self.session.server.find_queue(name)
+            if queue is None:
+                raise errors.NonExistentQueueError(f"AMQ229017: Queue {name} does not exist")
+            self.consumers[packet.consumer_id] = CoreBrowser(self, packet.consumer_id, queue, packet.filter_string)
+        else:
+            self.consumers[packet.consumer_id] = CoreConsumer(self, packet.consumer_id, name, found.address, packet.filter_string)
         answer = None
         if packet.requires_response:
             # The queue as it is now, this consumer counted: the client recreates it from this after a failover.
@@ -201,8 +216,8 @@ class ConsumerHandlers:
 
     def _on_force_delivery(self, packet: p.SessForceConsumerDelivery) -> None:
         consumer = self._consumer(packet.consumer_id)
-        consumer.server_consumer.deliver_now()
-        self.protocol.write(consumer.forced_marker(packet.sequence))
+        consumer.deliver_now()
+        self.protocol.write(forced_marker(consumer, packet.sequence))
         self.confirm(packet, None)
 
     HANDLERS = {

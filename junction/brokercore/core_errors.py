@@ -49,6 +49,9 @@ def exception_for(error: BaseException) -> tuple[int, str]:
     """``(code, text)`` of the EXCEPTION answering ``error``."""
     if isinstance(error, CoreRefused):
         return int(error.code), str(error)
+    if isinstance(error, errors.AddressFullError) and error.address is not None:
+        # Artemis's text, which the client shows as the JMSException's message
+        return int(ExceptionType.ADDRESS_FULL), f'AMQ229102: Address "{error.address}" is full.'
     if isinstance(error, errors.BrokerError):
         return int(_CODES.get(error.kind, ExceptionType.INTERNAL_ERROR)), str(error)
     if isinstance(error, SecurityError):

@@ -24,7 +24,7 @@ stays.  A refused request that asks for none is logged, as Artemis does --
 except where staying silent would mislead: a durable send (the client
 believes the message sent), any send under a confirmation window (the client
 would count it as confirmed), a feature not implemented here (large
-messages, XA failover, scheduled delivery, browsers: the client would wait forever),
+messages, XA failover, scheduled delivery: the client would wait forever),
 an acknowledgement whose journal write failed.  Those end the connection with
 the EXCEPTION (NOT_IMPLEMENTED 213, IO_ERROR 6 ...).
 """
@@ -35,6 +35,7 @@ import logging
 import weakref
 from collections import deque
 
+from junction.brokercore.core_browsers import CoreBrowser
 from junction.brokercore.core_consumers import ConsumerHandlers
 from junction.brokercore.core_convert import from_core
 from junction.brokercore.core_errors import REFUSALS, CoreRefused, exception_for
@@ -259,9 +260,17 @@ class CoreSession(ConsumerHandlers, QueueHandlers, XaHandlers):
     def update_paused(self) -> None:
         """Deliver only while started, open, and the transport takes more."""
         protocol = self.protocol
-        self.session.set_paused(
-            self.closed or not self.started or protocol.paused or protocol.connection.state is _CLOSED
-        )
+        paused = self.closed or not self.started or protocol.paused or protocol.connection.state is _CLOSED
+        self.session.set_paused(paused)
+        if not paused:
+            self._pump_browsers()
+
+    def _pump_browsers(self) -> None:
+        """Browse-only consumers deliver by themselves, not through the queue: started again,
+        they go on."""
+        for consumer in list(self.consumers.values()):
+            if isinstance(consumer, CoreBrowser):
+                consumer.pump()
 
     def _on_start(self, packet) -> None:
         self.started = True

@@ -146,7 +146,8 @@ class PostOffice:
             raise errors.AddressFullError(
                 f"address {address.name} is full ({address.size} of max-size-bytes "
                 f"{settings.max_size_bytes}, {address.messages} of max-size-messages "
-                f"{settings.max_size_messages}; address-full-policy FAIL)"
+                f"{settings.max_size_messages}; address-full-policy FAIL)",
+                address.name,
             )
         if policy == "DROP":
             self.messages_dropped += 1

@@ -13,7 +13,14 @@ class BrokerError(Exception):
 
 
 class AddressFullError(BrokerError):
+    """An address at its ``max-size-bytes``/``max-size-messages`` refused a message (FAIL).
+    ``address`` names it, for adapters that answer with their own text (CORE: AMQ229102)."""
+
     kind = "ADDRESS_FULL"
+
+    def __init__(self, message: str, address: str | None = None):
+        super().__init__(message)
+        self.address = address
 
 
 class NonExistentQueueError(BrokerError):

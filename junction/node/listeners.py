@@ -32,6 +32,17 @@ SERVED_PROTOCOLS = served_protocols()
 PROTOCOL_FACTORIES = {entry.name: load(entry.adapter) for entry in protocol_table() if entry.adapter is not None}
 
 
+def _disconnect_clients(factory) -> None:
+    """Tell the clients of an acceptor's protocol factories that the node goes away, where
+    the protocol has a word for it (CORE: DISCONNECT with reason SHUT_DOWN, as Artemis's
+    graceful stop sends), before the connections are closed."""
+    factory = getattr(factory, "wrappedFactory", factory)  # TLS
+    for part in getattr(factory, "factories", {None: factory}).values():
+        disconnect_all = getattr(getattr(part, "wrappedFactory", part), "disconnect_all", None)
+        if disconnect_all is not None:
+            disconnect_all()
+
+
 class ListenersService(NodeService):
     """``node.listeners`` (ports), ``node.factories`` (each acceptor's own factory),
     ``node.tls_factories``, ``node.admission_factories`` and ``node.relay``."""
@@ -54,6 +65,8 @@ class ListenersService(NodeService):
         for factory in node.factories.values():
             if isinstance(factory, GatewayFactory):
                 factory.close_all()
+            else:
+                _disconnect_clients(factory)
         if node.relay is not None:
             node.relay.stop()  # after close_all: their clean closes are done first
             node.relay = None

@@ -287,9 +287,6 @@ def test_a_consumer_of_a_queue_that_does_not_exist():
     assert (answer.code, answer.message) == (100, "AMQ229017: Queue nope does not exist")
     (answer,) = client.send(p.SessCreateConsumer(1, "nope", None, True, True, 0, channel_id=CH))
     assert answer.code == 100
-    create_queue(client)
-    (answer,) = client.send(p.SessCreateConsumer(1, "q", None, True, True, 0, channel_id=CH))
-    assert answer.code == ExceptionType.NOT_IMPLEMENTED_EXCEPTION and "browse" in answer.message
 
 
 def test_a_consumer_s_filter():

@@ -471,7 +471,7 @@ class ClusterManager:
             if address is not None and not queue.name.startswith(SF_PREFIX):
                 policy = "PAGE" if address.paging else post_office.address_full(address, message.encoded_size())
                 if policy in ("FAIL", "BLOCK", "PAGE"):
-                    raise errors.AddressFullError(f"address {address.name} is full")
+                    raise errors.AddressFullError(f"address {address.name} is full", address.name)
         self.messages_received += 1
         if not queues:
             if dup_key is not None:
