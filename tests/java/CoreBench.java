@@ -28,7 +28,8 @@ import org.apache.activemq.artemis.jms.client.ActiveMQConnectionFactory;
  * paces the producer at RATE msg/s. Every message carries the long property {@code bench_ts}
  * (System.nanoTime at send, one JVM so one clock) and {@code bench_seq}; the consumer records
  * receive time minus bench_ts. The consumer is created before the producer starts. Bounded:
- * the whole run gives up after TIMEOUT_S seconds (exit 3).
+ * the whole run gives up after TIMEOUT_S seconds (exit 3). With both connections up it prints
+ * {@code {"ready": true}} and waits for a line on stdin before the first send.
  *
  * <p>Prints one JSON line: messages, elapsed_s (first send to last receipt), msgs_per_s,
  * p50_ms, p99_ms, received, duplicates, confirmed, t0_epoch_ms and t_end_epoch_ms (so the
@@ -120,6 +121,11 @@ public final class CoreBench {
                 }
             };
             consumerThread.start();
+            // the caller samples the broker's CPU between "ready" and its "go" line
+            System.out.println("{\"ready\": true}");
+            System.out.flush();
+            new java.io.BufferedReader(new java.io.InputStreamReader(System.in,
+                    java.nio.charset.StandardCharsets.UTF_8)).readLine();
             long t0Epoch = System.currentTimeMillis();
             long t0 = System.nanoTime();
             double interval = rate > 0 ? 1e9 / rate : 0;
