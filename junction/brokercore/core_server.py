@@ -265,11 +265,6 @@ class CoreProtocol(Protocol):
                 log.info("CORE %s: %s", self.peer, text)
                 self.write_packet(connection.refuse_session(ExceptionType.SECURITY_EXCEPTION, text))
                 return
-        if request.xa:
-            self.write_packet(
-                connection.refuse_session(ExceptionType.NOT_IMPLEMENTED_EXCEPTION, "XA sessions are not supported yet")
-            )
-            return
         client_id = getattr(request, "client_id", None)
         if self.info is None:
             self.info, self._accepted_at = ConnectionInfo.accepted(

@@ -4,7 +4,7 @@ A CORE connection (:mod:`junction.brokercore.core_server`) opens one
 :class:`CoreSession` per accepted CREATESESSION.  It handles the session's
 packets (Artemis's ``ServerSessionPacketHandler``): sends, producer credits
 and producers, START/STOP/CLOSE, local transactions (COMMIT, ROLLBACK) and
-metadata here; consumers, deliveries and acknowledgements in
+metadata here; XA in :mod:`junction.brokercore.core_xa_packets`; consumers, deliveries and acknowledgements in
 :mod:`junction.brokercore.core_consumers`; queues, addresses and the queries
 in :mod:`junction.brokercore.core_queues`.
 
@@ -24,7 +24,7 @@ stays.  A refused request that asks for none is logged, as Artemis does --
 except where staying silent would mislead: a durable send (the client
 believes the message sent), any send under a confirmation window (the client
 would count it as confirmed), a feature not implemented here (large
-messages, XA, scheduled delivery, browsers: the client would wait forever),
+messages, XA failover, scheduled delivery, browsers: the client would wait forever),
 an acknowledgement whose journal write failed.  Those end the connection with
 the EXCEPTION (NOT_IMPLEMENTED 213, IO_ERROR 6 ...).
 """
@@ -39,6 +39,8 @@ from junction.brokercore.core_consumers import ConsumerHandlers
 from junction.brokercore.core_convert import from_core
 from junction.brokercore.core_errors import REFUSALS, CoreRefused, exception_for
 from junction.brokercore.core_queues import QueueHandlers
+from junction.brokercore.core_xa_packets import XaHandlers
+from junction.brokercore.xa import XaSession
 from junction.protocols.core import ExceptionType, encode_packet, responses
 from junction.protocols.core import packets as p
 from junction.protocols.core.connection import ConnectionState
@@ -106,7 +108,7 @@ class _Entry:
         self.fatal = None
 
 
-class CoreSession(ConsumerHandlers, QueueHandlers):
+class CoreSession(ConsumerHandlers, QueueHandlers, XaHandlers):
     """One CORE session on channel ``request.session_channel_id`` (see the module doc)."""
 
     def __init__(self, protocol, request: p.CreateSession, session):
@@ -131,8 +133,10 @@ class CoreSession(ConsumerHandlers, QueueHandlers):
         self.producers: dict[int, str | None] = {}
         self.metadata: dict[str, str] = {}
         transacted = not (request.auto_commit_sends and request.auto_commit_acks)
+        #: an XA session's branches (its current one is ``tx``: None outside a branch)
+        self.xa = XaSession(session, changed=self._xa_changed) if request.xa else None
         #: the local transaction of a transacted session (a new one after each COMMIT/ROLLBACK)
-        self.tx = session.begin() if transacted else None
+        self.tx = session.begin() if transacted and not request.xa else None
         self._queue: deque[_Entry] = deque()
         #: the id of the last command confirmed, and the bytes confirmed since the last PACKETS_CONFIRMED
         self._confirmed = -1
@@ -287,6 +291,8 @@ class CoreSession(ConsumerHandlers, QueueHandlers):
         self.consumers.clear()
         self.retired.clear()
         self.session.close()
+        if self.xa is not None:
+            self.xa.close()
         unique = _UNIQUE.get(self.session.server)
         if unique:
             for key, data in list(self.metadata.items()):
@@ -315,6 +321,9 @@ class CoreSession(ConsumerHandlers, QueueHandlers):
             self.session.rollback(tx)
         self._transaction_ended()
         self.confirm(packet, self.null_response(packet))
+
+    def _xa_changed(self) -> None:
+        self.tx = self.xa.tx
 
     def _transaction_ended(self) -> None:
         for consumer in self.consumers.values():
@@ -400,14 +409,7 @@ _LARGE = "large messages (bodies over the client's minLargeMessageSize) are not 
 _NOT_IMPLEMENTED = {
     p.SessSendLarge: _LARGE,
     p.SessSendContinuation: _LARGE,
-    **{
-        cls: "XA transactions are not supported yet"
-        for cls in (
-            p.SessXAStart, p.SessXAEnd, p.SessXACommit, p.SessXAPrepare, p.SessXARollback, p.SessXAJoin,
-            p.SessXASuspend, p.SessXAResume, p.SessXAForget, p.SessXAGetInDoubtXids, p.SessXASetTimeout,
-            p.SessXAGetTimeout, p.SessXAAfterFailed,
-        )
-    },
+    p.SessXAAfterFailed: "XA failover (SESS_XA_FAILED) is not supported yet",
 }
 
 #: packet class -> handler
@@ -426,4 +428,5 @@ _HANDLERS = {
     p.SessUniqueAddMetadata: CoreSession._on_unique_metadata,
     **ConsumerHandlers.HANDLERS,
     **QueueHandlers.HANDLERS,
+    **XaHandlers.HANDLERS,
 }

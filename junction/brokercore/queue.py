@@ -237,6 +237,17 @@ class Queue:
             self._delivery_scheduled = True
             self.owner.call_soon(self._deliver_pass)
 
+    def take(self, message_id: int) -> MessageRef | None:
+        """Take the waiting reference to ``message_id`` out of the queue (None if none
+        waits): recovery holds the refs a prepared XA branch acknowledged."""
+        for lane in self._lanes:
+            for ref in lane:
+                if ref.message.message_id == message_id:
+                    lane.remove(ref)
+                    self._count -= 1
+                    return ref
+        return None
+
     def add_head(self, ref: MessageRef) -> None:
         """Put a cancelled reference back at the head of its lane."""
         self._lanes[_lane(ref.message.priority)].appendleft(ref)

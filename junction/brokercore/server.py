@@ -162,6 +162,10 @@ class BrokerServer:
             if self.post_office.restore(item.message, refs):
                 restored += 1
         self.post_office.restore_duplicates(recovered.duplicates)
+        if recovered.prepared:
+            from junction.brokercore.xa import restore_prepared
+
+            restore_prepared(self, recovered.prepared, by_id)
         self.recovered_messages = restored
         if restored or recovered.queues:
             log.info(

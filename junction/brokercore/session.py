@@ -227,6 +227,9 @@ class Transaction:
         self.sends: list = []
         self.acks: list = []
         self.done = False
+        #: ``hook(storage_tx)`` each, in the commit's journal transaction (a prepared XA
+        #: branch deletes its record there: commit and delete are one)
+        self.in_commit: list = []
 
     def commit(self) -> defer.Deferred:
         """Route the sends and apply the acks in one journal transaction."""
@@ -247,6 +250,8 @@ class Transaction:
                 acked.append((owner, ref))
                 if owner is not None:
                     credits.append((owner, ref))
+            for hook in self.in_commit:
+                hook(storage_tx)
         except errors.BrokerError as exc:
             storage_tx.rollback()
             # A failed commit is a rollback: the acked deliveries come back.

@@ -47,6 +47,8 @@ class RecordType:
     DUPLICATE_ID = 20
     #: how far an address's page files have been moved into the journal
     PAGE_CURSOR = 30
+    #: a prepared XA transaction branch: its Xid, sends and acks (junction.brokercore.xa)
+    XA_PREPARED = 40
 
 
 _U32 = struct.Struct(">I")
@@ -74,6 +76,8 @@ class Recovered:
     #: (message, queue ids) the journal's newest records show settled before the restart
     #: (``load(settled_tail_bytes=...)``): deleted messages, and the acked queues of live ones
     settled: list = field(default_factory=list)
+    #: (record id, payload) of every prepared XA branch not yet committed or rolled back
+    prepared: list = field(default_factory=list)
     torn_tail: bool = False
     notes: list = field(default_factory=list)
 
@@ -209,6 +213,12 @@ class NullStorage:
     def delete_duplicate(self, record_id) -> None:
         pass
 
+    def store_prepared(self, payload) -> tuple[int, defer.Deferred]:
+        return self.next_id(), defer.succeed(None)
+
+    def delete_record(self, record_id, sync=False) -> defer.Deferred:
+        return defer.succeed(None)
+
     def transaction(self):
         return _NullTx(self)
 
@@ -239,6 +249,9 @@ class _NullTx:
 
     def store_duplicate(self, address, dup_id) -> int:
         return 0
+
+    def delete_record(self, record_id) -> None:
+        pass
 
     def commit(self, sync) -> defer.Deferred:
         for action in self.after_commit:
@@ -293,6 +306,8 @@ class JournalStorage:
                 else:
                     # every queue acked it but the delete never made it: finish it
                     self._cleanup.append(record_id)
+            elif user_type == RecordType.XA_PREPARED:
+                recovered.prepared.append((record_id, bytes(payload)))
             elif user_type == RecordType.PAGE_CURSOR:
                 address, position = _decode_cursor(payload)
                 recovered.page_cursors[address] = (record_id, position)
@@ -392,6 +407,14 @@ class JournalStorage:
     def delete_duplicate(self, record_id) -> None:
         quiet_failure(self.journal.append_delete(record_id, sync=False))
 
+    def store_prepared(self, payload: bytes) -> tuple[int, defer.Deferred]:
+        """One XA_PREPARED record (synced): its record id and the Deferred of the sync."""
+        record_id = self.journal.next_id()
+        return record_id, self.journal.append_add(record_id, RecordType.XA_PREPARED, payload, sync=True)
+
+    def delete_record(self, record_id, sync=False) -> defer.Deferred:
+        return self.journal.append_delete(record_id, sync=sync)
+
     def transaction(self):
         return _JournalTx(self)
 
@@ -428,6 +451,11 @@ class _JournalTx:
             self.tx_id, record_id, RecordType.DUPLICATE_ID, _U64.pack(len(raw)) + raw + bytes(dup_id)
         )
         return record_id
+
+    def delete_record(self, record_id: int) -> None:
+        """Delete a record (a prepared XA branch's) as part of this transaction."""
+        self.used = True
+        self.journal.append_delete_tx(self.tx_id, record_id)
 
     def set_page_cursor(self, address: str, position: bytes, old_record_id: int) -> int:
         """Replace the address's page-cursor record within this transaction."""

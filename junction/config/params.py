@@ -134,7 +134,7 @@ PARAMS: tuple[Param, ...] = (
     _p("wantClientAuth",                   boolean,           False,      "TLS"),
     _p("sniRequired",                      boolean,           False,      "TLS"),
     _p("sniKeyStorePaths",                 None,              None,       "TLS"),
-    _p("handshake-timeout",                _NON_NEGATIVE,     10_000,     "TLS"),
+    _p("handshake-timeout",                _NON_NEGATIVE,     10,         "TLS"),  # seconds (Artemis)
     _p("handshakesAllowed",                _WHOLE,            -1,         "TLS"),
     _p("verifyHost",                       boolean,           True,       "",    "TLS"),
     _p("trustAll",                         boolean,           False,      "",    "TLS"),

@@ -30,6 +30,21 @@ Commands (``op`` and its fields; every field but ``op`` optional)::
     close_consumer id     browse queue, selector, digest -> messages
     acknowledge   commit   rollback   recover   unsubscribe name   close
 
+XA (``XAResource`` calls; an Xid is ``{"format": n, "gtrid": text, "bqual": text}``, its ids
+the text's UTF-8 bytes)::
+
+    xa_connect  url, user, password   (a new XAConnection, started, and one XASession: its
+                                       Session is the current session, its XAResource the
+                                       one the xa_* ops call)
+    xa_start    xid, flags: none (TMNOFLAGS), join, resume
+    xa_end      xid, flags: success (TMSUCCESS), fail, suspend
+    xa_prepare  xid -> vote (0 XA_OK, 3 XA_RDONLY)
+    xa_commit   xid, onePhase (false)      xa_rollback xid      xa_forget xid
+    xa_recover  -> xids (the prepared branches: [{format, gtrid, bqual}])
+    xa_timeout  seconds -> set (setTransactionTimeout's answer)
+
+A failed XA call's ``error`` also has ``xaErrorCode`` (``XAException.errorCode``).
+
 Bodies: text is a string (``{i}`` becomes the message's index); bytes are base64; map and
 stream are an object and a list of values; object is a value (objects become a HashMap,
 lists an ArrayList).  ``size`` makes a text or bytes body of that many bytes by

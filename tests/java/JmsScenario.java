@@ -33,9 +33,15 @@ import javax.jms.Session;
 import javax.jms.StreamMessage;
 import javax.jms.TextMessage;
 import javax.jms.Topic;
+import javax.jms.XAConnection;
+import javax.jms.XASession;
+import javax.transaction.xa.XAException;
+import javax.transaction.xa.XAResource;
+import javax.transaction.xa.Xid;
 
 import org.apache.activemq.artemis.api.jms.ActiveMQJMSConstants;
 import org.apache.activemq.artemis.jms.client.ActiveMQConnectionFactory;
+import org.apache.activemq.artemis.jms.client.ActiveMQXAConnectionFactory;
 import org.apache.activemq.artemis.json.JsonArray;
 import org.apache.activemq.artemis.json.JsonNumber;
 import org.apache.activemq.artemis.json.JsonObject;
@@ -61,6 +67,8 @@ public final class JmsScenario {
     private Session session;
     private Message lastReceived;
     private final Map<String, MessageConsumer> consumers = new HashMap<>();
+    /** The XA session's resource (xa_connect), for the xa_* ops. */
+    private XAResource xaResource;
 
     public static void main(String[] args) throws Exception {
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
@@ -122,6 +130,23 @@ public final class JmsScenario {
             case "recover" -> session.recover();
             case "unsubscribe" -> session.unsubscribe(str(c, "name", null));
             case "close" -> closeConnection();
+            case "xa_connect" -> xaConnect(c);
+            case "xa_start" -> xaResource.start(xid(c), switch (str(c, "flags", "none")) {
+                case "join" -> XAResource.TMJOIN;
+                case "resume" -> XAResource.TMRESUME;
+                default -> XAResource.TMNOFLAGS;
+            });
+            case "xa_end" -> xaResource.end(xid(c), switch (str(c, "flags", "success")) {
+                case "fail" -> XAResource.TMFAIL;
+                case "suspend" -> XAResource.TMSUSPEND;
+                default -> XAResource.TMSUCCESS;
+            });
+            case "xa_prepare" -> result.put("vote", (long) xaResource.prepare(xid(c)));
+            case "xa_commit" -> xaResource.commit(xid(c), bool(c, "onePhase", false));
+            case "xa_rollback" -> xaResource.rollback(xid(c));
+            case "xa_forget" -> xaResource.forget(xid(c));
+            case "xa_recover" -> result.put("xids", xids(xaResource.recover(XAResource.TMSTARTRSCAN | XAResource.TMENDRSCAN)));
+            case "xa_timeout" -> result.put("set", xaResource.setTransactionTimeout((int) num(c, "seconds", 0)));
             default -> throw new IllegalArgumentException("unknown op " + op);
         }
     }
@@ -148,6 +173,57 @@ public final class JmsScenario {
         session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
     }
 
+    /** A new XA connection (started) and one XA session: its Session becomes the current one. */
+    private void xaConnect(Map<String, Object> c) throws JMSException {
+        closeConnection();
+        ActiveMQXAConnectionFactory factory = new ActiveMQXAConnectionFactory(str(c, "url", null));
+        String user = str(c, "user", null);
+        XAConnection xa = user == null ? factory.createXAConnection()
+                : factory.createXAConnection(user, str(c, "password", null));
+        connection = xa;
+        connection.start();
+        XASession xaSession = xa.createXASession();
+        session = xaSession.getSession();
+        xaResource = xaSession.getXAResource();
+    }
+
+    /** The Xid a command names: {"format": n, "gtrid": text, "bqual": text} (UTF-8 bytes). */
+    private static Xid xid(Map<String, Object> c) {
+        Map<String, Object> x = asMap(c.get("xid"));
+        return new TestXid((int) num(x, "format", 1), str(x, "gtrid", "").getBytes(StandardCharsets.UTF_8),
+                str(x, "bqual", "").getBytes(StandardCharsets.UTF_8));
+    }
+
+    private static List<Object> xids(Xid[] found) {
+        List<Object> out = new ArrayList<>();
+        for (Xid x : found) {
+            Map<String, Object> d = new LinkedHashMap<>();
+            d.put("format", (long) x.getFormatId());
+            d.put("gtrid", new String(x.getGlobalTransactionId(), StandardCharsets.UTF_8));
+            d.put("bqual", new String(x.getBranchQualifier(), StandardCharsets.UTF_8));
+            out.add(d);
+        }
+        return out;
+    }
+
+    /** A transaction branch id as a transaction manager makes one. */
+    private record TestXid(int formatId, byte[] gtrid, byte[] bqual) implements Xid {
+        @Override
+        public int getFormatId() {
+            return formatId;
+        }
+
+        @Override
+        public byte[] getGlobalTransactionId() {
+            return gtrid;
+        }
+
+        @Override
+        public byte[] getBranchQualifier() {
+            return bqual;
+        }
+    }
+
     private Session newSession(Map<String, Object> c) throws JMSException {
         if (bool(c, "transacted", false)) {
             return connection.createSession(true, Session.SESSION_TRANSACTED);
@@ -165,6 +241,7 @@ public final class JmsScenario {
 
     private void closeConnection() throws JMSException {
         consumers.clear();
+        xaResource = null;
         if (connection != null) {
             Connection c = connection;
             connection = null;
@@ -502,6 +579,9 @@ public final class JmsScenario {
         d.put("message", e.getMessage());
         if (e instanceof JMSException j) {
             d.put("errorCode", j.getErrorCode());
+        }
+        if (e instanceof XAException x) {
+            d.put("xaErrorCode", (long) x.errorCode);
         }
         Throwable cause = e.getCause();
         if (cause != null) {

@@ -219,7 +219,7 @@ def test_parameter_defaults_are_those_the_code_uses():
     assert defaults["maxFrameSize"] == amqp_server.DEFAULT_MAX_FRAME_SIZE
     assert defaults["amqpChannelMax"] == amqp_server.DEFAULT_CHANNEL_MAX
     assert defaults["heartBeatToConnectionTtlModifier"] == stomp_server.DEFAULT_TTL_MODIFIER
-    assert defaults["handshake-timeout"] == tls_server.DEFAULT_HANDSHAKE_TIMEOUT * 1000
+    assert defaults["handshake-timeout"] == tls_server.DEFAULT_HANDSHAKE_TIMEOUT  # seconds, as the TLS listener reads it
     assert defaults["connect-timeout-millis"] == forward.DEFAULT_CONNECT_TIMEOUT * 1000
     assert defaults["probeProtocols"] == ",".join(multi_probe.DEFAULT_PROBE_PROTOCOLS)
 

@@ -115,12 +115,10 @@ def test_an_operation_the_user_may_not_do_gets_105():
     assert not client.closed
 
 
-def test_xa_sessions_are_refused_with_213():
+def test_xa_sessions_are_accepted():
     broker = Broker()
     client = CoreClient(broker)
-    got = client.open(xa=True)
-    assert (got.code, got.channel_id, got.message) == (213, 1, "XA sessions are not supported yet")
-    assert not client.closed
+    assert client.open(xa=True) == p.CreateSessionResponse(CURRENT_VERSION)
 
 
 # -- versions ------------------------------------------------------------------------------------
@@ -223,13 +221,13 @@ def test_large_messages_are_refused_with_213_and_the_connection_closes():
     assert "large messages" in e.message and client.closed
 
 
-def test_xa_calls_are_answered_213_and_the_connection_stays():
+def test_xa_calls_on_a_session_not_xa_are_answered_xaer_proto_and_the_connection_stays():
     broker = Broker()
     client = CoreClient(broker)
     client.open()
     xid = p.Xid(1, b"b", b"g")
-    e = exception(client.send(p.SessXAStart(xid, channel_id=10)), ExceptionType.NOT_IMPLEMENTED_EXCEPTION, 10)
-    assert e.message == "XA transactions are not supported yet" and not client.closed
+    (got,) = client.send(p.SessXAStart(xid, channel_id=10))
+    assert (got.error, got.response_code, got.channel_id) == (True, -6, 10) and not client.closed
 
 
 def test_scheduled_delivery_is_refused():

@@ -113,7 +113,7 @@ def test_a_connection_kept_local_on_a_multi_protocol_acceptor_is_sniffed_once(mo
 
 def test_the_gateway_listener_and_the_broker_server_name_no_protocol():
     root = Path(__file__).resolve().parents[2] / "junction"
-    names = re.compile(r'"STOMP"|"AMQP"|Stomp|Amqp')
+    names = re.compile(r'"STOMP"|"AMQP"|"CORE"|Stomp|Amqp|\bCore[A-Z]|core_')
     for path in (root / "gateway" / "listener.py", root / "brokercore" / "server.py"):
         assert not names.findall(path.read_text()), path
 

@@ -1,0 +1,253 @@
+"""XA transactions with the real Artemis JMS client (XAConnection, XASession, XAResource), the
+same scenarios against real Artemis and against a Junction node's CORE acceptor: differential.
+
+Each scenario function takes a target (its CORE URL, the credentials, and for the crash case
+a kill -9 and a start) and asserts the outcomes Artemis shows the client: a branch's send and
+acknowledgement take effect on a two-phase commit, vanish on a rollback, take effect on a
+one-phase commit; a prepared branch's acknowledged message stays out of other consumers'
+reach, is listed by ``recover`` from another connection, and survives the node killed with
+kill -9, to be committed after the restart, its messages delivered once; a call in a wrong
+state throws the ``XAException`` code Artemis gives.  "Nothing else arrived" is proved by a
+marker sent last being the only or last message received.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from tests import harness
+from tests.artemis import JmsClient
+
+pytestmark = pytest.mark.timeout(60)
+
+USER = {"user": "admin", "password": "admin"}
+#: Junction's user for the same credentials, with its default role for sending and consuming
+USERS = {USER["user"]: (USER["password"], ["amq"])}
+
+# javax.transaction.xa.XAException codes
+XAER_NOTA, XAER_PROTO, XAER_RMFAIL, XAER_DUPID, XA_RETRY = -4, -6, -7, -8, 4
+
+_ids = itertools.count(1)
+
+
+def xid(name: str) -> dict:
+    return {"format": 131077, "gtrid": f"gtrid-{name}", "bqual": "bq-1"}
+
+
+class Target:
+    """A broker as the scenarios see it."""
+
+    def __init__(self, url: str, creds: dict, process=None):
+        self.url, self.creds, self.process = url, creds, process
+
+    def connect(self) -> dict:
+        return {"op": "connect", "url": self.url, **self.creds}
+
+    def xa_connect(self) -> dict:
+        return {"op": "xa_connect", "url": self.url, **self.creds}
+
+    def crash_and_restart(self) -> None:
+        self.process.kill9()
+        self.process.start()
+
+
+def names(prefix: str) -> tuple[str, str, dict]:
+    n = next(_ids)
+    return f"{prefix}.in.{n}", f"{prefix}.out.{n}", xid(f"{prefix}-{n}")
+
+
+def bodies(result: dict) -> list:
+    return [m["body"] for m in result["messages"]]
+
+
+def _prepare_a_branch(target: Target, jms: JmsClient, source: str, sink: str, x: dict) -> None:
+    """"before" waits on ``source``; a branch takes it and sends "in-branch" to ``sink``, then is
+    prepared; the connection closes."""
+    jms.run([target.connect(), {"op": "send", "queue": source, "body": "before"}])
+    results = jms.run(
+        [
+            target.xa_connect(),
+            {"op": "xa_start", "xid": x},
+            {"op": "receive", "queue": source, "count": 1},
+            {"op": "send", "queue": sink, "body": "in-branch"},
+            {"op": "xa_end", "xid": x},
+            {"op": "xa_prepare", "xid": x},
+            {"op": "xa_recover"},
+        ]
+    )
+    assert bodies(results[2]) == ["before"]
+    assert results[5]["vote"] == 0  # XA_OK
+    assert x in results[6]["xids"]
+
+
+def _drain(target: Target, jms: JmsClient, queue: str) -> list:
+    """Every body on ``queue`` before a marker sent now (the marker included)."""
+    results = jms.run(
+        [
+            target.connect(),
+            {"op": "send", "queue": queue, "body": "marker"},
+            {"op": "receive", "queue": queue, "count": 10, "until": "marker"},
+        ]
+    )
+    return bodies(results[2])
+
+
+def scenario_two_phase_commit(target: Target, jms: JmsClient) -> None:
+    source, sink, x = names("xa2pc")
+    _prepare_a_branch(target, jms, source, sink, x)
+    assert _drain(target, jms, source) == ["marker"]  # held by the prepared branch
+    assert _drain(target, jms, sink) == ["marker"]  # not sent yet
+    results = jms.run([target.xa_connect(), {"op": "xa_recover"}, {"op": "xa_commit", "xid": x}, {"op": "xa_recover"}])
+    assert x in results[1]["xids"] and x not in results[3]["xids"]
+    assert _drain(target, jms, sink) == ["in-branch", "marker"]
+    assert _drain(target, jms, source) == ["marker"]  # acknowledged for good
+
+
+def scenario_rollback(target: Target, jms: JmsClient) -> None:
+    source, sink, x = names("xarb")
+    _prepare_a_branch(target, jms, source, sink, x)
+    results = jms.run([target.xa_connect(), {"op": "xa_rollback", "xid": x}, {"op": "xa_recover"}])
+    assert x not in results[2]["xids"]
+    assert _drain(target, jms, sink) == ["marker"]  # the send is gone
+    assert _drain(target, jms, source) == ["before", "marker"]  # the ack is undone
+
+
+def scenario_one_phase_commit(target: Target, jms: JmsClient) -> None:
+    source, sink, x = names("xa1pc")
+    jms.run([target.connect(), {"op": "send", "queue": source, "body": "before"}])
+    results = jms.run(
+        [
+            target.xa_connect(),
+            {"op": "xa_start", "xid": x},
+            {"op": "receive", "queue": source, "count": 1},
+            {"op": "send", "queue": sink, "body": "in-branch"},
+            {"op": "xa_end", "xid": x},
+            {"op": "xa_commit", "xid": x, "onePhase": True},
+            {"op": "xa_recover"},
+        ]
+    )
+    assert bodies(results[2]) == ["before"] and x not in results[6]["xids"]
+    assert _drain(target, jms, sink) == ["in-branch", "marker"]
+    assert _drain(target, jms, source) == ["marker"]
+
+
+def scenario_prepared_survives_kill_9(target: Target, jms: JmsClient) -> None:
+    source, sink, x = names("xakill")
+    _prepare_a_branch(target, jms, source, sink, x)
+    target.crash_and_restart()
+    results = jms.run([target.xa_connect(), {"op": "xa_recover"}])
+    assert x in results[1]["xids"]
+    assert _drain(target, jms, source) == ["marker"]  # still held after the restart
+    results = jms.run([target.xa_connect(), {"op": "xa_commit", "xid": x}, {"op": "xa_recover"}])
+    assert x not in results[2]["xids"]
+    assert _drain(target, jms, sink) == ["in-branch", "marker"]  # delivered once
+    assert _drain(target, jms, source) == ["marker"]
+
+
+#: name -> (calls before the failing one, the failing call, the XAException code Artemis throws)
+WRONG_STATE = {
+    "commit-unknown": ([], {"op": "xa_commit", "xid": "X"}, XAER_NOTA),
+    "rollback-unknown": ([], {"op": "xa_rollback", "xid": "X"}, XAER_NOTA),
+    "prepare-unknown": ([], {"op": "xa_prepare", "xid": "X"}, XAER_NOTA),
+    "start-twice": ([{"op": "xa_start", "xid": "X"}, {"op": "xa_end", "xid": "X"}], {"op": "xa_start", "xid": "X"}, XAER_DUPID),
+    "prepare-not-ended": ([{"op": "xa_start", "xid": "X"}], {"op": "xa_prepare", "xid": "X"}, XAER_PROTO),
+    "commit-2pc-not-prepared": (
+        [{"op": "xa_start", "xid": "X"}, {"op": "xa_end", "xid": "X"}],
+        {"op": "xa_commit", "xid": "X"},
+        XA_RETRY,  # Artemis answers ILLEGAL_STATE, "Transaction is in invalid state ACTIVE"
+    ),
+    "commit-1pc-prepared": (
+        [{"op": "xa_start", "xid": "X"}, {"op": "xa_end", "xid": "X"}, {"op": "xa_prepare", "xid": "X"}],
+        {"op": "xa_commit", "xid": "X", "onePhase": True},
+        XAER_RMFAIL,  # ILLEGAL_STATE, "Transaction is in invalid state PREPARED"
+    ),
+    "resume-not-suspended": (
+        [{"op": "xa_start", "xid": "X"}, {"op": "xa_end", "xid": "X"}],
+        {"op": "xa_start", "xid": "X", "flags": "resume"},
+        XAER_PROTO,
+    ),
+}
+
+
+def scenario_wrong_state(target: Target, jms: JmsClient, case: str) -> None:
+    before, failing, code = WRONG_STATE[case]
+    x = xid(f"wrong-{case}-{next(_ids)}")
+    steps = [{**c, "xid": x} if "xid" in c else c for c in [*before, failing]]
+    results = jms.run([target.xa_connect(), *steps], check=False)
+    assert [r["ok"] for r in results] == [True] * (len(steps)) + [False], results
+    error = results[-1]["error"]
+    assert error.get("xaErrorCode") == code, error
+    if code in (XA_RETRY, XAER_RMFAIL):
+        assert "Transaction is in invalid state" in error["cause"]
+    if "prepared" in case:  # clean up what was left prepared
+        jms.run([target.xa_connect(), {"op": "xa_rollback", "xid": x}], check=False)
+
+
+SCENARIOS = {
+    "two_phase_commit": scenario_two_phase_commit,
+    "rollback": scenario_rollback,
+    "one_phase_commit": scenario_one_phase_commit,
+}
+
+
+# -- the targets ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def artemis_xa(artemis_module):
+    return Target(artemis_module.url, USER)
+
+
+def _junction_node(tmp, name):
+    port = harness.free_port()
+    node = harness.BrokerProcess(
+        str(tmp),
+        name=name,
+        security=True,
+        users=USERS,
+        extra_acceptors_xml=f'<acceptor name="core">tcp://{harness.LOOPBACK}:{port}?protocols=CORE</acceptor>',
+    )
+    return node, f"tcp://{harness.LOOPBACK}:{port}"
+
+
+@pytest.fixture(scope="module")
+def junction_xa(tmp_path_factory):
+    node, url = _junction_node(tmp_path_factory.mktemp("core-xa"), "core-xa")
+    node.start()
+    try:
+        yield Target(url, USER, node)
+    finally:
+        code = node.stop()
+    assert code == 0, f"the node exited with {code}"
+
+
+@pytest.fixture(params=["artemis", "junction"])
+def target(request):
+    return request.getfixturevalue(f"{request.param}_xa")
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_xa_outcomes(target, jms: JmsClient, name):
+    SCENARIOS[name](target, jms)
+
+
+@pytest.mark.parametrize("case", sorted(WRONG_STATE))
+def test_wrong_state_calls_throw_artemis_codes(target, jms: JmsClient, case):
+    scenario_wrong_state(target, jms, case)
+
+
+def test_prepared_branch_survives_kill_9_on_artemis(artemis_factory, jms: JmsClient):
+    broker = artemis_factory("xa-crash").start()
+    scenario_prepared_survives_kill_9(Target(broker.url, USER, broker), jms)
+
+
+def test_prepared_branch_survives_kill_9_on_junction(tmp_path, jms: JmsClient):
+    node, url = _junction_node(tmp_path, "core-xa-crash")
+    node.start()
+    try:
+        scenario_prepared_survives_kill_9(Target(url, USER, node), jms)
+    finally:
+        code = node.stop()
+    assert code == 0, f"the node exited with {code}"
