@@ -198,6 +198,7 @@ def read_message(r: Reader) -> tuple[bytes, MessageHeaders]:
 
 def write_message(w: Writer, body: bytes, headers: MessageHeaders) -> None:
     """Write what :func:`read_message` reads."""
-    w.write_int(BODY_POSITION_BASE + len(body))
-    w.write_raw(body)
+    buf = w.buf
+    buf += _INT32.pack(BODY_POSITION_BASE + len(body))
+    buf += body
     write_headers(w, headers)

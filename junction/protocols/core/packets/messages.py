@@ -46,6 +46,8 @@ __all__ = [
 _SEND_TRAILERS = (1, 9, 13)
 #: The longest SESS_SEND trailer: requiresResponse, correlation id, sender id.
 _SEND_TRAILER = struct.Struct(">Bqi")
+#: SESS_RECEIVE_MSG's trailer: consumer id, delivery count.
+_RECEIVE_TRAILER = struct.Struct(">qi")
 #: SESS_SEND_CONTINUATION bytes after ``requiresResponse``: none, a correlation id, and a sender id.
 _CONTINUATION_TRAILERS = (0, 8, 12)
 
@@ -112,8 +114,7 @@ class SessReceiveMsg(Packet):
 
     def encode_body(self, w: Writer) -> None:
         write_message(w, self.body, self.headers)
-        w.write_long(self.consumer_id)
-        w.write_int(self.delivery_count)
+        w.buf += _RECEIVE_TRAILER.pack(self.consumer_id, self.delivery_count)
 
 
 @packet(PacketType.SESS_SEND_LARGE, "client")
