@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import struct
 from array import array
+from codecs import utf_16_le_decode as _utf16le
 
 from junction.protocols.core.errors import MalformedPacket
 
@@ -62,6 +63,9 @@ _INT = struct.Struct(">i")
 _LONG = struct.Struct(">q")
 _FLOAT = struct.Struct(">f")
 _DOUBLE = struct.Struct(">d")
+
+# bytes.decode("utf-16-le") reaches _utf16le through the codec registry and a Python
+# wrapper on every call; called directly (final=True) it gives the same result.
 
 _TRUE = b"\xff"
 _FALSE = b"\x00"
@@ -175,7 +179,7 @@ class Reader:
         if size < 0 or size & 1:
             raise self.error(f"SimpleString size {size} is negative or odd")
         pos = self._take(size, "SimpleString")
-        return self.data[pos:pos + size].decode("utf-16-le", "surrogatepass")
+        return _utf16le(self.data[pos:pos + size], "surrogatepass", True)[0]
 
     def read_nullable_simple_string(self) -> str | None:
         return self.read_simple_string() if self.read_bool() else None

@@ -23,6 +23,8 @@ parameters with their own, narrower type codes (0 boolean, 1 int, 2 long,
 
 from __future__ import annotations
 
+import struct
+from codecs import utf_16_le_decode as _utf16le
 from dataclasses import dataclass
 from typing import Any
 
@@ -163,7 +165,17 @@ def last_value(pairs, name: str, default: Any = None) -> Any:
 
 
 def read_properties(r: Reader) -> Properties:
-    """``TypedProperties``: byte 0 (none) or non-zero, ``int32 count``, count x (SimpleString, type, value)."""
+    """``TypedProperties``: byte 0 (none) or non-zero, ``int32 count``, count x (SimpleString, type, value).
+
+    Most properties are read by :func:`_read_properties_fast`; anything it does
+    not expect (a truncation, a bad size) sends the whole read through the
+    field-by-field path below, so errors are the same whichever path met them.
+    """
+    start = r.pos
+    properties = _read_properties_fast(r)
+    if properties is not _SLOW:
+        return properties
+    r.pos = start
     if not r.read_bool():
         return None
     count = r.read_count(_MIN_PROPERTY_SIZE, "property")
@@ -174,16 +186,101 @@ def read_properties(r: Reader) -> Properties:
     return tuple(items)
 
 
+_SLOW = object()
+_INT32 = struct.Struct(">i")
+_INT64 = struct.Struct(">q")
+_FLAG_COUNT = struct.Struct(">Bi")
+_TYPE_INT32 = struct.Struct(">Bi")
+_TYPE_INT64 = struct.Struct(">Bq")
+
+
+def _read_properties_fast(r: Reader) -> Properties | object:
+    """:func:`read_properties` with the common value types read inline (one bounds check each).
+
+    Returns :data:`_SLOW` (``r.pos`` then undefined) where the bytes are not
+    a well-formed property set of those types, for the caller to read again
+    field by field; other value types are read by :func:`_read_value`, whose
+    errors are those of the slow path at the same offset.
+    """
+    data = r.data
+    pos = r.pos
+    end = r.end
+    if end - pos < 5:
+        if pos < end and data[pos] == 0:
+            r.pos = pos + 1
+            return None
+        return _SLOW
+    if data[pos] == 0:
+        r.pos = pos + 1
+        return None
+    count = _INT32.unpack_from(data, pos + 1)[0]
+    pos += 5
+    if count < 0 or count * _MIN_PROPERTY_SIZE > end - pos:
+        return _SLOW
+    items = []
+    append = items.append
+    for _ in range(count):
+        if end - pos < 5:
+            return _SLOW
+        size = _INT32.unpack_from(data, pos)[0]
+        pos += 4
+        if size < 0 or size & 1 or size >= end - pos:
+            return _SLOW
+        name = _utf16le(data[pos:pos + size], "surrogatepass", True)[0]
+        pos += size
+        kind = data[pos]
+        pos += 1
+        if kind == PropertyType.STRING:
+            if end - pos < 4:
+                return _SLOW
+            size = _INT32.unpack_from(data, pos)[0]
+            pos += 4
+            if size < 0 or size & 1 or size > end - pos:
+                return _SLOW
+            append((name, _utf16le(data[pos:pos + size], "surrogatepass", True)[0]))
+            pos += size
+        elif kind == PropertyType.LONG:
+            if end - pos < 8:
+                return _SLOW
+            append((name, _INT64.unpack_from(data, pos)[0]))
+            pos += 8
+        elif kind == PropertyType.BOOLEAN:
+            if pos >= end:
+                return _SLOW
+            append((name, data[pos] != 0))
+            pos += 1
+        elif kind == PropertyType.NULL:
+            append((name, None))
+        else:
+            # A byte above 127 is a negative type to Artemis: unknown either way.
+            r.pos = pos
+            append((name, _read_value(r, kind if kind < 128 else kind - 256)))
+            pos = r.pos
+    r.pos = pos
+    return tuple(items)
+
+
 def write_properties(w: Writer, properties: Properties) -> None:
     """Write what :func:`read_properties` reads (None as the single byte 0)."""
     if properties is None:
         w.buf.append(0)
         return
-    w.buf.append(1)
-    w.write_int(len(properties))
+    buf = w.buf
+    buf += _FLAG_COUNT.pack(1, len(properties))
     for name, value in properties:
-        w.write_simple_string(name)
-        _write_value(w, value)
+        name = name.encode("utf-16-le", "surrogatepass")
+        buf += _INT32.pack(len(name))
+        buf += name
+        t = type(value)
+        # The two types nearly every message carries, inline; the rest by _write_value.
+        if t is str:
+            value = value.encode("utf-16-le", "surrogatepass")
+            buf += _TYPE_INT32.pack(PropertyType.STRING, len(value))
+            buf += value
+        elif t is int:
+            buf += _TYPE_INT64.pack(PropertyType.LONG, value)
+        else:
+            _write_value(w, value)
 
 
 # -- TransportConfiguration ------------------------------------------------------

@@ -20,6 +20,8 @@ SESS_RECEIVE_CONTINUATION chunks.
 
 from __future__ import annotations
 
+import struct
+
 from junction.protocols.core.encoding import Reader, Writer
 from junction.protocols.core.message import (
     MessageHeaders,
@@ -42,6 +44,10 @@ __all__ = [
 
 #: SESS_SEND trailer sizes: rr; rr + correlation id; rr + correlation id + sender id.
 _SEND_TRAILERS = (1, 9, 13)
+#: The longest SESS_SEND trailer: requiresResponse, correlation id, sender id.
+_SEND_TRAILER = struct.Struct(">Bqi")
+#: SESS_RECEIVE_MSG's trailer: consumer id, delivery count.
+_RECEIVE_TRAILER = struct.Struct(">qi")
 #: SESS_SEND_CONTINUATION bytes after ``requiresResponse``: none, a correlation id, and a sender id.
 _CONTINUATION_TRAILERS = (0, 8, 12)
 
@@ -73,6 +79,10 @@ class SessSend(Packet):
     def decode(cls, r: Reader, channel_id: int) -> Packet:
         body, headers = read_message(r)
         left = _trailer(r, _SEND_TRAILERS, "SESS_SEND")
+        if left == 13:  # what 134+ clients send: the trailer's three fields in one read
+            requires_response, correlation_id, sender_id = _SEND_TRAILER.unpack_from(r.data, r.pos)
+            r.pos += 13
+            return cls(body, headers, requires_response != 0, correlation_id, sender_id, channel_id=channel_id)
         requires_response = r.read_bool()
         correlation_id = r.read_long() if left > 1 else None
         sender_id = r.read_int() if left > 9 else None
@@ -104,8 +114,7 @@ class SessReceiveMsg(Packet):
 
     def encode_body(self, w: Writer) -> None:
         write_message(w, self.body, self.headers)
-        w.write_long(self.consumer_id)
-        w.write_int(self.delivery_count)
+        w.buf += _RECEIVE_TRAILER.pack(self.consumer_id, self.delivery_count)
 
 
 @packet(PacketType.SESS_SEND_LARGE, "client")
