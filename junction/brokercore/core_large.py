@@ -22,6 +22,7 @@ EXCEPTION (ILLEGAL_STATE) and the end of that connection only.
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 
 from junction.brokercore.core_convert import from_core, to_core
@@ -30,7 +31,9 @@ from junction.brokercore.large_messages import NATIVE_KEY, parse_reference, refe
 from junction.protocols.core import ExceptionType, encode_packet
 from junction.protocols.core import packets as p
 
-__all__ = ["LargeHandlers", "DEFAULT_CHUNK", "deliver_large", "is_large"]
+__all__ = ["LargeHandlers", "DEFAULT_CHUNK", "MAX_CONVERTED_LARGE", "deliver_large", "is_large", "readable"]
+
+log = logging.getLogger("junction.core")
 
 #: Artemis's property holding a large message's body size (``Message.HDR_LARGE_BODY_SIZE``).
 LARGE_SIZE = "_AMQ_LARGE_SIZE"
@@ -109,15 +112,14 @@ class LargeHandlers:
             self.large_in[0].abort()
         store = getattr(self.session.server, "large_messages", None)
         if store is None:
-            raise CoreRefused(ExceptionType.NOT_IMPLEMENTED_EXCEPTION, "this broker has no large-messages directory")
+            raise CoreRefused(ExceptionType.NOT_IMPLEMENTED_EXCEPTION, "large messages need a large-messages directory, and this broker has none")
         self.large_in = (store.begin(), packet.headers)
 
     def _on_send_continuation(self, packet: p.SessSendContinuation) -> None:
         if self.large_in is None:
             text = "AMQ229001: a large-message continuation arrived with no large message begun"
-            if self.answers(packet):
-                self.refused(packet, CoreRefused(ExceptionType.ILLEGAL_STATE, text))
-            self.protocol.fail(ExceptionType.ILLEGAL_STATE, text, self.channel)
+            correlation = packet.correlation_id if packet.requires_response else None
+            self.protocol.fail(ExceptionType.ILLEGAL_STATE, text, self.channel, correlation)
             return
         writer, headers = self.large_in
         writer.append(packet.body)
@@ -147,3 +149,34 @@ def make_message(body: bytes, headers, name: str, large: dict | None):
         message.native[NATIVE_KEY] = large[NATIVE_KEY]
         message.properties[LARGE_SIZE] = large[LARGE_SIZE]
     return message
+
+
+#: The largest large message converted, whole in memory, for a STOMP or AMQP consumer (which
+#: have no continuations here); a larger one reaches them with an empty body and a warning.
+MAX_CONVERTED_LARGE = 16 * 1024 * 1024
+
+
+def readable(message, server):
+    """``message`` with its body in memory, for a consumer of another protocol.
+
+    A regular message is returned as it is.  A large one is read from its file (up to
+    :data:`MAX_CONVERTED_LARGE`) and converted as a CORE message with that body would be.
+    """
+    native = message.native
+    if not native or NATIVE_KEY not in native:
+        return message
+    file_id, size = parse_reference(native[NATIVE_KEY])
+    store = getattr(server, "large_messages", None)
+    try:
+        if store is None:
+            raise ValueError("no large-messages directory")
+        body = store.read_all(file_id, MAX_CONVERTED_LARGE)
+    except (OSError, ValueError) as exc:
+        log.warning("large message %s (%d bytes) delivered with no body: %s", message.message_id, size, exc)
+        return message
+    _, headers = to_core(message)
+    converted = from_core(body, headers, message.address)
+    converted.message_id = message.message_id
+    converted.routing_type = message.routing_type
+    converted.native.pop(NATIVE_KEY, None)
+    return converted

@@ -11,7 +11,10 @@ EXCEPTION and ends only its own connection.
 
 from __future__ import annotations
 
+import os
+import socket
 import threading
+import time
 
 import pytest
 
@@ -76,6 +79,11 @@ def _node(tmp_path) -> harness.BrokerProcess:
     return node
 
 
+def _files(tmp_path) -> list:
+    """The files in the node's large-messages directory (``core/data/large`` in the test layout)."""
+    return sorted(os.listdir(tmp_path / "core" / "data" / "large"))
+
+
 def scenario_10mib(target, jms: JmsClient, queue: str) -> list:
     """Send one 10 MiB bytes message and receive it by digest; the results."""
     return jms.run(
@@ -105,6 +113,8 @@ def test_10_mib_in_and_out_with_memory_bounded(tmp_path, jms: JmsClient):
         finally:
             growth = sampler.stop()
         check_10mib(results)
+        # received and acknowledged: its file is gone from the large-messages directory
+        harness.wait_for(lambda: _files(tmp_path) == [], 5, what="the large-messages directory empty")
         assert growth < RSS_GROWTH_BOUND, f"the node's RSS grew {growth} bytes carrying a {BIG}-byte message"
     finally:
         assert node.stop() == 0
@@ -119,6 +129,7 @@ def test_confirmed_large_message_kept_across_kill_9(tmp_path, jms: JmsClient):
     size = 300 * 1024
     target = _Target(node.core_port)
     jms.run([peer.connect(target), {"op": "send", "queue": "kept", "type": "bytes", "size": size}])
+    assert len(_files(tmp_path)) == 1
     node.kill9()
     node.start()
     try:
@@ -127,6 +138,7 @@ def test_confirmed_large_message_kept_across_kill_9(tmp_path, jms: JmsClient):
         )
         (msg,) = results[1]["messages"]
         assert (msg["size"], msg["sha256"]) == (size, sha256(pattern(size)))
+        harness.wait_for(lambda: _files(tmp_path) == [], 5, what="the large-messages directory empty")
     finally:
         assert node.stop() == 0
 
@@ -144,5 +156,44 @@ def test_continuation_with_no_large_send_ends_only_its_connection(tmp_path):
         assert good.request(p.SessAddMetadata("k", "v", channel_id=CH)) == [p.NullResponse(-1, channel_id=CH)]
         good.close()
         bad.close()
+    finally:
+        assert node.stop() == 0
+
+
+def _stomp_receive(address: tuple, destination: str) -> tuple[dict, bytes]:
+    """One MESSAGE from ``destination`` over a plain STOMP 1.2 socket: its headers and body."""
+    with socket.create_connection(address, timeout=10) as sock:
+        user, password = peer.USER["user"], peer.USER["password"]
+        sock.sendall(
+            f"CONNECT\naccept-version:1.2\nhost:h\nlogin:{user}\npasscode:{password}\n\n\0".encode()
+            + f"SUBSCRIBE\nid:0\ndestination:{destination}\nack:auto\n\n\0".encode()
+        )
+        data = b""
+        deadline = time.monotonic() + 10
+        while True:
+            start = data.find(b"MESSAGE\n")
+            if start >= 0:
+                head_end = data.find(b"\n\n", start)
+                if head_end >= 0:
+                    lines = data[start:head_end].decode().split("\n")[1:]
+                    headers = dict(line.split(":", 1) for line in lines)
+                    length = int(headers["content-length"])
+                    body_start = head_end + 2
+                    if len(data) >= body_start + length:
+                        return headers, data[body_start : body_start + length]
+            assert time.monotonic() < deadline, f"no MESSAGE in {data[:300]!r}"
+            chunk = sock.recv(1 << 20)
+            assert chunk, f"STOMP connection closed: {data[:300]!r}"
+            data += chunk
+
+
+def test_large_message_read_by_a_stomp_consumer(tmp_path, jms: JmsClient):
+    node = _node(tmp_path).start()
+    try:
+        size = 300 * 1024
+        jms.run([peer.connect(_Target(node.core_port)), {"op": "send", "queue": "to-stomp", "type": "bytes", "size": size}])
+        headers, body = _stomp_receive(node.stomp_address, "to-stomp")
+        assert body == pattern(size)
+        assert headers["_AMQ_LARGE_SIZE"] == str(size)
     finally:
         assert node.stop() == 0
