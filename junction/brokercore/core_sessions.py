@@ -4,7 +4,8 @@ A CORE connection (:mod:`junction.brokercore.core_server`) opens one
 :class:`CoreSession` per accepted CREATESESSION.  It handles the session's
 packets (Artemis's ``ServerSessionPacketHandler``): sends, producer credits
 and producers, START/STOP/CLOSE, local transactions (COMMIT, ROLLBACK) and
-metadata here; XA in :mod:`junction.brokercore.core_xa_packets`; consumers, deliveries and acknowledgements in
+metadata here; XA in :mod:`junction.brokercore.core_xa_packets`; large messages in
+:mod:`junction.brokercore.core_large`; consumers, deliveries and acknowledgements in
 :mod:`junction.brokercore.core_consumers`; queues, addresses and the queries
 in :mod:`junction.brokercore.core_queues`.
 
@@ -23,8 +24,7 @@ with the correlation id, when the request carries one) and the connection
 stays.  A refused request that asks for none is logged, as Artemis does --
 except where staying silent would mislead: a durable send (the client
 believes the message sent), any send under a confirmation window (the client
-would count it as confirmed), a feature not implemented here (large
-messages, XA failover, scheduled delivery, browsers: the client would wait forever),
+would count it as confirmed), a feature not implemented here (XA failover, scheduled delivery, browsers: the client would wait forever),
 an acknowledgement whose journal write failed.  Those end the connection with
 the EXCEPTION (NOT_IMPLEMENTED 213, IO_ERROR 6 ...).
 """
