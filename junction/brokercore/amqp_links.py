@@ -43,6 +43,7 @@ from junction.brokercore.amqp_terminus import (
     subscription_queue_name,
 )
 from junction.brokercore.amqp_transactions import ACCEPTED_CODE, TRANSACTIONAL_STATE, txid_of
+from junction.brokercore.core_large import readable
 from junction.brokercore.proton_private import link_pointer, wrap_delivery
 from junction.brokercore.security import SecurityError
 from junction.brokercore.session import ServerSession
@@ -414,6 +415,8 @@ class Sender(LinkContext):
         link = self.link_impl
         dlv = _new_delivery(link, _tag(b"%d" % next(self._tags)))
         message = ref.message
+        if message.native:
+            message = readable(message, server_consumer.session.server)
         now_ms = int(self.protocol.reactor.seconds() * 1000) if message.expiration else 0
         data = to_amqp(message, ref.delivery_count - 1, now_ms=now_ms)
         _send(link, _from_buffer(data), len(data))

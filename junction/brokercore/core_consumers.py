@@ -36,7 +36,9 @@ from __future__ import annotations
 from junction.brokercore.core_browsers import CoreBrowser
 from junction.brokercore.core_convert import to_core
 from junction.brokercore.core_errors import CoreRefused
+from junction.brokercore.core_large import deliver_large
 from junction.brokercore.core_queues import queue_info
+from junction.brokercore.large_messages import NATIVE_KEY
 from junction.brokercore.storage import quiet_failure
 from junction.model import errors
 from junction.protocols.core import ExceptionType, MessageHeaders, encode_packet, responses
@@ -76,6 +78,11 @@ class CoreConsumer:
     def _deliver(self, server_consumer, ref) -> None:
         message = ref.message
         core = self.core
+        if NATIVE_KEY in message.native:
+            server_consumer.recharge(ref, deliver_large(core, self, ref))
+            if not core.pre_acknowledge:
+                self.delivering[message.message_id] = ref
+            return
         body, headers = to_core(message)
         data = encode_packet(_SessReceiveMsg(body, headers, self.id, ref.delivery_count, channel_id=core.channel))
         server_consumer.recharge(ref, len(data))

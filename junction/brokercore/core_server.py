@@ -45,6 +45,7 @@ from junction.protocols.core import (
     CoreProtocolError,
     ExceptionType,
     encode_packet,
+    responses,
 )
 from junction.protocols.core.connection import Action, ConnectionState, CoreConnection
 
@@ -212,12 +213,15 @@ class CoreProtocol(Protocol):
         log.info("CORE %s: %s", self.peer, error)
         self._send_last(answer)
 
-    def fail(self, code: int, message: str, channel_id: int = 0) -> None:
+    def fail(self, code: int, message: str, channel_id: int = 0, correlation_id: int | None = None) -> None:
         """End this connection with an EXCEPTION (a refused feature with no answer of its own,
-        a failed journal write nobody waits for)."""
+        a failed journal write nobody waits for); the V2 form with ``correlation_id`` when the
+        offending request carried one."""
         answer = self.connection.fail(code, message, channel_id)
         if answer is None:
             return
+        if correlation_id is not None:
+            answer = responses.exception(code, message, channel_id, correlation_id)
         log.info("CORE %s: %s", self.peer, message)
         self._send_last(answer)
 

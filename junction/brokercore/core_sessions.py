@@ -4,7 +4,8 @@ A CORE connection (:mod:`junction.brokercore.core_server`) opens one
 :class:`CoreSession` per accepted CREATESESSION.  It handles the session's
 packets (Artemis's ``ServerSessionPacketHandler``): sends, producer credits
 and producers, START/STOP/CLOSE, local transactions (COMMIT, ROLLBACK) and
-metadata here; XA in :mod:`junction.brokercore.core_xa_packets`; consumers, deliveries and acknowledgements in
+metadata here; XA in :mod:`junction.brokercore.core_xa_packets`; large messages in
+:mod:`junction.brokercore.core_large`; consumers, deliveries and acknowledgements in
 :mod:`junction.brokercore.core_consumers`; queues, addresses and the queries
 in :mod:`junction.brokercore.core_queues`.
 
@@ -23,8 +24,8 @@ with the correlation id, when the request carries one) and the connection
 stays.  A refused request that asks for none is logged, as Artemis does --
 except where staying silent would mislead: a durable send (the client
 believes the message sent), any send under a confirmation window (the client
-would count it as confirmed), a feature not implemented here (large
-messages, XA failover, scheduled delivery: the client would wait forever),
+would count it as confirmed), a feature not implemented here (XA failover,
+scheduled delivery: the client would wait forever),
 an acknowledgement whose journal write failed.  Those end the connection with
 the EXCEPTION (NOT_IMPLEMENTED 213, IO_ERROR 6 ...).
 """
@@ -37,8 +38,8 @@ from collections import deque
 
 from junction.brokercore.core_browsers import CoreBrowser
 from junction.brokercore.core_consumers import ConsumerHandlers
-from junction.brokercore.core_convert import from_core
 from junction.brokercore.core_errors import REFUSALS, CoreRefused, exception_for
+from junction.brokercore.core_large import LargeHandlers, make_message
 from junction.brokercore.core_queues import QueueHandlers
 from junction.brokercore.core_xa_packets import XaHandlers
 from junction.brokercore.xa import XaSession
@@ -109,7 +110,7 @@ class _Entry:
         self.fatal = None
 
 
-class CoreSession(ConsumerHandlers, QueueHandlers, XaHandlers):
+class CoreSession(ConsumerHandlers, QueueHandlers, XaHandlers, LargeHandlers):
     """One CORE session on channel ``request.session_channel_id`` (see the module doc)."""
 
     def __init__(self, protocol, request: p.CreateSession, session):
@@ -142,6 +143,7 @@ class CoreSession(ConsumerHandlers, QueueHandlers, XaHandlers):
         #: the id of the last command confirmed, and the bytes confirmed since the last PACKETS_CONFIRMED
         self._confirmed = -1
         self._window_bytes = 0
+        self._large_init(request)
         session.set_paused(True)  # nothing is delivered before SESS_START
 
     # -- dispatch ---------------------------------------------------------------------------------
@@ -260,7 +262,9 @@ class CoreSession(ConsumerHandlers, QueueHandlers, XaHandlers):
     def update_paused(self) -> None:
         """Deliver only while started, open, and the transport takes more."""
         protocol = self.protocol
-        paused = self.closed or not self.started or protocol.paused or protocol.connection.state is _CLOSED
+        stopped = self.closed or protocol.connection.state is _CLOSED
+        large_going = not stopped and self.large_out and self.large_pump()
+        paused = stopped or not self.started or protocol.paused or bool(large_going)
         self.session.set_paused(paused)
         if not paused:
             self._pump_browsers()
@@ -294,6 +298,7 @@ class CoreSession(ConsumerHandlers, QueueHandlers, XaHandlers):
             return
         self.closed = True
         self.session.set_paused(True)
+        self._large_close()
         if not failed:
             for consumer in list(self.consumers.values()):
                 consumer.give_back()
@@ -344,7 +349,10 @@ class CoreSession(ConsumerHandlers, QueueHandlers, XaHandlers):
 
     # -- producers and sends ------------------------------------------------------------------------
     def _on_send(self, packet: p.SessSend) -> None:
-        headers = packet.headers
+        self._route(packet, packet.headers, packet.body, None)
+
+    def _route(self, packet, headers, body: bytes, native: dict | None) -> None:
+        """Route a sent message (a SESS_SEND, or a large message's last continuation)."""
         address = headers.address
         if address is None:
             address = self.producers.get(packet.sender_id) or self.default_address
@@ -355,7 +363,7 @@ class CoreSession(ConsumerHandlers, QueueHandlers, XaHandlers):
                 ExceptionType.NOT_IMPLEMENTED_EXCEPTION, "scheduled delivery (_AMQ_SCHED_DELIVERY) is not supported yet"
             )
         name, prefixed = self.protocol.unprefixed(address)
-        message = from_core(packet.body, headers, name)
+        message = make_message(body, headers, name, native)
         if prefixed is not None:
             message.routing_type = prefixed
         if self.tx is not None and not self.auto_commit_sends:
@@ -413,11 +421,8 @@ class CoreSession(ConsumerHandlers, QueueHandlers, XaHandlers):
         self.confirm(packet, self.null_response(packet))
 
 
-_LARGE = "large messages (bodies over the client's minLargeMessageSize) are not supported yet"
 #: The refusal's words for each packet of a feature not implemented here.
 _NOT_IMPLEMENTED = {
-    p.SessSendLarge: _LARGE,
-    p.SessSendContinuation: _LARGE,
     p.SessXAAfterFailed: "XA failover (SESS_XA_FAILED) is not supported yet",
 }
 
@@ -438,4 +443,5 @@ _HANDLERS = {
     **ConsumerHandlers.HANDLERS,
     **QueueHandlers.HANDLERS,
     **XaHandlers.HANDLERS,
+    **LargeHandlers.HANDLERS,
 }

@@ -31,6 +31,8 @@ from functools import partial
 from twisted.internet import defer
 
 from junction.brokercore.events import carry_trace, put_after
+from junction.brokercore.large_messages import NATIVE_KEY as LARGE_KEY
+from junction.brokercore.large_messages import parse_reference
 from junction.brokercore.pager import PagingManager
 from junction.brokercore.queue import MessageRef, Queue
 from junction.brokercore.storage import quiet_failure
@@ -498,7 +500,17 @@ class PostOffice:
         if tx is not None:
             tx.ack(mid, ref.queue.id, remaining)
             return None
-        return self.storage.ack(mid, ref.queue.id, remaining, sync=False)
+        d = self.storage.ack(mid, ref.queue.id, remaining, sync=False)
+        if remaining <= 0 and LARGE_KEY in ref.message.native:
+            d.addCallback(self._large_gone, ref.message)
+        return d
+
+    def _large_gone(self, result, message):
+        """A large message's record is deleted: its file in the large-messages directory goes too."""
+        store = getattr(self.server, "large_messages", None)
+        if store is not None:
+            store.delete(parse_reference(message.native[LARGE_KEY])[0])
+        return result
 
     def _account_added(self, queue: Queue, ref: MessageRef) -> None:
         """``account(queue, ref, +1)``, for the routing hot path."""

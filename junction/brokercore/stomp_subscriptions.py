@@ -22,6 +22,7 @@ and written by the codec's one fast encoder.
 
 from __future__ import annotations
 
+from junction.brokercore.core_large import readable
 from junction.brokercore.stomp_acks import AckNotFound, find, joined, release
 from junction.model.message import RoutingType, Typed, plain
 from junction.protocols.stomp import Frame
@@ -168,6 +169,8 @@ class StompSubscriptions:
 
         def deliver(server_consumer, ref):
             message = ref.message
+            if message.native:
+                message = readable(message, server_consumer.session.server)
             mid = str(message.message_id)
             if client_ack:
                 pending[mid] = ref

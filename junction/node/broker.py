@@ -71,6 +71,9 @@ class BrokerService(NodeService):
         node.server = BrokerServer(
             config, reactor=node.reactor, security=security, journal=node.journal, node_id=node.node_id
         )
+        from junction.brokercore.large_messages import LargeMessageStore
+
+        node.server.large_messages = LargeMessageStore(node.data_dirs["large_messages"])
 
     def startService(self):
         super().startService()

@@ -7,9 +7,9 @@ real client the outcomes Artemis shows it: each JMS message type with its typed 
 properties and headers; a durable subscription kept across connections; transactions
 rolled back and committed (redelivery counted); a selector; a refused login.
 
-Left out, and why: large messages (Junction's CORE adapter refuses them with
-NOT_IMPLEMENTED so far, see docs/core.md), the STOMP-acceptor and kill -9 scenarios (the
-peer's harness; Junction's own kill -9 test over CORE is tests/integration/test_core_node.py).
+Left out, and why: the STOMP-acceptor and kill -9 scenarios (the peer's harness; Junction's
+own kill -9 tests over CORE are tests/integration/test_core_node.py and, for large messages,
+tests/integration/test_core_large.py).
 """
 
 from __future__ import annotations
@@ -50,6 +50,10 @@ def junction_core(tmp_path_factory):
     finally:
         code = node.stop()
     assert code == 0, f"the node exited with {code}"
+
+
+def test_large_and_async_sends(junction_core, jms: JmsClient):
+    peer.test_large_and_async_sends(junction_core, jms)
 
 
 @pytest.mark.parametrize("kind", sorted(peer.MESSAGES))

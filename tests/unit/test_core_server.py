@@ -212,7 +212,7 @@ def test_a_session_channel_in_use_is_refused():
     assert not client.closed
 
 
-def test_large_messages_are_refused_with_213_and_the_connection_closes():
+def test_large_messages_with_no_large_messages_directory_are_refused_with_213_and_the_connection_closes():
     broker = Broker()
     client = CoreClient(broker)
     client.open()
