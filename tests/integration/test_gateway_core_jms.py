@@ -4,10 +4,9 @@ Two broker cores behind a gateway whose router keys on CLIENT_ID (FIRST_ELEMENT,
 target is known: the first ready core).  The client connects to the gateway's routed
 acceptor only; where its messages land is read from the cores' own status.
 
-Redirected (DISCONNECT_V3) is not here yet: the real 2.40 client, even with
-``reconnectAttempts`` set, ends its connect with AMQ219010 "Connection is destroyed" after the
-gateway's DISCONNECT_V3; what it needs is to be read against the real Artemis broker
-redirecting the same client (issue 22, left).
+Redirected (DISCONNECT_V3): the real client follows it with the options Artemis's own redirect
+tests use (``ha=true&reconnectAttempts=10``): it connects to the target the DISCONNECT_V3 names
+and asks it CHECK_FOR_FAILOVER about the gateway's node, which a node must answer yes.
 """
 
 from __future__ import annotations
@@ -75,3 +74,19 @@ def test_the_real_client_is_forwarded_to_the_routers_target(broker_factory, core
     assert [m["body"] for m in results[2]["messages"]] == [f"through the gateway {i}" for i in range(2)]
     # FIRST_ELEMENT: core1 got the connection, and holds the message left unconsumed
     wait_for(lambda: left_on(cores, queue) == {"core1": 1, "core2": None}, TIMEOUT, what=f"{queue} on core1")
+
+
+def test_the_real_client_is_redirected_to_the_routers_target(broker_factory, cores, jms):
+    mode = "redirect"
+    gw = gateway(broker_factory, cores, mode)
+    host, port = gw.routed_address
+    queue = new_name(f"gw.{mode}")
+    # the options Artemis's own redirect tests give the client: HA, so that it follows the
+    # DISCONNECT_V3 to the target it names (without them it gives up: AMQ219010)
+    url = f"tcp://{host}:{port}?ha=true&reconnectAttempts=10&retryInterval=250"
+    results = jms.run(scenario(url, queue, new_name("client")))
+    assert [m["body"] for m in results[2]["messages"]] == [f"through the gateway {i}" for i in range(2)]
+    # FIRST_ELEMENT: redirected to core1, which holds the message left unconsumed
+    wait_for(lambda: left_on(cores, queue) == {"core1": 1, "core2": None}, TIMEOUT, what=f"{queue} on core1")
+    routed = next(a for a in gw.status()["acceptors"] if a["name"] == "routed")
+    assert routed["decisions"] == {"redirected": 1}  # redirected, not forwarded

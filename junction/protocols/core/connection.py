@@ -424,7 +424,11 @@ class CoreConnection:
             # No session outlives its connection here: the client creates new ones.
             return ReattachSessionResponse(-1, False)
         if cls is CheckFailover:
-            return CheckFailoverReply(packet.node_id is None or packet.node_id == self._node_id)
+            # Artemis says no only when this node scales down and has not yet taken over the
+            # asking node's messages.  Junction's nodes have no scale-down, so the answer is
+            # yes whoever asks: a client redirected by a connection router (or failing over)
+            # asks its new node about the node it left, and goes on only after a yes.
+            return CheckFailoverReply(True)
         raise LocalProtocolError(f"no answer to {packet!r}")
 
     def topology(self, unique_event_id: int):
