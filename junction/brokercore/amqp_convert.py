@@ -52,12 +52,14 @@ from __future__ import annotations
 
 import uuid
 
+from junction.brokercore import jms_bodies
 from junction.brokercore.amqp_ids import (
     NATIVE_MESSAGE_ID,
     correlation_id_text,
     id_object,
     message_id_text,
 )
+from junction.brokercore.core_convert import core_type
 from junction.model.message import (
     ACTUAL_EXPIRY,
     GROUP_ID,
@@ -73,6 +75,7 @@ from junction.model.message import (
 from junction.protocols.amqp import message as sections_codec
 from junction.protocols.amqp.message import Header, MessageSections, Properties
 from junction.protocols.amqp.types import Scalar, Symbol
+from junction.protocols.core import MessageType
 
 __all__ = ["to_core", "to_amqp", "NATIVE_KEY", "ConversionError"]
 
@@ -294,6 +297,11 @@ def _from_core(message: Message) -> bytes:
         except (TypeError, ValueError):
             group_sequence = None
     content_type = props.get(CONTENT_TYPE)
+    jms_type, body_section = _jms_body(message)
+    if jms_type is not None:
+        annotations[jms_bodies.JMS_MSG_TYPE] = Scalar("byte", jms_type)
+        if jms_type == jms_bodies.JMS_OBJECT:
+            content_type = jms_bodies.SERIALIZED_CONTENT_TYPE
     content_encoding = props.get(CONTENT_ENCODING)
     subject = props.get(JMS_TYPE)
     reply_to_group = props.get(REPLY_TO_GROUP_ID)
@@ -324,8 +332,41 @@ def _from_core(message: Message) -> bytes:
     out.append(sections_codec.encode_properties(properties))
     if application:
         out.append(sections_codec.encode_application_properties(application))
-    out.append(_core_body_sections(message))
+    out.append(_core_body_sections(message) if body_section is None else body_section)
     return b"".join(out)
+
+
+#: CORE type -> the x-opt-jms-msg-type of a message a JMS client sent
+_JMS_TYPES = {
+    MessageType.DEFAULT: jms_bodies.JMS_MESSAGE,
+    MessageType.TEXT: jms_bodies.JMS_TEXT,
+    MessageType.BYTES: jms_bodies.JMS_BYTES,
+    MessageType.MAP: jms_bodies.JMS_MAP,
+    MessageType.STREAM: jms_bodies.JMS_STREAM,
+    MessageType.OBJECT: jms_bodies.JMS_OBJECT,
+}
+
+
+def _jms_body(message: Message) -> tuple[int | None, bytes | None]:
+    """For a message a CORE (JMS) client sent: its x-opt-jms-msg-type and, for a map,
+    stream or object, the AMQP body Artemis makes of it (None: the model's body as it is)."""
+    kind = core_type(message)
+    jms_type = _JMS_TYPES.get(kind)
+    if jms_type is None:
+        return None, None
+    body = message.body
+    try:
+        if kind == MessageType.MAP:
+            entries = jms_bodies.core_map(body)
+            return jms_type, sections_codec.encode_body_value({k: jms_bodies.amqp_value(v) for k, v in entries.items()})
+        if kind == MessageType.STREAM:
+            values = [jms_bodies.amqp_value(v) for v in jms_bodies.core_stream(body)]
+            return jms_type, sections_codec.encode_body_sequence(values)
+        if kind == MessageType.OBJECT:
+            return jms_type, sections_codec.encode_body_data(jms_bodies.core_object(body))
+    except jms_bodies.NotConvertible:
+        return jms_type, None
+    return jms_type, None
 
 
 def _amqp_value(value):

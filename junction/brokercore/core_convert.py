@@ -27,23 +27,28 @@ Bodies:
   A TEXT body that is not exactly one such string is kept as it came.
 * BYTES and DEFAULT: the bytes, as they are (``BodyType.BYTES``).
 * MAP, STREAM, OBJECT, EMBEDDED: the bytes in CORE's layout, flagged
-  (``CORE_BODY``), with the model's body type; converting them for other
-  protocols (JMS map and stream messages as AMQP sections and back) is not
-  done yet.
+  (``CORE_BODY``), with the model's body type; an AMQP consumer gets them
+  converted as Artemis converts them (:mod:`junction.brokercore.jms_bodies`,
+  through :func:`core_type`).
 
 A message from another protocol (no ``native["core"]``) goes to a CORE
-client as TEXT when the model says text, BYTES when it says bytes, and as a
-DEFAULT message with the model's body bytes otherwise.
+client as TEXT when the model says text, BYTES when it says bytes; an AMQP
+map body as a MAP message, an AMQP list or sequence as a STREAM message, a
+data section with content-type ``application/x-java-serialized-object`` as
+an OBJECT message (Artemis's AmqpCoreConverter); a DEFAULT message with the
+model's body bytes otherwise.
 """
 
 from __future__ import annotations
 
 import struct
 
+from junction.brokercore import jms_bodies
 from junction.model.message import BodyType, Message, RoutingType, Typed
+from junction.protocols.amqp import message as sections_codec
 from junction.protocols.core import MessageHeaders, MessageType, Scalar
 
-__all__ = ["NATIVE_KEY", "ROUTING_TYPE_PROPERTY", "from_core", "to_core"]
+__all__ = ["NATIVE_KEY", "ROUTING_TYPE_PROPERTY", "core_type", "from_core", "to_core"]
 
 #: ``Message.native`` key of what only CORE has.
 NATIVE_KEY = "core"
@@ -170,10 +175,8 @@ def to_core(message: Message) -> tuple[bytes, MessageHeaders]:
     elif message.body_type == BodyType.TEXT:
         kind = _TEXT
         body = _text_body(body.decode("utf-8", "replace"))
-    elif message.body_type == BodyType.BYTES:
-        kind = _BYTES
     else:
-        kind = _DEFAULT
+        kind, body = _foreign_body(message)
     properties = message.properties
     pairs = tuple((name, _to_core_value(value)) for name, value in properties.items()) if properties else None
     headers = MessageHeaders(
@@ -188,3 +191,45 @@ def to_core(message: Message) -> tuple[bytes, MessageHeaders]:
         pairs,
     )
     return body, headers
+
+
+def core_type(message: Message) -> MessageType | None:
+    """The CORE type a CORE client gave ``message``, None for a message from another protocol."""
+    native = message.native.get(NATIVE_KEY) if message.native else None
+    if native is None or len(native) < _NATIVE.size or native[0] != _NATIVE_VERSION:
+        return None
+    return MessageType(native[1]) if native[1] in MessageType._value2member_map_ else None
+
+
+_AMQP_SECTIONS = b"\x00"  # an AMQP body kept as its encoded sections starts with a described type
+
+
+def _foreign_body(message: Message) -> tuple[MessageType, bytes]:
+    """The CORE type and body of a message another protocol sent (see the module doc)."""
+    body_type, body = message.body_type, message.body
+    if body_type == BodyType.BYTES:
+        content_type = message.properties.get("content-type") if message.properties else None
+        if content_type is not None and str(getattr(content_type, "value", content_type)) == jms_bodies.SERIALIZED_CONTENT_TYPE:
+            return MessageType.OBJECT, jms_bodies.object_body(body)
+        return _BYTES, body
+    if body_type in (BodyType.MAP, BodyType.STREAM) and body[:1] == _AMQP_SECTIONS:
+        try:
+            return _amqp_jms_body(body_type, body)
+        except ValueError:
+            pass  # not a map or list after all: the bytes as they are
+    return _DEFAULT, body
+
+
+def _amqp_jms_body(body_type: BodyType, body: bytes) -> tuple[MessageType, bytes]:
+    sections = sections_codec.decode_message(bytes(body)).body or []
+    if body_type == BodyType.MAP:
+        (_kind, value), = sections
+        if not isinstance(value, dict):
+            raise ValueError("not a map")
+        return MessageType.MAP, jms_bodies.map_body(value)
+    values: list = []
+    for _kind, value in sections:
+        if not isinstance(value, list):
+            raise ValueError("not a list")
+        values.extend(value)
+    return MessageType.STREAM, jms_bodies.stream_body(values)
