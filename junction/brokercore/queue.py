@@ -17,6 +17,7 @@ import itertools
 from collections import deque
 from dataclasses import dataclass, field
 
+from junction.brokercore.scheduled import SCHEDULED_DELIVERY, ScheduledRefs, delivery_time
 from junction.model.message import Message, RoutingType
 
 __all__ = ["MessageRef", "Consumer", "Queue", "QueueDefinition"]
@@ -196,6 +197,8 @@ class Queue:
         self.messages_killed = 0
         self.in_flight_count = 0
         self.scheduled_count = 0
+        #: references held for their scheduled delivery time (made on first use)
+        self._scheduled: ScheduledRefs | None = None
         self.deleted = False
 
     # -- introspection --------------------------------------------------------
@@ -225,7 +228,11 @@ class Queue:
 
     # -- adding ----------------------------------------------------------------
     def add(self, ref: MessageRef) -> None:
-        """Append a reference in priority order and try to deliver it."""
+        """Append a reference in priority order and try to deliver it (or hold
+        it until its scheduled delivery time, see :mod:`~junction.brokercore.scheduled`)."""
+        properties = ref.message.properties
+        if properties and SCHEDULED_DELIVERY in properties and self._hold(ref):
+            return
         priority = ref.message.priority
         self._lanes[priority if 0 <= priority <= 9 else _lane(priority)].append(ref)
         self._count += 1
@@ -236,6 +243,16 @@ class Queue:
         if not self._delivery_scheduled and not self.deleted:
             self._delivery_scheduled = True
             self.owner.call_soon(self._deliver_pass)
+
+    def _hold(self, ref: MessageRef) -> bool:
+        at = delivery_time(ref.message)
+        if at <= self.owner.now_ms():
+            return False
+        if self._scheduled is None:
+            self._scheduled = ScheduledRefs(self, self.owner)
+        self.scheduled_count += 1
+        self._scheduled.hold(ref, at)
+        return True
 
     def take(self, message_id: int) -> MessageRef | None:
         """Take the waiting reference to ``message_id`` out of the queue (None if none
@@ -542,8 +559,9 @@ class Queue:
         return expired
 
     def drain(self) -> list[MessageRef]:
-        """Remove and return every waiting reference (purge, delete)."""
-        refs = []
+        """Remove and return every waiting reference, and those held for their
+        scheduled time (purge, delete)."""
+        refs = [] if self._scheduled is None else self._scheduled.drain()
         for lane in self._lanes:
             refs.extend(lane)
             lane.clear()

@@ -191,6 +191,25 @@ def test_selector(artemis_module, jms: JmsClient):
     assert bodies(results[8]) == ["red 0", "blue 1", "green 3", "marker"]
 
 
+def test_scheduled_delivery(artemis_module, jms: JmsClient):
+    """A message sent with a delivery delay (``_AMQ_SCHED_DELIVERY``) is held until its time:
+    not there 500 ms after the send, there after 1500 ms; one sent without a delay passes it."""
+    queue = new_name("sched")
+    results = jms.run(
+        [
+            connect(artemis_module),
+            {"op": "send", "queue": queue, "body": "later", "delay": 1500},
+            {"op": "send", "queue": queue, "body": "now"},
+            {"op": "receive", "queue": queue, "count": 2, "timeout": 500},
+            {"op": "receive", "queue": queue, "count": 1, "timeout": 5000},
+        ]
+    )
+    assert bodies(results[3]) == ["now"]  # the held one did not come within 500 ms
+    later = results[4]["messages"]
+    assert bodies(results[4]) == ["later"]
+    assert later[0]["properties"]["_AMQ_SCHED_DELIVERY"]["long"] >= later[0]["timestamp"] + 1500
+
+
 def test_stomp_acceptor_feeds_the_jms_client(artemis_module, jms: JmsClient):
     """The optional acceptors are on their own ports, and Artemis's STOMP-to-JMS rule shows:
     a SEND with a content-length header is a BytesMessage, one without a TextMessage."""
