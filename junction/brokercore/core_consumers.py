@@ -23,8 +23,8 @@ Artemis's ``ServerConsumerImpl`` (core.md section 7):
 * SESS_FORCE_CONSUMER_DELIVERY (``receiveNoWait``): what the queue can give
   now is delivered, then a marker message carrying the client's sequence
   (``_hornetq.forced.delivery.seq``), which costs no credit.
-* SESS_EXPIRED: the client saw the message expire; it goes back to its
-  queue, which expires it by the broker's clock.
+* SESS_EXPIRED: the client saw the message expire; it goes to the expiry
+  address at once, as Artemis does.
 
 Browse-only consumers are refused with NOT_IMPLEMENTED (213) for now.
 """
@@ -196,7 +196,7 @@ class ConsumerHandlers:
         consumer = self._consumer(packet.consumer_id)
         ref = consumer.delivering.pop(packet.message_id, None)
         if ref is not None:
-            self.session.cancel(ref, redelivered=False)
+            self.session.expire(ref)
         self.confirm(packet, None)
 
     def _on_force_delivery(self, packet: p.SessForceConsumerDelivery) -> None:

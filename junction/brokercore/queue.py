@@ -534,6 +534,16 @@ class Queue:
         else:
             self.add_head(ref)
 
+    def expire_delivered(self, ref: MessageRef) -> None:
+        """A consumer found a delivered reference expired: expire it now."""
+        consumer = ref.consumer
+        if consumer is not None and consumer.in_flight.pop(id(ref), None) is not None:
+            self.in_flight_count -= 1
+        ref.consumer = None
+        self._expire(ref)
+        if not self.message_count:
+            self.owner.queue_emptied(self)
+
     def _expire(self, ref: MessageRef) -> None:
         self.messages_expired += 1
         self.owner.expire(ref)

@@ -635,6 +635,16 @@ class ServerSession(SessionQueues):
         if owner is not None:
             owner.settled(ref)
 
+    def expire(self, ref: MessageRef) -> None:
+        """The client found ``ref`` expired (CORE's SESS_EXPIRED): it goes to the expiry
+        address now, as Artemis does, rather than back to the queue until the next scan."""
+        owner = self._consumer_of.pop(id(ref), None)
+        if ref.queue.deleted:
+            return
+        ref.queue.expire_delivered(ref)
+        if owner is not None:
+            owner.settled(ref)
+
     def begin(self) -> Transaction:
         tx = Transaction(self)
         self.transactions.add(tx)

@@ -210,6 +210,26 @@ def test_scheduled_delivery(artemis_module, jms: JmsClient):
     assert later[0]["properties"]["_AMQ_SCHED_DELIVERY"]["long"] >= later[0]["timestamp"] + 1500
 
 
+def test_expired_message_goes_to_the_expiry_queue(artemis_module, jms: JmsClient):
+    """A message whose time to live passed before it was consumed is not delivered: the
+    client sees it expired (SESS_EXPIRED) and the broker moves it to ``ExpiryQueue``, with
+    where it came from."""
+    queue, idle = new_name("ttl"), new_name("idle")
+    results = jms.run(
+        [
+            connect(artemis_module),
+            {"op": "send", "queue": queue, "body": "stale", "ttl": 300},
+            {"op": "receive", "queue": idle, "timeout": 1000},  # the time to live passes
+            {"op": "receive", "queue": queue, "timeout": 1000},
+            {"op": "receive", "queue": "ExpiryQueue", "count": 10, "timeout": 5000, "selector": f"_AMQ_ORIG_ADDRESS = '{queue}'"},
+        ]
+    )
+    assert results[3]["messages"] == []
+    (expired,) = results[4]["messages"]
+    assert expired["body"] == "stale"
+    assert expired["properties"]["_AMQ_ORIG_QUEUE"] == queue
+
+
 def test_stomp_acceptor_feeds_the_jms_client(artemis_module, jms: JmsClient):
     """The optional acceptors are on their own ports, and Artemis's STOMP-to-JMS rule shows:
     a SEND with a content-length header is a BytesMessage, one without a TextMessage."""

@@ -28,6 +28,13 @@ pytestmark = pytest.mark.timeout(60)
 USERS = {peer.USER["user"]: (peer.USER["password"], ["amq"])}
 
 
+#: what ``artemis create`` configures for expiry: expired messages go to ``ExpiryQueue``
+ARTEMIS_DEFAULT_EXPIRY = {
+    "address_settings_xml": '<address-setting match="#"><expiry-address>ExpiryQueue</expiry-address></address-setting>',
+    "extra_core_xml": '<addresses><address name="ExpiryQueue"><anycast><queue name="ExpiryQueue"/></anycast></address></addresses>',
+}
+
+
 class _Target:
     """What the peer's scenarios need of a broker: its CORE URL."""
 
@@ -45,6 +52,7 @@ def junction_core(tmp_path_factory):
         security=True,
         users=USERS,
         extra_acceptors_xml=f'<acceptor name="core">tcp://{harness.LOOPBACK}:{port}?protocols=CORE</acceptor>',
+        **ARTEMIS_DEFAULT_EXPIRY,
     )
     node.start()
     try:
@@ -77,6 +85,10 @@ def test_errors_are_results(junction_core, jms: JmsClient):
 
 def test_scheduled_delivery(junction_core, jms: JmsClient):
     peer.test_scheduled_delivery(junction_core, jms)
+
+
+def test_expired_message_goes_to_the_expiry_queue(junction_core, jms: JmsClient):
+    peer.test_expired_message_goes_to_the_expiry_queue(junction_core, jms)
 
 
 def test_scheduled_delivery_survives_a_graceful_restart(broker_factory, jms: JmsClient):

@@ -366,3 +366,20 @@ def test_the_event_log_hears_of_the_connection_once_and_of_its_end():
     kinds = [(kind, fields.get("protocol"), fields.get("user"), fields.get("client_id")) for kind, fields in log.events]
     assert kinds == [("connection.accepted", "CORE", "alice", "app-9"), ("connection.closed", None, None, None)]
     assert log.events[1][1]["duration_ms"] == 2500.0 and log.events[1][1]["reason"] == "closed"
+
+
+def test_a_delivery_the_client_found_expired_is_expired_at_once():
+    """SESS_EXPIRED: the message goes to the expiry address now, as Artemis does, not back
+    to the queue (where it would be delivered again until the next expiry scan)."""
+    broker = Broker()
+    queue = broker.queue("q")
+    client = CoreClient(broker)
+    client.open()
+    body, headers = message()
+    client.send(p.SessSend(body, headers, True, -1, 1, channel_id=10))
+    client.send(p.SessCreateConsumer(0, "q", None, False, True, 0, channel_id=10))
+    got = client.send(p.SessFlowToken(0, -1, channel_id=10), p.SessStart(channel_id=10))
+    (delivery,) = [x for x in got if isinstance(x, p.SessReceiveMsg)]
+    again = client.send(p.SessExpired(0, delivery.headers.message_id, channel_id=10))
+    assert not [x for x in again if isinstance(x, p.SessReceiveMsg)]
+    assert (queue.messages_expired, queue.message_count) == (1, 0)
