@@ -52,7 +52,7 @@ class CoreConsumer:
 
     __slots__ = ("core", "id", "queue", "server_consumer", "delivering", "tx_acked", "unlimited")
 
-    def __init__(self, core, consumer_id: int, queue: str, address: str, selector: str | None):
+    def __init__(self, core, consumer_id: int, queue: str, address: str, selector: str | None, priority: int = 0):
         self.core = core
         self.id = consumer_id
         self.queue = queue
@@ -68,6 +68,7 @@ class CoreConsumer:
             auto_ack=core.pre_acknowledge,
             credit_bytes=0,
             ack_returns_credit=False,
+            priority=priority,  # Artemis's consumer priority (queue?consumer-priority=N)
         )
 
     def _deliver(self, server_consumer, ref) -> None:
@@ -169,7 +170,9 @@ class ConsumerHandlers:
             raise CoreRefused(ExceptionType.NOT_IMPLEMENTED_EXCEPTION, "browse-only consumers (queue browsers) are not supported yet")
         if packet.consumer_id in self.consumers:
             raise CoreRefused(ExceptionType.ILLEGAL_STATE, f"consumer {packet.consumer_id} exists already on this session")
-        self.consumers[packet.consumer_id] = CoreConsumer(self, packet.consumer_id, name, found.address, packet.filter_string)
+        self.consumers[packet.consumer_id] = CoreConsumer(
+            self, packet.consumer_id, name, found.address, packet.filter_string, packet.priority or 0
+        )
         answer = None
         if packet.requires_response:
             # The queue as it is now, this consumer counted: the client recreates it from this after a failover.

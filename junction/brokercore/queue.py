@@ -180,6 +180,8 @@ class Queue:
         self._lanes: list[deque] = [deque() for _ in range(10)]
         self._count = 0
         self.consumers: list[Consumer] = []
+        #: the consumers do not all have the same priority (see _next_consumer)
+        self._prioritised = False
         self._rr = 0
         self._delivery_scheduled = False
         self._delivering = False
@@ -274,6 +276,7 @@ class Queue:
     # -- consumers -------------------------------------------------------------
     def add_consumer(self, consumer: Consumer) -> None:
         self.consumers.append(consumer)
+        self._prioritised = len({c.priority for c in self.consumers}) > 1
         self.deliver_soon()
         changed = getattr(self.owner, "consumers_changed", None)
         if changed is not None:
@@ -284,6 +287,7 @@ class Queue:
         consumer.closed = True
         if consumer in self.consumers:
             self.consumers.remove(consumer)
+        self._prioritised = len({c.priority for c in self.consumers}) > 1
         refs = list(consumer.in_flight.values())
         consumer.in_flight.clear()
         # Back at the head in their original order: add_head in reverse.
@@ -341,17 +345,27 @@ class Queue:
             consumer.end_batch()
 
     def _next_consumer(self, message: Message | None = None, avoid=None) -> Consumer | None:
+        """The next consumer with credit (that accepts ``message``), round-robin among
+        those of the highest consumer priority that can take it (Artemis's rule: a
+        lower-priority consumer gets messages only while no higher one has credit)."""
         consumers = self.consumers
         n = len(consumers)
+        prioritised = self._prioritised
+        best = None
+        best_index = 0
         for i in range(n):
             index = (self._rr + i) % n
             consumer = consumers[index]
             if consumer.has_credit() and (message is None or consumer.accepts(message)):
                 if avoid is not None and consumer.id in avoid:
                     continue
-                self._rr = index + 1
-                return consumer
-        return None
+                if best is None or consumer.priority > best.priority:
+                    best, best_index = consumer, index
+                if not prioritised:
+                    break
+        if best is not None:
+            self._rr = best_index + 1
+        return best
 
     def _pop_next(self) -> MessageRef | None:
         for lane in reversed(self._lanes):

@@ -230,6 +230,26 @@ def test_expired_message_goes_to_the_expiry_queue(artemis_module, jms: JmsClient
     assert expired["properties"]["_AMQ_ORIG_QUEUE"] == queue
 
 
+def test_consumer_priority(artemis_module, jms: JmsClient):
+    """Two consumers on one queue, one with ``consumer-priority=5``: while it has credit
+    it gets every message; the default-priority one gets none."""
+    queue = new_name("prio")
+    results = jms.run(
+        [
+            connect(artemis_module),
+            {"op": "send", "queue": queue, "body": "create"},
+            {"op": "receive", "queue": queue, "timeout": 5000},
+            {"op": "consumer", "id": "low", "queue": queue},
+            {"op": "consumer", "id": "high", "queue": f"{queue}?consumer-priority=5"},
+            {"op": "send", "queue": queue, "body": "m{i}", "count": 4},
+            {"op": "receive", "consumer": "high", "count": 4, "timeout": 5000},
+            {"op": "receive", "consumer": "low", "timeout": 500},
+        ]
+    )
+    assert bodies(results[6]) == ["m0", "m1", "m2", "m3"]
+    assert results[7]["messages"] == []
+
+
 def test_stomp_acceptor_feeds_the_jms_client(artemis_module, jms: JmsClient):
     """The optional acceptors are on their own ports, and Artemis's STOMP-to-JMS rule shows:
     a SEND with a content-length header is a BytesMessage, one without a TextMessage."""

@@ -91,6 +91,10 @@ def test_expired_message_goes_to_the_expiry_queue(junction_core, jms: JmsClient)
     peer.test_expired_message_goes_to_the_expiry_queue(junction_core, jms)
 
 
+def test_consumer_priority(junction_core, jms: JmsClient):
+    peer.test_consumer_priority(junction_core, jms)
+
+
 def test_scheduled_delivery_survives_a_graceful_restart(broker_factory, jms: JmsClient):
     """The delivery time is kept with the message (its ``_AMQ_SCHED_DELIVERY`` property, in
     the journal): after a restart the message is still held until then, and then delivered."""
