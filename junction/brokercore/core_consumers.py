@@ -23,8 +23,8 @@ Artemis's ``ServerConsumerImpl`` (core.md section 7):
 * SESS_FORCE_CONSUMER_DELIVERY (``receiveNoWait``): what the queue can give
   now is delivered, then a marker message carrying the client's sequence
   (``_hornetq.forced.delivery.seq``), which costs no credit.
-* SESS_EXPIRED: the client saw the message expire; it goes back to its
-  queue, which expires it by the broker's clock.
+* SESS_EXPIRED: the client saw the message expire; it goes to the expiry
+  address at once, as Artemis does.
 
 Browse-only consumers (``browseOnly``, the JMS ``QueueBrowser``) are
 :class:`~junction.brokercore.core_browsers.CoreBrowser`: they show the queue's
@@ -57,7 +57,7 @@ class CoreConsumer:
 
     __slots__ = ("core", "id", "queue", "server_consumer", "delivering", "tx_acked", "unlimited")
 
-    def __init__(self, core, consumer_id: int, queue: str, address: str, selector: str | None):
+    def __init__(self, core, consumer_id: int, queue: str, address: str, selector: str | None, priority: int = 0):
         self.core = core
         self.id = consumer_id
         self.queue = queue
@@ -73,6 +73,7 @@ class CoreConsumer:
             auto_ack=core.pre_acknowledge,
             credit_bytes=0,
             ack_returns_credit=False,
+            priority=priority,  # Artemis's consumer priority (queue?consumer-priority=N)
         )
 
     def _deliver(self, server_consumer, ref) -> None:
@@ -191,7 +192,9 @@ class ConsumerHandlers:
                 raise errors.NonExistentQueueError(f"AMQ229017: Queue {name} does not exist")
             self.consumers[packet.consumer_id] = CoreBrowser(self, packet.consumer_id, queue, packet.filter_string)
         else:
-            self.consumers[packet.consumer_id] = CoreConsumer(self, packet.consumer_id, name, found.address, packet.filter_string)
+            self.consumers[packet.consumer_id] = CoreConsumer(
+                self, packet.consumer_id, name, found.address, packet.filter_string, packet.priority or 0
+            )
         answer = None
         if packet.requires_response:
             # The queue as it is now, this consumer counted: the client recreates it from this after a failover.
@@ -218,7 +221,7 @@ class ConsumerHandlers:
         consumer = self._consumer(packet.consumer_id)
         ref = consumer.delivering.pop(packet.message_id, None)
         if ref is not None:
-            self.session.cancel(ref, redelivered=False)
+            self.session.expire(ref)
         self.confirm(packet, None)
 
     def _on_force_delivery(self, packet: p.SessForceConsumerDelivery) -> None:

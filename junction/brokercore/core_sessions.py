@@ -24,8 +24,8 @@ with the correlation id, when the request carries one) and the connection
 stays.  A refused request that asks for none is logged, as Artemis does --
 except where staying silent would mislead: a durable send (the client
 believes the message sent), any send under a confirmation window (the client
-would count it as confirmed), a feature not implemented here (XA failover,
-scheduled delivery: the client would wait forever),
+would count it as confirmed), a feature not implemented here (XA failover:
+the client would wait forever),
 an acknowledgement whose journal write failed.  Those end the connection with
 the EXCEPTION (NOT_IMPLEMENTED 213, IO_ERROR 6 ...).
 """
@@ -42,6 +42,7 @@ from junction.brokercore.core_errors import REFUSALS, CoreRefused, exception_for
 from junction.brokercore.core_large import LargeHandlers, make_message
 from junction.brokercore.core_queues import QueueHandlers
 from junction.brokercore.core_xa_packets import XaHandlers
+from junction.brokercore.scheduled import SCHEDULED_DELIVERY  # noqa: F401 (re-exported: a queue holds such sends)
 from junction.brokercore.xa import XaSession
 from junction.protocols.core import ExceptionType, encode_packet, responses
 from junction.protocols.core import packets as p
@@ -55,8 +56,6 @@ __all__ = ["CoreSession", "MAX_METADATA", "MAX_PRODUCERS", "SCHEDULED_DELIVERY"]
 MAX_PRODUCERS = 10_000
 #: Metadata entries one session keeps (the JMS client sets two or three).
 MAX_METADATA = 100
-#: Artemis's scheduled-delivery property (not implemented yet: such a send is refused).
-SCHEDULED_DELIVERY = "_AMQ_SCHED_DELIVERY"
 #: The metadata key under which the JMS client gives its client id (``ClientSession.JMS_SESSION_CLIENT_ID_PROPERTY``).
 JMS_CLIENT_ID = "jms-client-id"
 
@@ -358,10 +357,6 @@ class CoreSession(ConsumerHandlers, QueueHandlers, XaHandlers, LargeHandlers):
             address = self.producers.get(packet.sender_id) or self.default_address
             if address is None:
                 raise CoreRefused(ExceptionType.ILLEGAL_STATE, "a message must name an address (or its producer one)")
-        if headers.properties and any(name == SCHEDULED_DELIVERY for name, _ in headers.properties):
-            raise CoreRefused(
-                ExceptionType.NOT_IMPLEMENTED_EXCEPTION, "scheduled delivery (_AMQ_SCHED_DELIVERY) is not supported yet"
-            )
         name, prefixed = self.protocol.unprefixed(address)
         message = make_message(body, headers, name, native)
         if prefixed is not None:

@@ -17,6 +17,7 @@ import itertools
 from collections import deque
 from dataclasses import dataclass, field
 
+from junction.brokercore.scheduled import SCHEDULED_DELIVERY, ScheduledRefs, delivery_time
 from junction.model.message import Message, RoutingType
 
 __all__ = ["MessageRef", "Consumer", "Queue", "QueueDefinition"]
@@ -179,6 +180,8 @@ class Queue:
         self._lanes: list[deque] = [deque() for _ in range(10)]
         self._count = 0
         self.consumers: list[Consumer] = []
+        #: the consumers do not all have the same priority (see _next_consumer)
+        self._prioritised = False
         self._rr = 0
         self._delivery_scheduled = False
         self._delivering = False
@@ -196,6 +199,8 @@ class Queue:
         self.messages_killed = 0
         self.in_flight_count = 0
         self.scheduled_count = 0
+        #: references held for their scheduled delivery time (made on first use)
+        self._scheduled: ScheduledRefs | None = None
         self.deleted = False
 
     # -- introspection --------------------------------------------------------
@@ -225,7 +230,11 @@ class Queue:
 
     # -- adding ----------------------------------------------------------------
     def add(self, ref: MessageRef) -> None:
-        """Append a reference in priority order and try to deliver it."""
+        """Append a reference in priority order and try to deliver it (or hold
+        it until its scheduled delivery time, see :mod:`~junction.brokercore.scheduled`)."""
+        properties = ref.message.properties
+        if properties and SCHEDULED_DELIVERY in properties and self._hold(ref):
+            return
         priority = ref.message.priority
         self._lanes[priority if 0 <= priority <= 9 else _lane(priority)].append(ref)
         self._count += 1
@@ -236,6 +245,16 @@ class Queue:
         if not self._delivery_scheduled and not self.deleted:
             self._delivery_scheduled = True
             self.owner.call_soon(self._deliver_pass)
+
+    def _hold(self, ref: MessageRef) -> bool:
+        at = delivery_time(ref.message)
+        if at <= self.owner.now_ms():
+            return False
+        if self._scheduled is None:
+            self._scheduled = ScheduledRefs(self, self.owner)
+        self.scheduled_count += 1
+        self._scheduled.hold(ref, at)
+        return True
 
     def take(self, message_id: int) -> MessageRef | None:
         """Take the waiting reference to ``message_id`` out of the queue (None if none
@@ -257,6 +276,7 @@ class Queue:
     # -- consumers -------------------------------------------------------------
     def add_consumer(self, consumer: Consumer) -> None:
         self.consumers.append(consumer)
+        self._prioritised = len({c.priority for c in self.consumers}) > 1
         self.deliver_soon()
         changed = getattr(self.owner, "consumers_changed", None)
         if changed is not None:
@@ -267,6 +287,7 @@ class Queue:
         consumer.closed = True
         if consumer in self.consumers:
             self.consumers.remove(consumer)
+        self._prioritised = len({c.priority for c in self.consumers}) > 1
         refs = list(consumer.in_flight.values())
         consumer.in_flight.clear()
         # Back at the head in their original order: add_head in reverse.
@@ -324,17 +345,27 @@ class Queue:
             consumer.end_batch()
 
     def _next_consumer(self, message: Message | None = None, avoid=None) -> Consumer | None:
+        """The next consumer with credit (that accepts ``message``), round-robin among
+        those of the highest consumer priority that can take it (Artemis's rule: a
+        lower-priority consumer gets messages only while no higher one has credit)."""
         consumers = self.consumers
         n = len(consumers)
+        prioritised = self._prioritised
+        best = None
+        best_index = 0
         for i in range(n):
             index = (self._rr + i) % n
             consumer = consumers[index]
             if consumer.has_credit() and (message is None or consumer.accepts(message)):
                 if avoid is not None and consumer.id in avoid:
                     continue
-                self._rr = index + 1
-                return consumer
-        return None
+                if best is None or consumer.priority > best.priority:
+                    best, best_index = consumer, index
+                if not prioritised:
+                    break
+        if best is not None:
+            self._rr = best_index + 1
+        return best
 
     def _pop_next(self) -> MessageRef | None:
         for lane in reversed(self._lanes):
@@ -517,6 +548,16 @@ class Queue:
         else:
             self.add_head(ref)
 
+    def expire_delivered(self, ref: MessageRef) -> None:
+        """A consumer found a delivered reference expired: expire it now."""
+        consumer = ref.consumer
+        if consumer is not None and consumer.in_flight.pop(id(ref), None) is not None:
+            self.in_flight_count -= 1
+        ref.consumer = None
+        self._expire(ref)
+        if not self.message_count:
+            self.owner.queue_emptied(self)
+
     def _expire(self, ref: MessageRef) -> None:
         self.messages_expired += 1
         self.owner.expire(ref)
@@ -542,8 +583,9 @@ class Queue:
         return expired
 
     def drain(self) -> list[MessageRef]:
-        """Remove and return every waiting reference (purge, delete)."""
-        refs = []
+        """Remove and return every waiting reference, and those held for their
+        scheduled time (purge, delete)."""
+        refs = [] if self._scheduled is None else self._scheduled.drain()
         for lane in self._lanes:
             refs.extend(lane)
             lane.clear()

@@ -117,7 +117,7 @@ class ServerConsumer:
     delivered to this consumer (a protocol may buffer a pass's frames).
     """
 
-    def __init__(self, session, queue, on_delivery, *, filter=None, auto_ack=False, credit_messages=None, credit_bytes=None, owns_queue=False, on_batch_end=None, ack_returns_credit=True):
+    def __init__(self, session, queue, on_delivery, *, filter=None, auto_ack=False, credit_messages=None, credit_bytes=None, owns_queue=False, on_batch_end=None, ack_returns_credit=True, priority=0):
         self.session = session
         self.queue = queue
         self.on_delivery = on_delivery
@@ -132,6 +132,7 @@ class ServerConsumer:
             filter=filter,
             credit_messages=credit_messages,
             credit_bytes=credit_bytes,
+            priority=priority,
         )
         self.consumer.end_batch = on_batch_end
         self.closed = False
@@ -426,6 +427,7 @@ class ServerSession(SessionQueues):
         on_batch_end=None,
         ack_returns_credit: bool = True,
         subscription_queue: str | None = None,
+        priority: int = 0,
         durable_subscription: bool = True,
         shared_subscription: bool = False,
     ) -> ServerConsumer:
@@ -521,6 +523,7 @@ class ServerSession(SessionQueues):
             owns_queue=owns_queue,
             on_batch_end=on_batch_end,
             ack_returns_credit=ack_returns_credit,
+            priority=priority,
         )
         self.consumers.add(consumer)
         # A consumer created while the connection cannot write starts paused too.
@@ -632,6 +635,16 @@ class ServerSession(SessionQueues):
         if ref.queue.deleted:
             return
         ref.queue.cancel(ref, redelivered=redelivered)
+        if owner is not None:
+            owner.settled(ref)
+
+    def expire(self, ref: MessageRef) -> None:
+        """The client found ``ref`` expired (CORE's SESS_EXPIRED): it goes to the expiry
+        address now, as Artemis does, rather than back to the queue until the next scan."""
+        owner = self._consumer_of.pop(id(ref), None)
+        if ref.queue.deleted:
+            return
+        ref.queue.expire_delivered(ref)
         if owner is not None:
             owner.settled(ref)
 

@@ -191,6 +191,65 @@ def test_selector(artemis_module, jms: JmsClient):
     assert bodies(results[8]) == ["red 0", "blue 1", "green 3", "marker"]
 
 
+def test_scheduled_delivery(artemis_module, jms: JmsClient):
+    """A message sent with a delivery delay (``_AMQ_SCHED_DELIVERY``) is held until its time:
+    not there 500 ms after the send, there after 1500 ms; one sent without a delay passes it."""
+    queue = new_name("sched")
+    results = jms.run(
+        [
+            connect(artemis_module),
+            {"op": "send", "queue": queue, "body": "later", "delay": 1500},
+            {"op": "send", "queue": queue, "body": "now"},
+            {"op": "receive", "queue": queue, "count": 2, "timeout": 500},
+            {"op": "receive", "queue": queue, "count": 1, "timeout": 5000},
+        ]
+    )
+    assert bodies(results[3]) == ["now"]  # the held one did not come within 500 ms
+    later = results[4]["messages"]
+    assert bodies(results[4]) == ["later"]
+    assert later[0]["properties"]["_AMQ_SCHED_DELIVERY"]["long"] >= later[0]["timestamp"] + 1500
+
+
+def test_expired_message_goes_to_the_expiry_queue(artemis_module, jms: JmsClient):
+    """A message whose time to live passed before it was consumed is not delivered: the
+    client sees it expired (SESS_EXPIRED) and the broker moves it to ``ExpiryQueue``, with
+    where it came from."""
+    queue, idle = new_name("ttl"), new_name("idle")
+    results = jms.run(
+        [
+            connect(artemis_module),
+            {"op": "send", "queue": queue, "body": "stale", "ttl": 300},
+            {"op": "receive", "queue": idle, "timeout": 1000},  # the time to live passes
+            {"op": "receive", "queue": queue, "timeout": 1000},
+            {"op": "receive", "queue": "ExpiryQueue", "count": 10, "timeout": 5000, "selector": f"_AMQ_ORIG_ADDRESS = '{queue}'"},
+        ]
+    )
+    assert results[3]["messages"] == []
+    (expired,) = results[4]["messages"]
+    assert expired["body"] == "stale"
+    assert expired["properties"]["_AMQ_ORIG_QUEUE"] == queue
+
+
+def test_consumer_priority(artemis_module, jms: JmsClient):
+    """Two consumers on one queue, one with ``consumer-priority=5``: while it has credit
+    it gets every message; the default-priority one gets none."""
+    queue = new_name("prio")
+    results = jms.run(
+        [
+            connect(artemis_module),
+            {"op": "send", "queue": queue, "body": "create"},
+            {"op": "receive", "queue": queue, "timeout": 5000},
+            {"op": "consumer", "id": "low", "queue": queue},
+            {"op": "consumer", "id": "high", "queue": f"{queue}?consumer-priority=5"},
+            {"op": "send", "queue": queue, "body": "m{i}", "count": 4},
+            {"op": "receive", "consumer": "high", "count": 4, "timeout": 5000},
+            {"op": "receive", "consumer": "low", "timeout": 500},
+        ]
+    )
+    assert bodies(results[6]) == ["m0", "m1", "m2", "m3"]
+    assert results[7]["messages"] == []
+
+
 def test_stomp_acceptor_feeds_the_jms_client(artemis_module, jms: JmsClient):
     """The optional acceptors are on their own ports, and Artemis's STOMP-to-JMS rule shows:
     a SEND with a content-length header is a BytesMessage, one without a TextMessage."""

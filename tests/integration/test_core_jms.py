@@ -14,6 +14,8 @@ tests/integration/test_core_large.py).
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from tests import harness
@@ -24,6 +26,13 @@ pytestmark = pytest.mark.timeout(60)
 
 #: the peer's user, with Junction's default role for sending and consuming
 USERS = {peer.USER["user"]: (peer.USER["password"], ["amq"])}
+
+
+#: what ``artemis create`` configures for expiry: expired messages go to ``ExpiryQueue``
+ARTEMIS_DEFAULT_EXPIRY = {
+    "address_settings_xml": '<address-setting match="#"><expiry-address>ExpiryQueue</expiry-address></address-setting>',
+    "extra_core_xml": '<addresses><address name="ExpiryQueue"><anycast><queue name="ExpiryQueue"/></anycast></address></addresses>',
+}
 
 
 class _Target:
@@ -43,6 +52,7 @@ def junction_core(tmp_path_factory):
         security=True,
         users=USERS,
         extra_acceptors_xml=f'<acceptor name="core">tcp://{harness.LOOPBACK}:{port}?protocols=CORE</acceptor>',
+        **ARTEMIS_DEFAULT_EXPIRY,
     )
     node.start()
     try:
@@ -75,3 +85,42 @@ def test_selector(junction_core, jms: JmsClient):
 
 def test_errors_are_results(junction_core, jms: JmsClient):
     peer.test_errors_are_results(junction_core, jms)
+
+
+def test_scheduled_delivery(junction_core, jms: JmsClient):
+    peer.test_scheduled_delivery(junction_core, jms)
+
+
+def test_expired_message_goes_to_the_expiry_queue(junction_core, jms: JmsClient):
+    peer.test_expired_message_goes_to_the_expiry_queue(junction_core, jms)
+
+
+def test_consumer_priority(junction_core, jms: JmsClient):
+    peer.test_consumer_priority(junction_core, jms)
+
+
+def test_scheduled_delivery_survives_a_graceful_restart(broker_factory, jms: JmsClient):
+    """The delivery time is kept with the message (its ``_AMQ_SCHED_DELIVERY`` property, in
+    the journal): after a restart the message is still held until then, and then delivered."""
+    port = harness.free_port()
+    node = broker_factory(
+        "core-sched",
+        security=True,
+        users=USERS,
+        extra_acceptors_xml=f'<acceptor name="core">tcp://{harness.LOOPBACK}:{port}?protocols=CORE</acceptor>',
+    ).start()
+    target = _Target(port)
+    delay_ms = 8000
+    (_, sent) = jms.run(
+        [peer.connect(target), {"op": "send", "queue": "sched.restart", "body": "held", "delay": delay_ms}]
+    )
+    assert sent["sent"] == 1
+    sent_at = time.time()
+    assert node.stop() == 0
+    node.start()
+    early = jms.run([peer.connect(target), {"op": "receive", "queue": "sched.restart", "timeout": 0}])[1]
+    assert time.time() - sent_at < delay_ms / 1000  # so the empty receive proves the hold
+    assert early["messages"] == []
+    late = jms.run([peer.connect(target), {"op": "receive", "queue": "sched.restart", "timeout": 15000}])[1]
+    assert peer.bodies(late) == ["held"]
+    assert time.time() - sent_at >= delay_ms / 1000 - 0.5

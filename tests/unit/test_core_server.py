@@ -230,15 +230,36 @@ def test_xa_calls_on_a_session_not_xa_are_answered_xaer_proto_and_the_connection
     assert (got.error, got.response_code, got.channel_id) == (True, -6, 10) and not client.closed
 
 
-def test_scheduled_delivery_is_refused():
+def test_scheduled_delivery_is_held_until_its_time():
+    """A send with ``_AMQ_SCHED_DELIVERY`` is accepted; its queue holds it (counted, not
+    waiting) until that time by the broker's clock, then it waits like any other."""
     broker = Broker()
+    queue = broker.queue("q")
     client = CoreClient(broker)
     client.open()
-    body, headers = message(properties=(("_AMQ_SCHED_DELIVERY", 1),))
-    e = exception(client.send(p.SessSend(body, headers, True, -1, 1, channel_id=10)), 213, 10)
-    assert e.correlation_id == -1 and not client.closed  # answered: the client waits on it
-    exception(client.send(p.SessSend(body, headers, False, 0, 1, channel_id=10)), 213, 10)
-    assert client.closed  # unanswered, it would be lost silently
+    at = broker.server.now_ms() + 1500
+    body, headers = message(properties=(("_AMQ_SCHED_DELIVERY", at),))
+    assert client.send(p.SessSend(body, headers, True, -1, 1, channel_id=10)) == [p.NullResponse(-1, channel_id=10)]
+    assert (queue.message_count, queue.waiting_count, queue.scheduled_count) == (1, 0, 1)
+    broker.run(1.0)
+    assert queue.waiting_count == 0
+    broker.run(0.6)
+    assert (queue.message_count, queue.waiting_count, queue.scheduled_count) == (1, 1, 0)
+    body, headers = message(properties=(("_AMQ_SCHED_DELIVERY", 1),))  # a time past: at once
+    client.send(p.SessSend(body, headers, True, -1, 1, channel_id=10))
+    assert queue.waiting_count == 2
+
+
+def test_a_purge_takes_scheduled_messages_too():
+    broker = Broker()
+    queue = broker.queue("q")
+    client = CoreClient(broker)
+    client.open()
+    body, headers = message(properties=(("_AMQ_SCHED_DELIVERY", broker.server.now_ms() + 5000),))
+    client.send(p.SessSend(body, headers, True, -1, 1, channel_id=10))
+    assert len(queue.drain()) == 1 and queue.message_count == 0
+    broker.run(6)
+    assert queue.message_count == 0  # the timer went with it
 
 
 # -- time -----------------------------------------------------------------------------------------
@@ -345,3 +366,20 @@ def test_the_event_log_hears_of_the_connection_once_and_of_its_end():
     kinds = [(kind, fields.get("protocol"), fields.get("user"), fields.get("client_id")) for kind, fields in log.events]
     assert kinds == [("connection.accepted", "CORE", "alice", "app-9"), ("connection.closed", None, None, None)]
     assert log.events[1][1]["duration_ms"] == 2500.0 and log.events[1][1]["reason"] == "closed"
+
+
+def test_a_delivery_the_client_found_expired_is_expired_at_once():
+    """SESS_EXPIRED: the message goes to the expiry address now, as Artemis does, not back
+    to the queue (where it would be delivered again until the next expiry scan)."""
+    broker = Broker()
+    queue = broker.queue("q")
+    client = CoreClient(broker)
+    client.open()
+    body, headers = message()
+    client.send(p.SessSend(body, headers, True, -1, 1, channel_id=10))
+    client.send(p.SessCreateConsumer(0, "q", None, False, True, 0, channel_id=10))
+    got = client.send(p.SessFlowToken(0, -1, channel_id=10), p.SessStart(channel_id=10))
+    (delivery,) = [x for x in got if isinstance(x, p.SessReceiveMsg)]
+    again = client.send(p.SessExpired(0, delivery.headers.message_id, channel_id=10))
+    assert not [x for x in again if isinstance(x, p.SessReceiveMsg)]
+    assert (queue.messages_expired, queue.message_count) == (1, 0)
