@@ -322,3 +322,36 @@ def test_a_node_whose_port_is_taken_says_so_and_exits_3(tmp_path):
     assert result.returncode == 3
     assert f"ERROR junction: could not start: Couldn't listen on 127.0.0.1:{ports[61617]}" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_the_real_artemis_jms_client_reaches_the_appliance_on_its_multi_protocol_port(appliance, jms):
+    """A JMS application pointed at the appliance (CORE on 61616, sniffed) is forwarded to the
+    user's core; what it sends there an AMQP consumer reads as Artemis converts it (a JMS
+    MapMessage: an AMQP map with ``x-opt-jms-msg-type`` 2)."""
+    world = appliance
+    wait_all_ready(world)
+    url = f"tcp://127.0.0.1:{world.ports[61616]}"
+    results = jms.run(
+        [
+            {"op": "connect", "url": url, "user": "admin", "password": "admin"},
+            {"op": "send", "queue": "jms.orders", "body": "order {i}", "count": 3},
+            {"op": "receive", "queue": "jms.orders", "count": 2},
+            {"op": "send", "queue": "jms.orders", "type": "map", "body": {"id": {"int": 7}}},
+        ]
+    )
+    assert [m["body"] for m in results[2]["messages"]] == ["order 0", "order 1"]
+    assert holder(world, "jms.orders") in world.cores  # on one core, the user's
+    conn = amqp(world.ports[5672])
+    try:
+        receiver = conn.create_receiver("jms.orders")
+        bodies = []
+        for _ in range(2):
+            m = receiver.receive(timeout=TIMEOUT)
+            bodies.append((m.body, (m.annotations or {}).get("x-opt-jms-msg-type")))
+            receiver.accept()
+    finally:
+        conn.close()
+    assert bodies == [("order 2", 5), ({"id": 7}, 2)]
+    gw = status(world.ports[8161])
+    decisions = {a["name"]: a.get("decisions") for a in gw["acceptors"]}
+    assert decisions["all"] == {"forwarded": 1}
