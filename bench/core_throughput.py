@@ -89,7 +89,7 @@ def junction_node(tmp: str):
         name="bench-core",
         security=False,
         persistence=True,
-        extra_acceptors_xml=f'<acceptor name="core">tcp://{harness.LOOPBACK}:{port}?protocols=CORE</acceptor>',
+        extra_acceptors_xml=harness.core_acceptor(port),
     )
     node.start()
     try:

@@ -245,6 +245,12 @@ _ALL_PERMISSIONS = (
 )
 
 
+def core_acceptor(port: int) -> str:
+    """A ``protocols=CORE`` acceptor named ``core`` on loopback ``port``, for a node's
+    ``extra_acceptors_xml`` (the Artemis JMS client's tests and benchmarks)."""
+    return f'<acceptor name="core">tcp://{LOOPBACK}:{port}?protocols=CORE</acceptor>'
+
+
 class BrokerProcess(ChildProcess):
     """One Junction broker run as a child process, in its own directory.
 

@@ -54,7 +54,7 @@ def test_junction_browse(tmp_path, jms: JmsClient):
     node = harness.BrokerProcess(
         str(tmp_path),
         name="browse",
-        extra_acceptors_xml=f'<acceptor name="core">tcp://{harness.LOOPBACK}:{port}?protocols=CORE</acceptor>',
+        extra_acceptors_xml=harness.core_acceptor(port),
     ).start()
     try:
         target = _Target(port)

@@ -77,7 +77,7 @@ def junction_target(tmp_path_factory):
         name="cross",
         security=True,
         users=USERS,
-        extra_acceptors_xml=f'<acceptor name="core">tcp://{harness.LOOPBACK}:{port}?protocols=CORE</acceptor>',
+        extra_acceptors_xml=harness.core_acceptor(port),
     )
     node.start()
     try:

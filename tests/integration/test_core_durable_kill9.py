@@ -83,7 +83,7 @@ class _CoreNode:
         self.process = harness.BrokerProcess(
             str(tmp_path),
             name="crashy",
-            extra_acceptors_xml=f'<acceptor name="core">tcp://{harness.LOOPBACK}:{port}?protocols=CORE</acceptor>',
+            extra_acceptors_xml=harness.core_acceptor(port),
         )
 
     def start(self):

@@ -107,7 +107,7 @@ def junction_node(tmp_path):
         str(tmp_path),
         name="flow",
         address_settings_xml="".join(_setting(m, v) for m, v in SETTINGS.items()),
-        extra_acceptors_xml=f'<acceptor name="core">tcp://{harness.LOOPBACK}:{port}?protocols=CORE</acceptor>',
+        extra_acceptors_xml=harness.core_acceptor(port),
     )
     node.url = f"tcp://{harness.LOOPBACK}:{port}"
     node.start()

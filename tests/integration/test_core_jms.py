@@ -51,7 +51,7 @@ def junction_core(tmp_path_factory):
         name="core",
         security=True,
         users=USERS,
-        extra_acceptors_xml=f'<acceptor name="core">tcp://{harness.LOOPBACK}:{port}?protocols=CORE</acceptor>',
+        extra_acceptors_xml=harness.core_acceptor(port),
         **ARTEMIS_DEFAULT_EXPIRY,
     )
     node.start()
@@ -107,7 +107,7 @@ def test_scheduled_delivery_survives_a_graceful_restart(broker_factory, jms: Jms
         "core-sched",
         security=True,
         users=USERS,
-        extra_acceptors_xml=f'<acceptor name="core">tcp://{harness.LOOPBACK}:{port}?protocols=CORE</acceptor>',
+        extra_acceptors_xml=harness.core_acceptor(port),
     ).start()
     target = _Target(port)
     delay_ms = 8000

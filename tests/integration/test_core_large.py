@@ -73,7 +73,7 @@ def _node(tmp_path) -> harness.BrokerProcess:
         name="core",
         security=True,
         users=USERS,
-        extra_acceptors_xml=f'<acceptor name="core">tcp://{harness.LOOPBACK}:{port}?protocols=CORE</acceptor>',
+        extra_acceptors_xml=harness.core_acceptor(port),
     )
     node.core_port = port
     return node

@@ -207,7 +207,7 @@ def _junction_node(tmp, name):
         name=name,
         security=True,
         users=USERS,
-        extra_acceptors_xml=f'<acceptor name="core">tcp://{harness.LOOPBACK}:{port}?protocols=CORE</acceptor>',
+        extra_acceptors_xml=harness.core_acceptor(port),
     )
     return node, f"tcp://{harness.LOOPBACK}:{port}"
 
