@@ -59,6 +59,7 @@ CREATE_OPTIONS = (
 
 _ACCEPTOR_RE = re.compile(r'(<acceptor name="([^"]+)">tcp://)([^:/?<]+):(\d+)')
 _GC_RE = re.compile(r"^-XX:\+Use\w+GC$")
+_NODE_ID_RE = re.compile(r"AMQ221001: .*?, nodeID=([0-9a-f-]+)\]")
 
 
 def router_xml(
@@ -353,6 +354,12 @@ class ArtemisBroker(ChildProcess):
         return f"<ArtemisBroker {self.name} {self.url} {state}>"
 
     # ----------------------------------------------------------------- logs
+
+    @property
+    def node_id(self) -> str | None:
+        """The broker's node id, from its start line (``AMQ221001: ... [name, nodeID=...]``)."""
+        found = _NODE_ID_RE.findall(self.log_text())
+        return found[-1] if found else None
 
     def log_text(self) -> str:
         """The console log, whole (every start's)."""
