@@ -289,7 +289,8 @@ def test_real_artemis_redirects_the_same_client_alike(w, jms, artemis_factory, t
     connection, and the redirected client waits for no echo): the topology, DISCONNECT_V3 with
     reason REDIRECT, the redirecting node's id, the target's id and connector (the Netty
     factory, ``host`` and ``port`` as strings), then EXCEPTION 222 with Artemis's text for
-    that connector.  One difference is left: Artemis keeps the socket open until the client,
+    that connector (which the real broker's client at times closes the connection before
+    reading: the client follows the DISCONNECT_V3 alone).  One difference is left: Artemis keeps the socket open until the client,
     connected to the target, closes it; the gateway closes it after the EXCEPTION (the client
     reconnects all the same)."""
     b = artemis_factory("b").start()
@@ -314,10 +315,13 @@ def test_real_artemis_redirects_the_same_client_alike(w, jms, artemis_factory, t
         ])  # fmt: skip
         written = CoreCodec(server=False).receive_data(bytes(tap.first_connection().received))
         packets = [p for p in written if p.TYPE != PacketType.PING]
-        assert [p.TYPE for p in packets] == [
-            PacketType.CLUSTER_TOPOLOGY_V4, PacketType.DISCONNECT_V3, PacketType.EXCEPTION
-        ], (name, packets)  # fmt: skip
-        topology, disconnect, refused = packets
+        # Artemis writes its EXCEPTION without a flush after the flushed DISCONNECT_V3: the
+        # client, reconnecting already, at times closes the connection before it arrives
+        expected = [PacketType.CLUSTER_TOPOLOGY_V4, PacketType.DISCONNECT_V3, PacketType.EXCEPTION]
+        if name == "artemis" and len(packets) == 2:
+            expected.pop()
+        assert [p.TYPE for p in packets] == expected, (name, packets)
+        topology, disconnect = packets[:2]
         connector = disconnect.target_connector
         assert (disconnect.channel_id, disconnect.node_id, disconnect.reason) == (
             0, topology.node_id, DisconnectReason.REDIRECT,
@@ -325,9 +329,10 @@ def test_real_artemis_redirects_the_same_client_alike(w, jms, artemis_factory, t
         assert disconnect.target_node_id == target_node_id, (name, disconnect)
         assert connector.factory_class_name == NETTY_CONNECTOR_FACTORY, (name, connector)
         assert dict(connector.params) == {"host": "127.0.0.1", "port": str(target_port)}, (name, connector)
-        assert (refused.channel_id, refused.code, refused.message) == (
-            1, 222, f"AMQ229237: Connection router {router} redirected the connection to {connector_text(connector)}"
-        ), (name, refused)  # fmt: skip
+        for refused in packets[2:]:
+            assert (refused.channel_id, refused.code, refused.message) == (
+                1, 222, f"AMQ229237: Connection router {router} redirected the connection to {connector_text(connector)}"
+            ), (name, refused)  # fmt: skip
         seen[name] = (bodies(results), [m["body"] for m in left[1]["messages"]])
     assert seen["artemis"] == seen["junction"] == (
         ["through the gateway 0", "through the gateway 1"], ["through the gateway 2"]
