@@ -333,10 +333,20 @@ def test_real_artemis_redirects_the_same_client_alike(w, jms, artemis_factory, t
             assert (refused.channel_id, refused.code, refused.message) == (
                 1, 222, f"AMQ229237: Connection router {router} redirected the connection to {connector_text(connector)}"
             ), (name, refused)  # fmt: skip
-        seen[name] = (bodies(results), [m["body"] for m in left[1]["messages"]])
+        # a client without reconnectAttempts does not follow a redirect, from either
+        unfollowed = jms.run(
+            scenario(url(("127.0.0.1", tap.port), client_id=new_name(name), params=""), queue, user=user,
+                     password=password),
+            check=False,
+        )[0]  # fmt: skip
+        seen[name] = (
+            bodies(results), [m["body"] for m in left[1]["messages"]], unfollowed["ok"],
+            unfollowed.get("error", {}).get("message"),
+        )  # fmt: skip
     assert seen["artemis"] == seen["junction"] == (
-        ["through the gateway 0", "through the gateway 1"], ["through the gateway 2"]
-    )
+        ["through the gateway 0", "through the gateway 1"], ["through the gateway 2"],
+        False, "AMQ219010: Connection is destroyed",
+    )  # fmt: skip
 
 
 # --------------------------------------------------------------------------- the keys
