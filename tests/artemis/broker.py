@@ -59,6 +59,34 @@ CREATE_OPTIONS = (
 
 _ACCEPTOR_RE = re.compile(r'(<acceptor name="([^"]+)">tcp://)([^:/?<]+):(\d+)')
 _GC_RE = re.compile(r"^-XX:\+Use\w+GC$")
+_NODE_ID_RE = re.compile(r"AMQ221001: .*?, nodeID=([0-9a-f-]+)\]")
+
+
+def router_xml(
+    name: str,
+    connectors: Mapping[str, str],
+    *,
+    key: str = "CLIENT_ID",
+    policy: str = "FIRST_ELEMENT",
+    user: str = "admin",
+    password: str = "admin",
+    check_period_ms: int = 200,
+) -> str:
+    """``<connectors>`` and one ``<connection-router>`` over a static pool of them, for
+    :class:`ArtemisBroker`'s ``extra_core_xml``: ``connectors`` maps a connector name to its
+    URL (``tcp://host:port``); the pool checks its targets with ``user``/``password`` (the
+    targets' own login) every ``check_period_ms`` (Artemis's default is 5 s)."""
+    defined = "".join(f"<connector name={quoteattr(n)}>{escape(url)}</connector>" for n, url in connectors.items())
+    refs = "".join(f"<connector-ref>{escape(n)}</connector-ref>" for n in connectors)
+    return (
+        f"<connectors>{defined}</connectors>"
+        f"<connection-routers><connection-router name={quoteattr(name)}>"
+        f"<key-type>{key}</key-type><policy name={quoteattr(policy)}/>"
+        f"<pool><username>{escape(user)}</username><password>{escape(password)}</password>"
+        f"<check-period>{check_period_ms}</check-period>"
+        f"<static-connectors>{refs}</static-connectors></pool>"
+        "</connection-router></connection-routers>"
+    )
 
 
 class ArtemisExited(RuntimeError):
@@ -75,7 +103,10 @@ class ArtemisBroker(ChildProcess):
     speaks every protocol, or the comma-separated ``protocols``.  ``address_settings``:
     ``{match: {element: value}}`` added to ``<address-settings>``, e.g. ``{"full.#":
     {"max-size-bytes": "10K", "address-full-policy": "BLOCK"}}``.  ``create_options``: more
-    ``artemis create`` options.  ``edit_broker_xml(fn)`` changes anything else.
+    ``artemis create`` options.  ``router``: the main acceptor routes its connections with the
+    ``<connection-router>`` of that name (its ``router=`` parameter); ``extra_core_xml``: more
+    elements of ``<core>`` (``<connectors>``, ``<connection-routers>``: see
+    :func:`router_xml`).  ``edit_broker_xml(fn)`` changes anything else.
     """
 
     def __init__(
@@ -94,6 +125,8 @@ class ArtemisBroker(ChildProcess):
         heap: str = HEAP,
         jvm_options: Sequence[str] = TEST_JVM_OPTIONS,
         create_options: Sequence[str] = (),
+        router: str | None = None,
+        extra_core_xml: str = "",
         startup_timeout: float = STARTUP_TIMEOUT_S,
         stop_timeout: float = STOP_TIMEOUT_S,
         die_with_parent: bool = True,
@@ -107,6 +140,8 @@ class ArtemisBroker(ChildProcess):
         self.heap = heap
         self.jvm_options = tuple(jvm_options)
         self.create_options = tuple(create_options)
+        self.router = router
+        self.extra_core_xml = extra_core_xml
         self.startup_timeout = startup_timeout
         self.stop_timeout = stop_timeout
         self.die_with_parent = die_with_parent
@@ -213,6 +248,14 @@ class ArtemisBroker(ChildProcess):
                 for match, elements in self.address_settings.items()
             )
             xml = xml.replace("</address-settings>", added + "</address-settings>", 1)
+        if self.router is not None:
+            xml, n = re.subn(
+                r'(<acceptor name="artemis">tcp://[^?<]*\?)', lambda m: f"{m.group(1)}router={self.router};", xml
+            )
+            if n != 1:
+                raise RuntimeError("broker.xml: no parameters on the acceptor 'artemis' to add router= to")
+        if self.extra_core_xml:
+            xml = xml.replace("</core>", self.extra_core_xml + "</core>", 1)
         return xml
 
     def _configure_jvm(self) -> None:
@@ -311,6 +354,12 @@ class ArtemisBroker(ChildProcess):
         return f"<ArtemisBroker {self.name} {self.url} {state}>"
 
     # ----------------------------------------------------------------- logs
+
+    @property
+    def node_id(self) -> str | None:
+        """The broker's node id, from its start line (``AMQ221001: ... [name, nodeID=...]``)."""
+        found = _NODE_ID_RE.findall(self.log_text())
+        return found[-1] if found else None
 
     def log_text(self) -> str:
         """The console log, whole (every start's)."""

@@ -269,11 +269,22 @@ def test_reattach_is_refused_so_the_client_recreates_its_sessions():
     assert conn.answer(request) == p.ReattachSessionResponse(-1, False)
 
 
-# Yes for another node too, as Artemis without scale-down: a client redirected to this node
-# asks about the node (or gateway) it left, and gives up on a no.
-@pytest.mark.parametrize(("node_id", "ok"), [(None, True), (NODE, True), ("another-node", True)])
-def test_check_for_failover(node_id, ok):
-    conn = CoreConnection(NODE)
+@pytest.mark.parametrize(
+    ("scales_down", "node_id", "ok"),
+    [
+        # no scale-down policy (every Junction node's CORE acceptor): yes for any node, so the
+        # client a router redirected here (naming the router's node) keeps this connection
+        (False, None, True),
+        (False, NODE, True),
+        (False, "another-node", True),
+        # a server that scales down: yes only for itself (no node scaled down into it)
+        (True, None, True),
+        (True, NODE, True),
+        (True, "another-node", False),
+    ],
+)
+def test_check_for_failover(scales_down, node_id, ok):
+    conn = CoreConnection(NODE, scales_down=scales_down)
     request = p.CheckFailover(node_id)
     assert conn.receive(request) is A.ANSWER
     assert conn.answer(request) == p.CheckFailoverReply(ok)

@@ -454,7 +454,7 @@ def test_redirect_is_artemis_disconnect_v3_then_the_routing_exception():
     )
     text = (
         "AMQ229237: Connection router r1 redirected the connection to TransportConfiguration(name=c1, "
-        "factory=org-apache-activemq-artemis-core-remoting-impl-netty-NettyConnectorFactory) "
+        "factory=org-apache-activemq-artemis-core-remoting-impl-netty-NettyConnectorFactory)"
         "?host=127-0-0-1&port=61617"
     )
     assert data == disconnect + j_exception(222, text, 1)
@@ -563,9 +563,9 @@ def test_connector_text_is_javas_with_passwords_masked():
     )
     assert connector_text(connector) == (
         "TransportConfiguration(name=tls.one, factory=org-apache-activemq-artemis-core-remoting-impl-netty-"
-        "NettyConnectorFactory) ?host=a-example&sslEnabled=true&trustStorePassword=****&n=3&l=4"
+        "NettyConnectorFactory)?host=a-example&sslEnabled=true&trustStorePassword=****&n=3&l=4"
     )
-    assert connector_text(TransportConfiguration("x", "F")).endswith("factory=F) ")
+    assert connector_text(TransportConfiguration("x", "F")).endswith("factory=F)")
 
 
 # -- the table, row by row ---------------------------------------------------------------------------------

@@ -221,7 +221,7 @@ def test_redirected_by_default_with_disconnect_v3_naming_the_target(gateways, co
     assert refused == p.ExceptionMessage(
         222,
         "AMQ229237: Connection router first redirected the connection to TransportConfiguration(name=c1, "
-        "factory=org-apache-activemq-artemis-core-remoting-impl-netty-NettyConnectorFactory) "
+        "factory=org-apache-activemq-artemis-core-remoting-impl-netty-NettyConnectorFactory)"
         "?host=127-0-0-1&port=61001",
         channel_id=1,
     )

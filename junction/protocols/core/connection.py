@@ -21,7 +21,8 @@ the transport is gone).  The actions (:class:`Action`):
   arrives after the connection closed;
 * ``ANSWER`` -- write what :meth:`CoreConnection.answer` returns: the PING
   echoed, REATTACH_SESSION answered ``reattached=false`` (no session outlives
-  its connection here: the client creates new ones), CHECK_FOR_FAILOVER;
+  its connection here: the client creates new ones), CHECK_FOR_FAILOVER
+  (:meth:`CoreConnection.ok_to_failover`);
 * ``TOPOLOGY`` -- write :meth:`CoreConnection.topology`: this node alone,
   ``last`` set (the real client waits for it before it creates a session);
 * ``CREATE_SESSION`` -- authenticate the CREATESESSION, then
@@ -281,12 +282,16 @@ class CoreConnection:
     """The server side of one CORE connection (see the module doc).
 
     ``node_id`` is this server's node id (the topology and DISCONNECT name
-    it); ``limits`` bound the sessions (``max_channels``).
+    it); ``limits`` bound the sessions (``max_channels``); ``scales_down``:
+    this server has a scale-down policy (Artemis's ``HAPolicy.canScaleDown``,
+    which changes the answer to CHECK_FOR_FAILOVER).
     """
 
-    __slots__ = ("state", "version", "ttl_ms", "_node_id", "_limits", "_sessions", "_pending", "_problem")
+    __slots__ = (
+        "state", "version", "ttl_ms", "_node_id", "_limits", "_sessions", "_pending", "_problem", "_scales_down",
+    )
 
-    def __init__(self, node_id: str, limits: CoreLimits | None = None):
+    def __init__(self, node_id: str, limits: CoreLimits | None = None, *, scales_down: bool = False):
         #: Where the connection stands (a :class:`ConnectionState`); only this class moves it.
         self.state = ConnectionState.NEW
         #: The client's version, once adopted (None until then).
@@ -295,6 +300,7 @@ class CoreConnection:
         self.ttl_ms = DEFAULT_TTL_MS
         self._node_id = node_id
         self._limits = limits if limits is not None else CoreLimits()
+        self._scales_down = bool(scales_down)
         #: session channel id -> the session's name
         self._sessions: dict[int, str] = {}
         #: the CREATESESSION being decided (between receive() and open/refuse_session())
@@ -424,12 +430,21 @@ class CoreConnection:
             # No session outlives its connection here: the client creates new ones.
             return ReattachSessionResponse(-1, False)
         if cls is CheckFailover:
-            # Artemis says no only when this node scales down and has not yet taken over the
-            # asking node's messages.  Junction's nodes have no scale-down, so the answer is
-            # yes whoever asks: a client redirected by a connection router (or failing over)
-            # asks its new node about the node it left, and goes on only after a yes.
-            return CheckFailoverReply(True)
+            return CheckFailoverReply(self.ok_to_failover(packet.node_id))
         raise LocalProtocolError(f"no answer to {packet!r}")
+
+    def ok_to_failover(self, node_id: str | None) -> bool:
+        """CHECK_FOR_FAILOVER's answer for a client whose last server was ``node_id``.
+
+        Artemis's (``ActiveMQPacketHandler.handleCheckForFailover``): yes for no
+        node, for this node, and for any node when this server has no scale-down
+        policy; a server that scales down says yes only for a node that scaled
+        down into it, and this package records none.  The client asks it on
+        every reconnection to a new server -- after a failover and after a
+        router's redirect, naming the node that redirected it -- and gives up
+        that server on a no.
+        """
+        return node_id is None or node_id == self._node_id or not self._scales_down
 
     def topology(self, unique_event_id: int):
         """The topology to write for ``TOPOLOGY``: this node alone (``unique_event_id``: the

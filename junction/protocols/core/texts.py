@@ -86,7 +86,8 @@ def _java(value) -> str:
 def connector_text(connector: TransportConfiguration) -> str:
     """``TransportConfiguration.toString()``: name, factory and ``?k=v&..``, dots as dashes.
 
-    ``TransportConfiguration(name=c1, factory=org-apache-...-NettyConnectorFactory) ?host=h&port=1``;
+    ``TransportConfiguration(name=c1, factory=org-apache-...-NettyConnectorFactory)?host=h&port=1``
+    (no space before the ``?``, nothing after the ``)`` without parameters);
     a parameter whose name contains ``password`` shows ``****``.
     """
     pairs = "&".join(
@@ -94,6 +95,6 @@ def connector_text(connector: TransportConfiguration) -> str:
         for key, value in connector.params
     )
     return (
-        f"TransportConfiguration(name={connector.name}, factory={_wildcards(connector.factory_class_name)}) "
+        f"TransportConfiguration(name={connector.name}, factory={_wildcards(connector.factory_class_name)})"
         + (f"?{pairs}" if pairs else "")
     )
