@@ -184,7 +184,7 @@ class CoreSession(ConsumerHandlers, QueueHandlers, XaHandlers, LargeHandlers):
         self.confirm(packet, None, counted=False)
 
     def _not_implemented(self, packet) -> None:
-        text = _NOT_IMPLEMENTED.get(packet.__class__) or f"{type(packet).__name__} is not supported yet"
+        text = f"{type(packet).__name__} is not supported yet"
         if self.answers(packet):
             self.refused(packet, CoreRefused(ExceptionType.NOT_IMPLEMENTED_EXCEPTION, text))
         else:
@@ -328,9 +328,13 @@ class CoreSession(ConsumerHandlers, QueueHandlers, XaHandlers, LargeHandlers):
         # dropped it unread), then what the transaction acknowledged, ahead of it.
         for consumer in self.consumers.values():
             consumer.give_back()
-        tx = self.tx
-        if tx is not None:
-            self.tx = self.session.begin()
+        if self.xa is not None:
+            # In an XA session (the client rolls back its work so after a failover) the current
+            # branch rolls back and the session is left without one, as Artemis's rollback does.
+            self.xa.roll_back_current()
+            self.tx = self.xa.tx
+        elif self.tx is not None:
+            tx, self.tx = self.tx, self.session.begin()
             self.session.rollback(tx)
         self._transaction_ended()
         self.confirm(packet, self.null_response(packet))
@@ -416,10 +420,6 @@ class CoreSession(ConsumerHandlers, QueueHandlers, XaHandlers, LargeHandlers):
         self.confirm(packet, self.null_response(packet))
 
 
-#: The refusal's words for each packet of a feature not implemented here.
-_NOT_IMPLEMENTED = {
-    p.SessXAAfterFailed: "XA failover (SESS_XA_FAILED) is not supported yet",
-}
 
 #: packet class -> handler
 _HANDLERS = {

@@ -4,19 +4,25 @@
 Each call answers SESS_XA_RESP: XA_OK, or the ``XAException`` code and text of
 a refused call (the client throws it as an ``XAException`` with that
 ``errorCode``) -- except the commit in a wrong phase, an EXCEPTION (ILLEGAL_STATE) as
-Artemis answers it; recover answers SESS_XA_INDOUBT_XIDS_RESP, the timeout calls
+Artemis answers it, and a prepare or commit of a branch marked rollback-only after a
+failover, an EXCEPTION (GENERIC) with Artemis's words; SESS_XA_FAILED (the client names
+the branch it failed over in) is confirmed and not answered, as by Artemis; recover answers SESS_XA_INDOUBT_XIDS_RESP, the timeout calls
 their own responses.  A prepare and a commit answer once their journal write
 is synced, in the session's answer order.
 """
 
 from __future__ import annotations
 
+import logging
+
 from junction.brokercore.core_errors import CoreRefused
-from junction.brokercore.xa import XA_OK, XAER_PROTO, XaError, XaInvalidState
+from junction.brokercore.xa import XA_OK, XAER_PROTO, XaError, XaInvalidState, XaRolledBack
 from junction.protocols.core import ExceptionType, encode_packet
 from junction.protocols.core import packets as p
 
 __all__ = ["XaHandlers"]
+
+log = logging.getLogger("junction.core")
 
 
 def _key(xid: p.Xid) -> tuple:
@@ -53,6 +59,9 @@ class XaHandlers:
         except XaInvalidState as exc:
             self.tx = xa.tx
             raise CoreRefused(ExceptionType.ILLEGAL_STATE, str(exc)) from None
+        except XaRolledBack as exc:
+            self.tx = xa.tx
+            raise CoreRefused(ExceptionType.GENERIC_EXCEPTION, str(exc)) from None
         self.tx = xa.tx
         self._xa_answer(packet, d)
 
@@ -88,6 +97,16 @@ class XaHandlers:
     def _on_xa_forget(self, packet: p.SessXAForget) -> None:
         self._xa_call(packet, lambda xa: xa.forget(_key(packet.xid)))
 
+    def _on_xa_failed(self, packet: p.SessXAAfterFailed) -> None:
+        # Artemis's handler: requiresResponse, and no response -- only the confirmation.
+        if self.xa is not None:
+            try:
+                self.xa.failed(_key(packet.xid))
+            except XaError as exc:  # the node's branch limit: the client's END then hears XAER_NOTA
+                log.warning("CORE session %s: SESS_XA_FAILED refused: %s", self.name, exc)
+            self.tx = self.xa.tx
+        self.confirm(packet, None)
+
     def _on_xa_in_doubt(self, packet: p.SessXAGetInDoubtXids) -> None:
         xids = () if self.xa is None else tuple(_xid(key) for key in self.xa.in_doubt())
         self.confirm(packet, encode_packet(p.SessXAGetInDoubtXidsResponse(xids, channel_id=self.channel)))
@@ -110,6 +129,7 @@ class XaHandlers:
         p.SessXASuspend: _on_xa_suspend,
         p.SessXAResume: _on_xa_resume,
         p.SessXAForget: _on_xa_forget,
+        p.SessXAAfterFailed: _on_xa_failed,
         p.SessXAGetInDoubtXids: _on_xa_in_doubt,
         p.SessXASetTimeout: _on_xa_set_timeout,
         p.SessXAGetTimeout: _on_xa_get_timeout,

@@ -20,6 +20,12 @@ the branch ends (a :class:`Holder` owns them), even across a restart.
 A branch not prepared within its timeout (``xa_set_timeout``; Artemis's
 ``transaction-timeout``, 300 s, by default) is rolled back and forgotten; the
 session it was current in hears ``XA_RBTIMEOUT`` on its END.
+
+A client that fails over inside a branch names it on its new session
+(:meth:`XaSession.failed`, CORE's ``SESS_XA_FAILED``): as in Artemis, the
+branch -- found, or begun anew -- becomes the session's current one, marked
+rollback-only, unless it is already prepared.  Its prepare or commit then
+rolls it back and is refused (:class:`XaRolledBack`); a rollback finishes it.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ __all__ = [
     "ResourceManager",
     "XaError",
     "XaInvalidState",
+    "XaRolledBack",
     "XaSession",
     "restore_prepared",
 ]
@@ -71,6 +78,7 @@ ACTIVE = "active"  # ended (or current in another session)
 SUSPENDED = "suspended"
 PREPARED = "prepared"
 BUSY = "busy"  # (resume) the calling session has a current branch
+ROLLED_BACK = "rolled-back"  # rolled back by its prepare (rollback-only) or the session's rollback; kept until its XA rollback
 
 #: (call, state) -> an action (a string: what happens) or an XAException code (an int: refused).
 #: Read from Artemis's ``ServerSessionImpl.xa*`` and ``TransactionImpl``; a pair not listed is XAER_PROTO.
@@ -108,10 +116,26 @@ TABLE: dict[tuple[str, str], str | int] = {
     ("join", ACTIVE): "attach",
     ("join", PREPARED): "attach",
     ("forget", MISSING): XAER_NOTA,
+    # after a failover (``failed``): the branch becomes the session's, rollback-only
+    ("failed", MISSING): "begin",
+    ("failed", CURRENT): "mark",
+    ("failed", ACTIVE): "mark",
+    ("failed", SUSPENDED): "mark",
+    ("failed", PREPARED): "leave",
+    ("failed", ROLLED_BACK): "leave",
+    # Artemis's TransactionImpl ignores a prepare of a finished branch, refuses its commit
+    ("prepare", ROLLED_BACK): "nothing",
+    ("commit", ROLLED_BACK): "invalid-state",
+    ("commit-1pc", ROLLED_BACK): "invalid-state",
+    ("rollback", ROLLED_BACK): "forget",
 }
 #: Calls after which Artemis has taken the branch out of its resource manager even when refused
 #: (``removeTransaction`` before the state check): a two-phase commit of an unprepared branch.
-_REMOVED_WHEN_REFUSED = frozenset({("commit", ACTIVE), ("commit-1pc", PREPARED)})
+_REMOVED_WHEN_REFUSED = frozenset(
+    {("commit", ACTIVE), ("commit-1pc", PREPARED), ("commit", ROLLED_BACK), ("commit-1pc", ROLLED_BACK)}
+)
+#: why a branch marked after a failover does not commit (Artemis's words)
+FAILOVER_TEXT = "Can't commit as a Failover happened during the operation"
 
 _TEXT = {
     XAER_NOTA: "Cannot find xid in resource manager: {xid}",
@@ -135,6 +159,12 @@ class XaInvalidState(Exception):
     ILLEGAL_STATE error ("Transaction is in invalid state ACTIVE")."""
 
 
+class XaRolledBack(Exception):
+    """A prepare or commit of a branch marked rollback-only after a failover: the branch is
+    rolled back, and the call refused as Artemis refuses it (an ActiveMQException, not an
+    XAException: its client throws XAER_RMFAIL)."""
+
+
 class Holder:
     """Owns the messages a branch acknowledged (in a consumer's place): nobody else gets them
     until the branch commits (they go) or rolls back (they come back for redelivery)."""
@@ -152,7 +182,7 @@ class Holder:
 class Branch:
     """One Xid's transaction."""
 
-    __slots__ = ("xid", "tx", "state", "record_id", "timer", "holder")
+    __slots__ = ("xid", "tx", "state", "record_id", "timer", "holder", "rollback_only")
 
     def __init__(self, xid: tuple, tx: Transaction):
         self.xid = xid
@@ -162,6 +192,8 @@ class Branch:
         self.record_id = 0
         self.timer = None
         self.holder = Holder()
+        #: why it may only roll back (after a failover), or None
+        self.rollback_only: str | None = None
 
     def hold_acks(self, session) -> None:
         """The branch's acknowledged messages leave their consumers for the holder (so a consumer
@@ -269,12 +301,34 @@ class XaSession:
         self.timed_out = None
         state, _ = self._state(xid)
         self._action("start", xid, state)
+        self._begin(xid)
+
+    def _begin(self, xid: tuple) -> Branch:
         if len(self.rm.branches) >= MAX_BRANCHES:
             raise XaError(XAER_RMERR, f"the node keeps at most {MAX_BRANCHES} XA branches")
         branch = Branch(xid, self.session.begin())
         self.rm.branches[xid] = branch
         self.current = branch
         branch.timer = self.reactor.callLater(self.timeout_s, self._expire, branch)
+        return branch
+
+    def failed(self, xid: tuple) -> None:
+        """The client failed over inside branch ``xid`` (Artemis's ``xaFailed``): it becomes
+        this session's current branch, rollback-only -- unless it is prepared or finished,
+        when the session has no branch.  No answer goes back."""
+        state, branch = self._state(xid)
+        if state == TIMED_OUT:
+            state, branch = MISSING, None
+        action = self._action("failed", xid, state)
+        self.timed_out = None
+        if action == "leave":
+            self.current = None
+            return
+        if action == "begin":
+            branch = self._begin(xid)
+        branch.state = ACTIVE
+        branch.rollback_only = FAILOVER_TEXT
+        self.current = branch
 
     def end(self, xid: tuple, failed: bool = False) -> None:
         state, branch = self._state(xid)
@@ -319,6 +373,11 @@ class XaSession:
         if branch.timer is not None and branch.timer.active():
             branch.timer.cancel()
         branch.timer = None
+        if branch.rollback_only is not None:
+            # Artemis's TransactionImpl.prepare: rolled back, kept (its rollback finishes it), refused
+            self._roll_back(branch)
+            branch.state = ROLLED_BACK
+            raise XaRolledBack(branch.rollback_only)
         branch.hold_acks(self.session)
         self.session.transactions.discard(branch.tx)  # no longer this session's to roll back on close
         branch.state = PREPARED
@@ -329,14 +388,21 @@ class XaSession:
         """Returns the Deferred of the commit's journal transaction."""
         call = "commit-1pc" if one_phase else "commit"
         state, branch = self._state(xid)
+        if state == ACTIVE and branch.rollback_only is not None:
+            # Artemis's xaCommit removes it, then TransactionImpl.commit rolls it back and throws
+            self.rm.remove(branch)
+            self._roll_back(branch)
+            raise XaRolledBack(branch.rollback_only)
         if (call, state) in _REMOVED_WHEN_REFUSED:
             # Artemis has taken it out of its resource manager before refusing: it is finished
             # here, rolled back (Artemis would leave it unreachable until a restart).
             self.rm.remove(branch)
-            self._roll_back(branch)
+            if state != ROLLED_BACK:
+                self._roll_back(branch)
         action = self._action(call, xid, state)
         if action == "invalid-state":
-            raise XaInvalidState(f"Transaction is in invalid state {state.upper()}")
+            text = "ROLLEDBACK" if state == ROLLED_BACK else state.upper()
+            raise XaInvalidState(f"Transaction is in invalid state {text}")
         self.rm.remove(branch)
         if branch.record_id:
             record_id = branch.record_id
@@ -347,9 +413,24 @@ class XaSession:
 
     def rollback(self, xid: tuple) -> None:
         state, branch = self._state(xid)
-        self._action("rollback", xid, state)
+        action = self._action("rollback", xid, state)
         self.rm.remove(branch)
+        if action != "forget":  # a branch rolled back already by its prepare
+            self._roll_back(branch)
+
+    def roll_back_current(self) -> None:
+        """The session's own rollback (not an XA call) inside a branch: as Artemis's
+        ``ServerSessionImpl.rollback``, the branch's work is rolled back, the branch stays known
+        (``rolled-back``: a prepare is ignored, a rollback removes it) and the session has no
+        branch.  The client does this when it ends a branch it failed over in."""
+        branch, self.current = self.current, None
+        if branch is None:
+            return
+        if branch.timer is not None and branch.timer.active():
+            branch.timer.cancel()
+        branch.timer = None
         self._roll_back(branch)
+        branch.state = ROLLED_BACK
 
     def _roll_back(self, branch: Branch) -> None:
         tx = branch.tx

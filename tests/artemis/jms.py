@@ -29,6 +29,10 @@ Commands (``op`` and its fields; every field but ``op`` optional)::
                                jmsType, replyTo}]   (stops at the first timeout)
     close_consumer id     browse queue, selector, digest -> messages
     acknowledge   commit   rollback   recover   unsubscribe name   close
+    wait_file   path, timeout (ms, 30000)   (blocks until the test creates the file: a
+                                             point where the test acts, e.g. restarts the broker)
+
+Any command may have ``mayFail: true``: its error is reported and the run goes on.
 
 XA (``XAResource`` calls; an Xid is ``{"format": n, "gtrid": text, "bqual": text}``, its ids
 the text's UTF-8 bytes)::
@@ -56,7 +60,9 @@ Received values always come back tagged, so a type that changes on the way shows
 
 Each result has ``op`` and ``ok``; a failed one has ``error`` (``class``, ``message``,
 ``errorCode``, ``cause``) and ends the run.  Events (``{"event": "progress", "sent": n}``,
-``{"event": "exception", "error": ...}`` from the connection's ExceptionListener) arrive as
+``{"event": "exception", "error": ...}`` from the connection's ExceptionListener, and for an
+``xa_connect`` connection ``{"event": "failover", "type": "FAILOVER_COMPLETED"}`` and the
+other FailoverEventTypes) arrive as
 they happen (:meth:`JmsRun.wait_event`).
 """
 

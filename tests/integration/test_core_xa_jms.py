@@ -146,6 +146,48 @@ def scenario_prepared_survives_kill_9(target: Target, jms: JmsClient) -> None:
     assert _drain(target, jms, source) == ["marker"]
 
 
+def _reconnecting(url: str) -> str:
+    return url + ("&" if "?" in url else "?") + "reconnectAttempts=-1&retryInterval=100"
+
+
+def scenario_failover_inside_a_branch(target: Target, jms: JmsClient, signal, finish: str) -> list[dict]:
+    """The broker is killed (-9) and restarted while the client is inside a branch; the client
+    reconnects (``reconnectAttempts``), recreates its session and names the branch
+    (SESS_XA_FAILED), so the branch can only roll back: its END throws, its rollback is what the
+    transaction manager does next, and neither its send nor its acknowledgement takes effect.
+    ``finish``: what the transaction manager calls after END (a prepare, a one-phase commit or
+    a rollback), then a rollback.  Returns the outcomes from END on, for the caller to compare."""
+    source, sink, x = names("xafail")
+    jms.run([target.connect(), {"op": "send", "queue": source, "body": "before"}])
+    run = jms.start(
+        [
+            {**target.xa_connect(), "url": _reconnecting(target.url)},
+            {"op": "xa_start", "xid": x},
+            {"op": "receive", "queue": source, "count": 1},
+            {"op": "send", "queue": sink, "body": "in-branch"},
+            {"op": "wait_file", "path": str(signal)},
+            {"op": "xa_end", "xid": x, "mayFail": True},
+            {"op": finish, "xid": x, "mayFail": True, **({"onePhase": True} if finish == "xa_commit" else {})},
+            {"op": "xa_rollback", "xid": x, "mayFail": True},
+            {"op": "xa_recover"},
+        ]
+    )
+    harness.wait_for(lambda: len(run.results) >= 4, timeout=30, what="the branch's send")
+    assert bodies(run.results[2]) == ["before"]
+    target.crash_and_restart()
+    # the client has reconnected and recreated its session (naming the branch) before it goes on
+    run.wait_event(lambda e: e.get("type") == "FAILOVER_COMPLETED", timeout=40)
+    signal.touch()
+    results = run.wait()
+    assert x not in results[8]["xids"]
+    assert _drain(target, jms, sink) == ["marker"]  # the branch's send never happened
+    assert _drain(target, jms, source) == ["before", "marker"]  # its acknowledgement neither
+    return [
+        {k: r[k] for k in ("op", "ok")} | ({"xaErrorCode": r["error"].get("xaErrorCode")} if not r["ok"] else {})
+        for r in results[5:9]
+    ]
+
+
 #: name -> (calls before the failing one, the failing call, the XAException code Artemis throws)
 WRONG_STATE = {
     "commit-unknown": ([], {"op": "xa_commit", "xid": "X"}, XAER_NOTA),
@@ -251,3 +293,50 @@ def test_prepared_branch_survives_kill_9_on_junction(tmp_path, jms: JmsClient):
     finally:
         code = node.stop()
     assert code == 0, f"the node exited with {code}"
+
+
+_END_AFTER_FAILOVER = {"op": "xa_end", "ok": False, "xaErrorCode": XAER_RMFAIL}
+_RECOVER = {"op": "xa_recover", "ok": True}
+#: what the real client shows with real Artemis after a failover inside a branch, from END on.
+#: The client refuses the END itself (XAER_RMFAIL) after rolling its session back (the branch's
+#: work goes; the broker keeps the Xid, rolled back, until an XA rollback); a prepare of that
+#: Xid is then ignored by the broker (XA_OK), a one-phase commit refused (ILLEGAL_STATE, which
+#: the client throws as XAER_RMFAIL) and the Xid forgotten, a rollback finishes it.
+FAILOVER_OUTCOMES = {
+    "xa_prepare": [
+        _END_AFTER_FAILOVER,
+        {"op": "xa_prepare", "ok": True},
+        {"op": "xa_rollback", "ok": True},
+        _RECOVER,
+    ],
+    "xa_commit": [
+        _END_AFTER_FAILOVER,
+        {"op": "xa_commit", "ok": False, "xaErrorCode": XAER_RMFAIL},
+        {"op": "xa_rollback", "ok": False, "xaErrorCode": XAER_NOTA},
+        _RECOVER,
+    ],
+    "xa_rollback": [
+        _END_AFTER_FAILOVER,
+        {"op": "xa_rollback", "ok": True},
+        {"op": "xa_rollback", "ok": False, "xaErrorCode": XAER_NOTA},
+        _RECOVER,
+    ],
+}
+
+
+@pytest.mark.parametrize("finish", ["xa_prepare", "xa_commit", "xa_rollback"])
+@pytest.mark.parametrize("peer", ["artemis", "junction"])
+def test_failover_inside_a_branch(peer, finish, artemis_factory, tmp_path, jms: JmsClient):
+    if peer == "artemis":
+        broker = artemis_factory("xa-failover").start()
+        target = Target(broker.url, USER, broker)
+        outcomes = scenario_failover_inside_a_branch(target, jms, tmp_path / "restarted", finish)
+    else:
+        node, url = _junction_node(tmp_path, "core-xa-failover")
+        node.start()
+        try:
+            outcomes = scenario_failover_inside_a_branch(Target(url, USER, node), jms, tmp_path / "restarted", finish)
+        finally:
+            code = node.stop()
+        assert code == 0, f"the node exited with {code}"
+    assert outcomes == FAILOVER_OUTCOMES[finish]

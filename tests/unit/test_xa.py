@@ -7,7 +7,13 @@ from __future__ import annotations
 import pytest
 
 from junction.brokercore import xa as core_xa
-from junction.brokercore.xa import DEFAULT_TIMEOUT_S, XaError, XaInvalidState, XaSession
+from junction.brokercore.xa import (
+    DEFAULT_TIMEOUT_S,
+    XaError,
+    XaInvalidState,
+    XaRolledBack,
+    XaSession,
+)
 from tests.unit.stomp_fixtures import Broker, Message, Recorder, RoutingType
 
 X = (1, b"gtrid-x", b"bq")
@@ -63,6 +69,21 @@ EXPECTED = {
     ("join", "prepared"): "current",
     ("forget", "missing"): NOTA,
     ("forget", "prepared"): NOTA,
+    # SESS_XA_FAILED after a failover (ServerSessionImpl.xaFailed): found or begun anew, the
+    # branch is the session's, rollback-only -- unless prepared (or finished): then no branch
+    ("failed", "missing"): "current",
+    ("failed", "current"): "current",
+    ("failed", "active"): "current",
+    ("failed", "suspended"): "current",
+    ("failed", "timed-out"): "current",
+    ("failed", "prepared"): "prepared",
+    ("failed", "rolled-back"): "rolled-back",
+    # "rolled-back": a rollback-only branch whose prepare rolled it back; TransactionImpl ignores
+    # a second prepare (isEffective), refuses a commit, and xaRollback removes it
+    ("prepare", "rolled-back"): "rolled-back",
+    ("commit", "rolled-back"): "invalid-state",
+    ("commit-1pc", "rolled-back"): "invalid-state",
+    ("rollback", "rolled-back"): "missing",
 }
 
 
@@ -77,6 +98,13 @@ def _setup(state: str):
         xa.start(Y)
         return broker, xa
     xa.start(X)
+    if state == "rolled-back":
+        xa.end(X)
+        xa.failed(X)
+        xa.end(X)
+        with pytest.raises(XaRolledBack):
+            xa.prepare(X)
+        return broker, xa
     if state == "timed-out":
         broker.run(DEFAULT_TIMEOUT_S + 1)
     elif state == "suspended":
@@ -224,3 +252,45 @@ def test_prepared_branch_does_not_time_out():
     xa.prepare(X)
     broker.run(60)
     assert xa.in_doubt() == [X]
+
+
+def _failed_over_branch(broker):
+    """m1 consumed and acked in branch X, m2 sent in it; then the client fails over: a new
+    session names X (SESS_XA_FAILED) and ends it."""
+    broker.queue("q")
+    s1 = broker.session()
+    _sent(broker, s1, "q", b"m1")
+    _consumer1, rec = _consumer(broker, s1, "q")
+    broker.run()
+    xa1 = XaSession(s1)
+    xa1.start(X)
+    s1.acknowledge(rec.refs[0], xa1.tx)
+    s1.send(Message(address="q", body=b"m2"), routing_type=RoutingType.ANYCAST, tx=xa1.tx)
+    s1.close()  # the old connection is gone: its session's branch went with it
+    broker.run()
+    s2 = broker.session()
+    xa2 = XaSession(s2)
+    xa2.failed(X)
+    assert xa2.current is not None and xa2.current.rollback_only
+    s2.send(Message(address="q", body=b"m3"), routing_type=RoutingType.ANYCAST, tx=xa2.tx)
+    xa2.end(X)
+    return s2, xa2
+
+
+@pytest.mark.parametrize("finish", ["prepare", "commit-1pc", "commit"])
+def test_a_branch_failed_over_rolls_back_and_its_prepare_or_commit_is_refused(finish):
+    broker = Broker()
+    s2, xa2 = _failed_over_branch(broker)
+    with pytest.raises(XaRolledBack, match="Failover happened"):
+        if finish == "prepare":
+            xa2.prepare(X)
+        else:
+            xa2.commit(X, finish == "commit-1pc")
+    if finish == "prepare":
+        assert xa2.rm.branches[X].state == "rolled-back"
+        xa2.rollback(X)  # the transaction manager's answer to a failed prepare
+    assert X not in xa2.rm.branches
+    assert xa2.in_doubt() == []
+    _c, rec = _consumer(broker, broker.session(), "q")
+    broker.run()
+    assert rec.bodies == [b"m1"]  # m1 back (never acknowledged for good); m3 never sent
