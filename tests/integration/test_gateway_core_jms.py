@@ -280,6 +280,36 @@ def test_the_real_client_is_redirected_to_the_routers_target(w, jms):
     assert [m["body"] for m in direct[1]["messages"]] == ["through the gateway 2"]
 
 
+def test_an_xa_branch_through_the_gateway_is_prepared_recovered_and_committed_on_the_target(w, jms):
+    """XA through the gateway (forwarded): a branch prepared over one connection is listed by
+    ``recover`` and committed over another, both routed by the client id to the same core."""
+    client_id = new_name("xafwd")
+    queue = new_name("q.xa")
+    x = {"format": 131077, "gtrid": f"gtrid-{client_id}", "bqual": "bq"}
+    through = url(w.gateway.routed["rfwd"], client_id=client_id)
+    login = {"user": "app", "password": USERS["app"][0]}
+    prepared = jms.run([
+        {"op": "xa_connect", "url": through, **login},
+        {"op": "xa_start", "xid": x},
+        {"op": "send", "queue": queue, "body": "in-branch {i}", "count": 2},
+        {"op": "xa_end", "xid": x},
+        {"op": "xa_prepare", "xid": x},
+    ])  # fmt: skip
+    assert prepared[4]["vote"] == 0
+    committed = jms.run([
+        {"op": "xa_connect", "url": through, **login},
+        {"op": "xa_recover"},
+        {"op": "xa_commit", "xid": x},
+        {"op": "xa_recover"},
+        {"op": "connect", "url": through, **login},
+        {"op": "receive", "queue": queue, "count": 1},
+    ])  # fmt: skip
+    assert x in committed[1]["xids"] and x not in committed[3]["xids"]
+    assert [m["body"] for m in committed[5]["messages"]] == ["in-branch 0"]
+    # the branch's work is on core1 only (the one left there keeps the queue)
+    assert routing.holder(w.nodes, queue) is w.core1
+
+
 def test_real_artemis_redirects_the_same_client_alike(w, jms, artemis_factory, taps):
     """Differential: the real broker's router (CLIENT_ID, FIRST_ELEMENT over one target) and
     the gateway's ``rredir`` redirect the same client; each redirecting node is behind a relay
