@@ -104,7 +104,6 @@ class Consumer:
         filter=None,
         credit_messages: int | None = None,
         credit_bytes: int | None = None,
-        browse_only: bool = False,
         priority: int = 0,
     ):
         self.id = next(self._ids)
@@ -113,7 +112,6 @@ class Consumer:
         self.filter = filter
         self.credit_messages = credit_messages
         self.credit_bytes = credit_bytes
-        self.browse_only = browse_only
         self.priority = priority
         self.paused = False
         self.closed = False
@@ -395,9 +393,6 @@ class Queue:
                 continue
             # _hand_over(ref, consumer), inlined
             ref.delivery_count += 1
-            if consumer.browse_only:
-                self.add_head(ref)  # pragma: no cover - browsers arrive with later protocols
-                continue
             ref.consumer = consumer
             if consumer.credit_messages is not None:
                 consumer.credit_messages -= 1
@@ -457,10 +452,6 @@ class Queue:
 
     def _hand_over(self, ref: MessageRef, consumer: Consumer) -> None:
         ref.delivery_count += 1
-        if consumer.browse_only:
-            # A browser sees the message but does not take it.
-            self.add_head(ref)  # pragma: no cover - browsers arrive with later protocols
-            return
         ref.consumer = consumer
         consumer.take_credit(ref)
         consumer.in_flight[id(ref)] = ref
