@@ -23,8 +23,8 @@ from junction.protocols.core.packet_types import PacketType
 from junction.protocols.core.topology import (
     MAX_TOPOLOGY_MEMBERS,
     MemberDown,
-    MemberUp,
     Membership,
+    MemberUp,
     TopologyMember,
     announced_connector,
     announcement,
