@@ -52,6 +52,7 @@ class CoreTopology:
         scale_down = getattr(manager.config, "scale_down", None)
         #: this node's scale-down group, announced with it (Artemis's ``getScaleDownGroupName``)
         self.scale_down_group = scale_down.group_name if scale_down is not None and scale_down.enabled else None
+        _check_connector_ref(manager, connection)
         connection.add_member_listener(self._members_changed)  # called at once too
 
     def close(self) -> None:
@@ -88,6 +89,26 @@ class CoreTopology:
             return
         for protocol in list(self.subscribers):
             protocol.topology_changed(changes)
+
+
+def _check_connector_ref(manager, connection) -> None:
+    """Warn when the cluster connection's ``connector-ref`` reaches an acceptor of this node
+    that does not serve CORE: that connector is what this node's CORE clients are told, and a
+    client that uses it (a new connection balanced over the topology, a failover) fails."""
+    own = connection.own_connector
+    if own is None:
+        return
+    reached = [
+        a for a in getattr(manager.config, "acceptors", ())
+        if a.router is None and int(a.port) == int(own.port) and a.host in (own.host, "0.0.0.0", "::", "")
+    ]  # fmt: skip
+    if reached and not any(not a.protocols or "CORE" in a.protocols for a in reached):
+        log.warning(
+            "cluster connection %s: its connector-ref %s reaches acceptor %s, which does not serve CORE; "
+            "CORE clients are told that connector in the cluster topology (as Artemis tells them its "
+            "connector-ref): serve CORE there, or point connector-ref at an acceptor that does",
+            connection.name, own.name, reached[0].name,
+        )
 
 
 def _connector(connector):
