@@ -382,7 +382,8 @@ class CoreFactory(AcceptorFactory):
         """The :class:`~junction.brokercore.core_topology.CoreTopology` this acceptor's clients
         subscribe to, or None when the node is not clustered."""
         if self.topology is None:
-            self.topology = topology_for(self.server, self.reactor or self.server.reactor)
+            name = (self.acceptor.params or {}).get("clusterConnection") if self.acceptor is not None else None
+            self.topology = topology_for(self.server, self.reactor or self.server.reactor, name)
         return self.topology
 
     def stopFactory(self):

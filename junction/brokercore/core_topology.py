@@ -2,7 +2,8 @@
 
 A clustered node's CORE acceptors serve its first cluster connection (Artemis's
 default cluster connection, which every TCP acceptor of an Artemis node is
-bound to: ``ClusterManager.getDefaultConnection``).  A client that subscribes
+bound to: ``ClusterManager.getDefaultConnection``), or the one the acceptor's
+``clusterConnection`` parameter names.  A client that subscribes
 to the topology is told every member -- this node, and each peer its cluster
 connection is linked to -- and then each join and departure
 (:mod:`junction.protocols.core.topology` decides the packets).  A node with no
@@ -28,14 +29,29 @@ log = logging.getLogger("junction.core")
 __all__ = ["CoreTopology", "topology_for"]
 
 
-def topology_for(server, reactor) -> CoreTopology | None:
+def topology_for(server, reactor, name: str | None = None) -> CoreTopology | None:
     """A new :class:`CoreTopology` for the node of ``server``, or None when it is not
-    clustered (no cluster connection: its clients are told this node alone)."""
+    clustered (no cluster connection: its clients are told this node alone).
+
+    ``name``: the acceptor's ``clusterConnection`` parameter, the cluster connection to
+    serve; without it, or when no cluster connection has that name, the first one (Artemis's
+    ``RemotingServiceImpl.lookupClusterConnection`` falls back to the default the same way).
+    """
     cluster = getattr(server, "cluster", None)
     connections = getattr(cluster, "connections", None)
     if not connections:
         return None
-    return CoreTopology(cluster, connections[0], reactor)
+    chosen = connections[0]
+    if name is not None:
+        named = [c for c in connections if c.name == name]
+        if named:
+            chosen = named[0]
+        else:
+            log.warning(
+                "clusterConnection=%s names no cluster connection of this node; its CORE clients are told "
+                "the topology of %s", name, chosen.name,
+            )
+    return CoreTopology(cluster, chosen, reactor)
 
 
 class CoreTopology:

@@ -141,3 +141,14 @@ def test_a_peer_is_announced_by_the_connector_it_names_itself_by():
     cc.remove_member_listener(told.append)
     cc.members_learned((Member("node-b", "b", "10.0.0.2", 61616),), bridge)
     assert len(told) == 3
+
+
+def test_a_cluster_connection_named_by_the_acceptor(caplog):
+    first, second = StandIn(), StandIn()
+    first.name, second.name = "first", "second"
+    server = SimpleNamespace(cluster=SimpleNamespace(connections=[first, second], **vars(manager())))
+    assert topology_for(server, Clock(), "second").connection is second
+    assert topology_for(server, Clock()).connection is first
+    with caplog.at_level(logging.WARNING, logger="junction.core"):
+        assert topology_for(server, Clock(), "third").connection is first  # Artemis falls back too
+    assert "clusterConnection=third names no cluster connection" in caplog.text
