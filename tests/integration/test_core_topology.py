@@ -5,9 +5,12 @@ The client (``tests/java/JmsScenario.java``, op ``topology``: its ServerLocator'
 their connectors) connects to node A of the cluster.  It must hold both nodes, each with the
 connector its cluster connection names (``connector-ref``: the acceptor the client can reach
 it on) and no backup; then node B stops and the client's topology drops B (the node announces
-B's departure), B starts again and it comes back with a newer event id.  The nodes are
-configured alike: each has connectors ``node-a`` and ``node-b`` (its clients' acceptor is its
-``connector-ref``) and a cluster connection with static connectors to the other.
+B's departure), B starts again and it comes back with a newer event id.  Beside the client, a
+raw subscriber on node A (:class:`WireSubscriber`) keeps the packets as they are on the wire,
+which must be Artemis's forms: the members in CLUSTER_TOPOLOGY_V4, a departure in
+CLUSTER_TOPOLOGY_V2 with ``exit``.  The nodes are configured alike: each has connectors
+``node-a`` and ``node-b`` (its clients' acceptor is its ``connector-ref``) and a cluster
+connection with static connectors to the other.
 
 The client URL says ``ha=true``: a client without it keeps a member whose departure it was told
 (``ServerLocatorImpl.notifyNodeDown`` returns at once when not HA), against the real broker as
@@ -21,11 +24,17 @@ never subscribed, tells the client none of its cluster.
 
 from __future__ import annotations
 
+import socket
+import time
 from types import SimpleNamespace
 from xml.sax.saxutils import escape
 
 import pytest
 
+from junction.protocols.core import HANDSHAKE, CoreCodec, encode_packet
+from junction.protocols.core import packets as p
+from junction.protocols.core.opening import NETTY_CONNECTOR_FACTORY
+from junction.protocols.core.versions import CURRENT_VERSION
 from tests.clusterkit import CLUSTER_PASSWORD, CLUSTER_USER, cluster_connection_xml, wait_linked
 from tests.harness import LOOPBACK, free_port, queue_status, wait_for
 from tests.integration import test_gateway_routing as routing
@@ -85,6 +94,66 @@ def artemis_pair(artemis_factory) -> dict:
         broker.extra_core_xml = cluster_xml(name, ports)
         broker.client_port = ports[name]
     return nodes
+
+
+class WireSubscriber:
+    """A raw CORE connection to a node that subscribes to the topology (as the 2.40 client does:
+    the handshake, a PING, SUBSCRIBE_TOPOLOGY_V2 naming version 136) and keeps the topology
+    packets the node sends, as they are on the wire."""
+
+    def __init__(self, port: int):
+        self.sock = socket.create_connection((LOOPBACK, port), timeout=RUN_TIMEOUT_S)
+        self.codec = CoreCodec(server=False)
+        self.packets: list = []
+        self.sock.sendall(HANDSHAKE + encode_packet(p.Ping(60_000)) + encode_packet(p.SubscribeTopologyV2(False, CURRENT_VERSION)))
+
+    def read_until(self, done, timeout: float = 15.0) -> list:
+        """Read until ``done(topology packets so far)`` holds (fails on a deadline)."""
+        deadline = time.monotonic() + timeout
+        while not done(self.packets):
+            left = deadline - time.monotonic()
+            assert left > 0, f"waited {timeout} s on the wire; got {self.packets}"
+            self.sock.settimeout(left)
+            data = self.sock.recv(65536)
+            assert data, f"the node closed the connection; got {self.packets}"
+            self.packets.extend(x for x in self.codec.receive_data(data) if isinstance(x, p.ClusterTopology))
+        return self.packets
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def check_wire(packets: list, node_ids: dict, ports: dict) -> None:
+    """The topology packets as Artemis's CoreProtocolManager sends them to a 136 client: the
+    members in CLUSTER_TOPOLOGY_V4, ``last`` on the final one of the burst; B's departure in
+    CLUSTER_TOPOLOGY_V2 with ``exit``; B's return in V4, ``last`` unset, a newer event id."""
+    end = next(i for i, x in enumerate(packets) if x.last) + 1
+    burst, later = packets[:end], packets[end:]
+    assert all(type(x) is p.ClusterTopologyV4 and not x.exit for x in burst), burst
+    assert {x.node_id for x in burst} == {node_ids[A], node_ids[B]} and len(burst) == 2
+    for x in burst:
+        name = A if x.node_id == node_ids[A] else B
+        assert (x.primary.name, x.primary.factory_class_name) == (name, NETTY_CONNECTOR_FACTORY)
+        assert dict(x.primary.params) == {"host": LOOPBACK, "port": str(ports[name])}, x.primary
+        assert x.backup is None and x.server_version == CURRENT_VERSION
+    exits = [x for x in later if x.exit]
+    assert [(type(x), x.node_id) for x in exits] == [(p.ClusterTopologyV2, node_ids[B])], later
+    gone = later.index(exits[0])
+    up_b = max(x.unique_event_id for x in burst if x.node_id == node_ids[B])
+    assert exits[0].unique_event_id >= up_b
+    back = [x for x in later[gone:] if not x.exit and x.node_id == node_ids[B]]
+    assert back and all(type(x) is p.ClusterTopologyV4 and not x.last for x in back), later
+    assert back[0].unique_event_id > exits[0].unique_event_id
+
+
+def back_on_the_wire(node_ids):
+    """Whether B's return follows its departure in the packets."""
+
+    def done(packets) -> bool:
+        gone = [i for i, x in enumerate(packets) if x.exit and x.node_id == node_ids[B]]
+        return bool(gone) and any(not x.exit and x.node_id == node_ids[B] for x in packets[gone[0]:])
+
+    return done
 
 
 def scenario(jms, url: str, stop_b, start_b) -> SimpleNamespace:
@@ -149,9 +218,16 @@ def test_junction_cluster_topology(jms, broker_factory):
     wait_linked(nodes)
     node_ids = {name: node.status()["node_id"] for name, node in nodes.items()}
 
-    seen = scenario(jms, f"tcp://{LOOPBACK}:{nodes[A].client_port}", nodes[B].stop, nodes[B].start)
+    ports = {n: node.client_port for n, node in nodes.items()}
+    wire = WireSubscriber(ports[A])
+    try:
+        seen = scenario(jms, f"tcp://{LOOPBACK}:{ports[A]}", nodes[B].stop, nodes[B].start)
+        packets = wire.read_until(back_on_the_wire(node_ids))
+    finally:
+        wire.close()
 
-    check(seen, node_ids, {n: node.client_port for n, node in nodes.items()})
+    check(seen, node_ids, ports)
+    check_wire(packets, node_ids, ports)
     # B kept its node id across the restart (its journal): the same member came back
     assert nodes[B].status()["node_id"] == node_ids[B]
 
@@ -163,9 +239,16 @@ def test_real_artemis_cluster_topology(jms, artemis_factory):
     node_ids = {name: node.node_id for name, node in nodes.items()}
     assert all(node_ids.values()), node_ids
 
-    seen = scenario(jms, nodes[A].url, nodes[B].stop, nodes[B].start)
+    ports = {n: node.client_port for n, node in nodes.items()}
+    wire = WireSubscriber(ports[A])
+    try:
+        seen = scenario(jms, nodes[A].url, nodes[B].stop, nodes[B].start)
+        packets = wire.read_until(back_on_the_wire(node_ids))
+    finally:
+        wire.close()
 
-    check(seen, node_ids, {n: node.client_port for n, node in nodes.items()})
+    check(seen, node_ids, ports)
+    check_wire(packets, node_ids, ports)
 
 
 def test_a_client_through_the_gateway_knows_only_the_gateway(jms, broker_factory):
