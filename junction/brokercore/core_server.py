@@ -4,7 +4,8 @@
 :class:`junction.protocols.core.CoreCodec`, and each packet goes where the
 connection's state table (:class:`junction.protocols.core.connection.CoreConnection`)
 says: PINGs, the topology, REATTACH_SESSION and CHECK_FOR_FAILOVER are
-answered at once; a CREATESESSION is authenticated here (``server.security``)
+answered at once (the topology of a clustered node is its cluster's members,
+kept current for the subscriber: :mod:`~junction.brokercore.core_topology`); a CREATESESSION is authenticated here (``server.security``)
 and, accepted, becomes a :class:`~junction.brokercore.core_sessions.CoreSession`
 with its own :class:`~junction.brokercore.session.ServerSession`; a session's
 packets go to that session.  Each read is handled inside
@@ -34,6 +35,7 @@ from twisted.internet.protocol import Protocol
 from zope.interface import implementer
 
 from junction.brokercore.core_sessions import CoreSession
+from junction.brokercore.core_topology import topology_for
 from junction.brokercore.session import ConnectionInfo, ServerSession
 from junction.edge.acceptor import AcceptorFactory, apply_socket_options, prefixes
 from junction.edge.tls import peer_subject
@@ -157,7 +159,7 @@ class CoreProtocol(Protocol):
                 self._ttl_changed()
         elif action is Action.TOPOLOGY:
             self._version_known()
-            self.write_packet(connection.topology(int(self.reactor.seconds() * 1000)))
+            self._subscribe_topology()
         elif action is Action.CREATE_SESSION:
             self._version_known()
             self._create_session(connection.pending)
@@ -166,6 +168,8 @@ class CoreProtocol(Protocol):
         factory = getattr(self, "factory", None)
         if factory is not None:
             factory.connections.discard(self)
+            if factory.topology is not None:
+                factory.topology.unsubscribe(self)
         self.connection.close()
         for timer in (self._version_timer, self._ttl_timer):
             if timer is not None and timer.active():
@@ -241,6 +245,22 @@ class CoreProtocol(Protocol):
             for session in self.sessions.values():
                 session.update_paused()  # no deliveries into a closing connection
             transport.loseConnection()
+
+    # -- the topology ------------------------------------------------------------------------------
+    def _subscribe_topology(self) -> None:
+        """SUBSCRIBE_TOPOLOGY: the cluster's members (then its changes), or this node alone."""
+        factory = getattr(self, "factory", None)
+        feed = factory.cluster_topology() if factory is not None else None
+        if feed is None:
+            self.write_packet(self.connection.topology(int(self.reactor.seconds() * 1000)))
+            return
+        for packet in self.connection.cluster_topology(feed.subscribe(self)):
+            self.write_packet(packet)
+
+    def topology_changed(self, changes) -> None:
+        """The cluster's members changed: tell the client, if it subscribed."""
+        for packet in self.connection.topology_changes(changes):
+            self.write_packet(packet)
 
     # -- reading pauses while confirmations pile up ------------------------------------------------
     def pending_changed(self, delta: int) -> None:
@@ -352,6 +372,24 @@ class CoreFactory(AcceptorFactory):
     """Builds a :class:`CoreProtocol` per connection on one acceptor."""
 
     protocol_class = CoreProtocol
+
+    def __init__(self, server, *, acceptor=None, limits=None, reactor=None):
+        super().__init__(server, acceptor=acceptor, limits=limits, reactor=reactor)
+        #: the cluster's topology for this acceptor's subscribers (made at the first subscription)
+        self.topology = None
+
+    def cluster_topology(self):
+        """The :class:`~junction.brokercore.core_topology.CoreTopology` this acceptor's clients
+        subscribe to, or None when the node is not clustered."""
+        if self.topology is None:
+            name = (self.acceptor.params or {}).get("clusterConnection") if self.acceptor is not None else None
+            self.topology = topology_for(self.server, self.reactor or self.server.reactor, name)
+        return self.topology
+
+    def stopFactory(self):
+        if self.topology is not None:
+            self.topology.close()
+            self.topology = None
 
     def disconnect_all(self) -> None:
         """Tell every client this acceptor serves that the server goes away (DISCONNECT), and close."""

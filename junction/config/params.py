@@ -107,6 +107,8 @@ PARAMS: tuple[Param, ...] = (
     _p("routerMode",                       choice("redirect", "forward", "auto"), "auto", "GATEWAY"),
     _p("routingTimeout",                   _NON_NEGATIVE,     "<limits connect-timeout>", "GATEWAY"),
     _p("routingMaxBytes",                  _POSITIVE,         "<the opening and one read>", "GATEWAY"),
+    # -- CORE
+    _p("clusterConnection",                None,              "<the first cluster connection>", "CORE"),
     # -- STOMP
     _p("stompMaxFramePayloadLength",       _POSITIVE,         "<limits max-frame-size>", "STOMP"),
     _p("heartBeatToConnectionTtlModifier", real(0.0),         2.0,        "STOMP"),

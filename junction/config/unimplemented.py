@@ -394,7 +394,6 @@ UNIMPLEMENTED: dict[str, dict] = {
         "autoStart": NoEffect(boolean),
         "batchDelay": NoEffect(_NON_NEGATIVE),
         "brokerName": NoEffect(),
-        "clusterConnection": NoEffect(),
         "connectionTtl": NoEffect(_WHOLE),
         "connectionTtlMax": NoEffect(_WHOLE),
         "connectionTtlMin": NoEffect(_WHOLE),

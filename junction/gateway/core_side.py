@@ -38,27 +38,17 @@ from junction.protocols.core.opening import (
     CoreCredentials,
     CoreOpening,
     RedirectTarget,
-    netty_connector,
 )
+from junction.protocols.core.topology import announced_connector
 
 __all__ = ["CoreSide", "core_connector"]
 
 
 def core_connector(connector) -> TransportConfiguration:
-    """A ``<connector>`` as Artemis sends it to a client (a redirect's target).
-
-    Artemis's TCP connector: its name, the Netty connector factory, ``host``
-    and ``port`` as the Strings its URI parser gives, then the URL's other
-    parameters as Strings, in the URL's order.  Parameters whose name contains
-    ``password`` are left out, as the node's cluster announcements leave
-    them out (Artemis sends them whole).
-    """
-    params = tuple(
-        (str(key), str(value))
-        for key, value in (getattr(connector, "params", None) or {}).items()
-        if key not in ("host", "port") and "password" not in str(key).lower()
-    )
-    return netty_connector(str(connector.host), int(connector.port), str(connector.name), params)
+    """A ``<connector>`` as Artemis sends it to a client (a redirect's target): see
+    :func:`~junction.protocols.core.topology.announced_connector` (no password parameter
+    leaves the gateway)."""
+    return announced_connector(connector.name, connector.host, connector.port, getattr(connector, "params", None))
 
 
 class CoreSide(GatewaySide):

@@ -10,6 +10,12 @@ Commands (``op`` and its fields; every field but ``op`` optional)::
     connect     url, user, password, clientId   (a new connection, started, and an auto-ack
                                                  session; factory options go in the URL:
                                                  tcp://127.0.0.1:61616?blockOnDurableSend=false)
+                watchTopology (bool: an event per topology change the client is told,
+                ``{"event": "node_up", nodeId, uniqueEventId, primary, backup, last}`` or
+                ``{"event": "node_down", nodeId, uniqueEventId}``)
+    topology    members (wait until the client holds exactly that many), timeout (ms, 0)
+                -> members: [{nodeId, uniqueEventId, primary, backup, scaleDownGroupName}]
+                   (a connector: {name, factory, params}), reached (the count came)
     session     transacted (bool) | ack: auto, client, dups_ok, individual
                                                 (the new current session)
     send        queue | topic, type: text bytes map object stream message, body, size,

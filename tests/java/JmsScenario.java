@@ -39,6 +39,9 @@ import javax.transaction.xa.XAException;
 import javax.transaction.xa.XAResource;
 import javax.transaction.xa.Xid;
 
+import org.apache.activemq.artemis.api.core.TransportConfiguration;
+import org.apache.activemq.artemis.api.core.client.ClusterTopologyListener;
+import org.apache.activemq.artemis.api.core.client.TopologyMember;
 import org.apache.activemq.artemis.api.jms.ActiveMQJMSConstants;
 import org.apache.activemq.artemis.jms.client.ActiveMQConnectionFactory;
 import org.apache.activemq.artemis.jms.client.ActiveMQXAConnectionFactory;
@@ -64,6 +67,8 @@ public final class JmsScenario {
     private static final int INDIVIDUAL_ACK = ActiveMQJMSConstants.INDIVIDUAL_ACKNOWLEDGE;
 
     private Connection connection;
+    /** The factory of the current connection (its ServerLocator holds the cluster topology). */
+    private ActiveMQConnectionFactory factory;
     private Session session;
     private Message lastReceived;
     private final Map<String, MessageConsumer> consumers = new HashMap<>();
@@ -133,6 +138,7 @@ public final class JmsScenario {
             case "unsubscribe" -> session.unsubscribe(str(c, "name", null));
             case "close" -> closeConnection();
             case "wait_file" -> waitFile(c);
+            case "topology" -> topology(c, result);
             case "xa_connect" -> xaConnect(c);
             case "xa_start" -> xaResource.start(xid(c), switch (str(c, "flags", "none")) {
                 case "join" -> XAResource.TMJOIN;
@@ -170,7 +176,27 @@ public final class JmsScenario {
 
     private void connect(Map<String, Object> c) throws JMSException {
         closeConnection();
-        ActiveMQConnectionFactory factory = new ActiveMQConnectionFactory(str(c, "url", null));
+        factory = new ActiveMQConnectionFactory(str(c, "url", null));
+        if (bool(c, "watchTopology", false)) {
+            factory.getServerLocator().addClusterTopologyListener(new ClusterTopologyListener() {
+                @Override
+                public void nodeUP(TopologyMember member, boolean last) {
+                    Map<String, Object> event = describeMember(member);
+                    event.put("event", "node_up");
+                    event.put("last", last);
+                    emit(event);
+                }
+
+                @Override
+                public void nodeDown(long eventId, String nodeId) {
+                    Map<String, Object> event = new LinkedHashMap<>();
+                    event.put("event", "node_down");
+                    event.put("nodeId", nodeId);
+                    event.put("uniqueEventId", eventId);
+                    emit(event);
+                }
+            });
+        }
         String user = str(c, "user", null);
         connection = user == null ? factory.createConnection()
                 : factory.createConnection(user, str(c, "password", null));
@@ -188,13 +214,64 @@ public final class JmsScenario {
         session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
     }
 
+    /**
+     * The cluster topology the client holds (its ServerLocator's): members, each with its node
+     * id, event id and connectors. With "members": n, waits up to "timeout" ms for exactly n
+     * ("reached" says whether they came).
+     */
+    private void topology(Map<String, Object> c, Map<String, Object> result) throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(num(c, "timeout", 0));
+        long wanted = num(c, "members", -1);
+        List<Object> members = topologyMembers();
+        while (wanted >= 0 && members.size() != wanted && System.nanoTime() < deadline) {
+            Thread.sleep(20);  // the topology changes on the client's own threads: look again
+            members = topologyMembers();
+        }
+        result.put("members", members);
+        result.put("reached", wanted < 0 || members.size() == wanted);
+    }
+
+    private List<Object> topologyMembers() {
+        List<Object> out = new ArrayList<>();
+        for (TopologyMember member : factory.getServerLocator().getTopology().getMembers()) {
+            out.add(describeMember(member));
+        }
+        return out;
+    }
+
+    private static Map<String, Object> describeMember(TopologyMember member) {
+        Map<String, Object> d = new LinkedHashMap<>();
+        d.put("nodeId", member.getNodeId());
+        d.put("uniqueEventId", member.getUniqueEventID());
+        d.put("primary", describeConnector(member.getPrimary()));
+        d.put("backup", describeConnector(member.getBackup()));
+        d.put("scaleDownGroupName", member.getScaleDownGroupName());
+        return d;
+    }
+
+    private static Map<String, Object> describeConnector(TransportConfiguration connector) {
+        if (connector == null) {
+            return null;
+        }
+        Map<String, Object> params = new LinkedHashMap<>();
+        for (Map.Entry<String, Object> e : connector.getParams().entrySet()) {
+            params.put(e.getKey(), String.valueOf(e.getValue()));
+        }
+        Map<String, Object> d = new LinkedHashMap<>();
+        d.put("name", connector.getName());
+        d.put("factory", connector.getFactoryClassName());
+        d.put("params", params);
+        return d;
+    }
+
     /** A new XA connection (started) and one XA session: its Session becomes the current one. */
     private void xaConnect(Map<String, Object> c) throws JMSException {
         closeConnection();
-        ActiveMQXAConnectionFactory factory = new ActiveMQXAConnectionFactory(str(c, "url", null));
+        ActiveMQXAConnectionFactory xaFactory = new ActiveMQXAConnectionFactory(str(c, "url", null));
+        factory = xaFactory;
         String user = str(c, "user", null);
-        XAConnection xa = user == null ? factory.createXAConnection()
-                : factory.createXAConnection(user, str(c, "password", null));
+        XAConnection xa = user == null ? xaFactory.createXAConnection()
+                : xaFactory.createXAConnection(user, str(c, "password", null));
         connection = xa;
         // failover events (FAILURE_DETECTED, FAILOVER_COMPLETED, FAILOVER_FAILED), for tests that
         // act once the client has reconnected

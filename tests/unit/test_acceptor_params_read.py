@@ -19,6 +19,7 @@ import ipaddress
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -104,6 +105,24 @@ def socket_options(part: str, params: str) -> list:
     transport = _SocketTransport()
     protocol.makeConnection(transport)
     return transport.socket.options
+
+
+def served_cluster_connection(part: str, params: str) -> str:
+    """The cluster connection whose topology the CORE adapter tells its subscribers, on a
+    node with two (stand-ins: the adapter reads their names, members and connectors)."""
+    factory, _protocol = _adapter(part, params)
+
+    def connection(name):
+        return SimpleNamespace(
+            name=name, own_connector=None, announced_members=dict,
+            add_member_listener=lambda fn: fn({}), remove_member_listener=lambda fn: None,
+        )
+
+    factory.server.cluster = SimpleNamespace(
+        connections=[connection("first"), connection("second")], node_id="n",
+        config=SimpleNamespace(acceptors=(), scale_down=None),
+    )
+    return factory.cluster_topology().connection.name
 
 
 def stomp_refuses_a_1000_byte_frame(part: str, params: str) -> bool:
@@ -204,6 +223,7 @@ CASES: dict[tuple[str, str], Case] = {
     ("STOMP", "heartBeatToConnectionTtlModifier"): Case(
         "heartBeatToConnectionTtlModifier=3.5", adapter(lambda p: p.ttl_modifier), 3.5
     ),
+    ("CORE", "clusterConnection"): Case("clusterConnection=second", served_cluster_connection, "second"),
     ("AMQP", "maxFrameSize"): Case("maxFrameSize=65536", adapter(lambda p: p.max_frame_size), 65536),
     ("AMQP", "amqpCredits"): Case("amqpCredits=50", adapter(lambda p: p.credits), 50),
     ("AMQP", "amqpLowCredits"): Case("amqpLowCredits=10", adapter(lambda p: p.low_credits), 10),

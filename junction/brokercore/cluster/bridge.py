@@ -116,6 +116,8 @@ class Bridge:
         self.peer_name = None
         #: the peer's ``<scale-down><group-name>`` (from its WELCOME)
         self.peer_scale_down_group = None
+        #: (host, port) of the connector the peer names itself by (from its TOPOLOGY)
+        self.peer_connector: tuple[str, int] | None = None
         #: the peer's link protocol version (from its WELCOME)
         self.peer_version = (1, 0)
         self.learned_from = learned_from

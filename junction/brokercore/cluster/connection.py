@@ -102,7 +102,15 @@ class ClusterConnection:
                 self.bridges.pop((first.host, int(first.port)), None)
 
     def members_learned(self, nodes, source_bridge) -> None:
-        """A peer's TOPOLOGY: link to the members not linked yet (unless direct connections only)."""
+        """A peer's TOPOLOGY: note the connector the peer names itself by; link to the members
+        not linked yet (unless direct connections only)."""
+        for member in nodes:
+            if member.node_id == source_bridge.node_id and member.host and member.port:
+                own = (member.host, int(member.port))
+                if own != source_bridge.peer_connector:
+                    source_bridge.peer_connector = own
+                    if self.by_node.get(source_bridge.node_id) is source_bridge:
+                        self._members_changed()
         if self.config.allow_direct_connections_only:
             return
         for member in nodes:
@@ -137,9 +145,29 @@ class ClusterConnection:
         self._member_listeners.append(fn)
         fn(self.linked_members())
 
+    def remove_member_listener(self, fn) -> None:
+        """``fn`` is told no more changes."""
+        if fn in self._member_listeners:
+            self._member_listeners.remove(fn)
+
     def linked_members(self) -> dict:
         # (by_node holds the bridges whose peer welcomed them, until their link is lost)
         return {node_id: bridge.connector for node_id, bridge in self.by_node.items()}
+
+    def announced_members(self) -> dict:
+        """Node id -> (connector, scale-down group) of each linked peer, as the peer names
+        itself: the connector its own cluster connection names (``connector-ref``, told in its
+        TOPOLOGY), with this node's connector's name and parameters when that one reaches the
+        same host and port, as a connector found by topology otherwise; the connector this node
+        reaches it by until the peer has told it."""
+        out = {}
+        for node_id, bridge in self.by_node.items():
+            connector = bridge.connector
+            own = bridge.peer_connector
+            if own is not None and own != (connector.host, int(connector.port)):
+                connector = self._learned_connector(*own)
+            out[node_id] = (connector, bridge.peer_scale_down_group)
+        return out
 
     def _members_changed(self) -> None:
         members = self.linked_members()

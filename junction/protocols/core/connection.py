@@ -23,8 +23,12 @@ the transport is gone).  The actions (:class:`Action`):
   echoed, REATTACH_SESSION answered ``reattached=false`` (no session outlives
   its connection here: the client creates new ones), CHECK_FOR_FAILOVER
   (:meth:`CoreConnection.ok_to_failover`);
-* ``TOPOLOGY`` -- write :meth:`CoreConnection.topology`: this node alone,
-  ``last`` set (the real client waits for it before it creates a session);
+* ``TOPOLOGY`` -- the connection is subscribed to the topology: write
+  :meth:`CoreConnection.topology` (a node that is not clustered: itself
+  alone, ``last`` set; the real client waits for it before it creates a
+  session) or :meth:`CoreConnection.cluster_topology` (a clustered node: every
+  member); later :meth:`CoreConnection.topology_changes` says what to tell
+  the subscriber as members join and leave (:mod:`.topology`);
 * ``CREATE_SESSION`` -- authenticate the CREATESESSION, then
   :meth:`CoreConnection.open_session` (write the CREATESESSION_RESP it
   returns) or :meth:`CoreConnection.refuse_session` (write its EXCEPTION);
@@ -72,7 +76,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from junction.protocols.core import responses
+from junction.protocols.core import responses, topology
 from junction.protocols.core.codec import CoreLimits, Handshake
 from junction.protocols.core.errors import CoreProtocolError, ExceptionType, TooManyChannels
 from junction.protocols.core.packet_types import (
@@ -288,7 +292,8 @@ class CoreConnection:
     """
 
     __slots__ = (
-        "state", "version", "ttl_ms", "_node_id", "_limits", "_sessions", "_pending", "_problem", "_scales_down",
+        "state", "version", "ttl_ms", "subscribed", "_node_id", "_limits", "_sessions", "_pending", "_problem",
+        "_scales_down",
     )
 
     def __init__(self, node_id: str, limits: CoreLimits | None = None, *, scales_down: bool = False):
@@ -298,6 +303,8 @@ class CoreConnection:
         self.version: int | None = None
         #: The client's connection TTL in ms, from its PINGs (-1: none).
         self.ttl_ms = DEFAULT_TTL_MS
+        #: The client subscribed to the topology (SUBSCRIBE_TOPOLOGY): it is told its changes.
+        self.subscribed = False
         self._node_id = node_id
         self._limits = limits if limits is not None else CoreLimits()
         self._scales_down = bool(scales_down)
@@ -412,6 +419,9 @@ class CoreConnection:
             raise problem
         if kind is _I.SUBSCRIBE_TOPOLOGY_V2:
             self.version = event.client_version
+            self.subscribed = True
+        elif kind is _I.SUBSCRIBE_TOPOLOGY:
+            self.subscribed = True
         elif kind is _I.CREATE_SESSION:
             if self.version is None:
                 self.version = event.version
@@ -450,6 +460,21 @@ class CoreConnection:
         """The topology to write for ``TOPOLOGY``: this node alone (``unique_event_id``: the
         caller's clock in ms, as Artemis stamps it)."""
         return responses.topology(self.version, self._node_id, unique_event_id)
+
+    def cluster_topology(self, members) -> list:
+        """The topology to write for ``TOPOLOGY`` on a clustered node: every member of
+        ``members`` (:class:`~.topology.TopologyMember`, this node among them), ``last`` on
+        the final one."""
+        return topology.announcement(self.version, members)
+
+    def topology_changes(self, changes) -> list:
+        """What to write for the cluster's ``changes`` (:class:`~.topology.MemberUp`,
+        :class:`~.topology.MemberDown`): nothing unless the client subscribed and the
+        connection is open (a client the gateway forwarded never subscribed here: it knows
+        only the gateway)."""
+        if not self.subscribed or self.state is _S.CLOSED:
+            return []
+        return topology.change_packets(self.version, changes)
 
     # -- sessions ---------------------------------------------------------------------------------
 
