@@ -429,11 +429,19 @@ def test_cache_index_outside_the_slots_is_malformed():
         server.receive_data(struct.pack(">IB", len(body) + 1, CommandType.SESSION_INFO) + body)
 
 
-def test_cache_of_one_slot_stays_in_step():
-    offer = WireFormat(tight_encoding=True, cache_enabled=True, cache_size=1)
+@pytest.mark.parametrize("tight", [True, False])
+@pytest.mark.parametrize("slots", [1, 2, 3])
+def test_small_caches_stay_in_step(tight, slots):
+    """The slots go round inside one command (a message id's producer id takes the slot its message's
+    field just took); the writer must end with what the reader keeps."""
+    offer = WireFormat(tight_encoding=tight, cache_enabled=True, cache_size=slots)
     server, client = connected(offer, offer)
     msgs = [ActiveMQTextMessage(producer_id=ProducerId("c", i % 3, 1), destination=ActiveMQQueue(f"q{i % 2}"),
-                                message_id=MessageId(None, ProducerId("c", i % 3, 1), i, 0)) for i in range(12)]
+                                message_id=MessageId(None, ProducerId("c", i % 4, 1), i, 0),
+                                transaction_id=LocalTransactionId(i % 2, ConnectionId("c")) if i % 3 else None)
+            for i in range(12)]
+    msgs += [TransactionInfo(connection_id=ConnectionId("c"), transaction_id=LocalTransactionId(i, ConnectionId("c")))
+             for i in range(4)]
     data = b"".join(client.send(m) for m in msgs)
     assert server.receive_data(data) == msgs
 

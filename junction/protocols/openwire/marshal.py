@@ -77,10 +77,12 @@ _EMPTY = object()  # a cache slot never filled (a slot may hold None: Java cache
 
 
 class Kind(NamedTuple):
-    """How one field is read and written."""
+    """How one field is read and written; ``shape`` and ``accepts`` describe it (for tools and tests)."""
 
     read: Callable[[Decoder], Any]
     write: Callable[[Encoder, Any], None]
+    shape: str = "primitive"  # or "nested", "cached", "array", "throwable"
+    accepts: frozenset = frozenset()  # the type bytes an object kind accepts (empty: any)
 
 
 def _write_magic(e: Encoder, value: bytes) -> None:
@@ -127,14 +129,32 @@ class WireContext:
         self._journal.clear()
 
     def rollback(self) -> None:
-        """Forget the slots assigned since :meth:`begin` (the frame was never sent)."""
-        for i, obj, old in reversed(self._journal):
-            del self._out[obj]
-            self._out_slots[i] = old
-            if old is not _EMPTY:
-                self._out[old] = i
-            self._next = i
+        """Undo the slots assigned since :meth:`begin` (the frame was never sent)."""
+        for what, key, old in reversed(self._journal):
+            if what == "slot":
+                self._out_slots[key] = old
+            elif what == "next":
+                self._next = old
+            elif old is _EMPTY:
+                self._out.pop(key, None)
+            else:
+                self._out[key] = old
         self._journal.clear()
+
+    def _map(self, obj, index) -> None:
+        self._journal.append(("map", obj, self._out.get(obj, _EMPTY)))
+        if index is _EMPTY:
+            del self._out[obj]
+        else:
+            self._out[obj] = index
+
+    def _fill(self, i: int, obj) -> None:
+        old = self._out_slots[i]
+        if old is not _EMPTY and self._out.get(old) == i:
+            self._map(old, _EMPTY)
+        self._journal.append(("slot", i, old))
+        self._out_slots[i] = obj
+        self._map(obj, i)
 
     def remember(self, index: int, obj) -> None:
         """Keep what the peer sent new at ``index`` (-1: the peer's cache was full, keep nothing)."""
@@ -154,16 +174,21 @@ class WireContext:
         return self._out.get(obj)
 
     def assign(self, obj) -> int:
-        """The next slot for ``obj`` (after it was written in full)."""
+        """The next slot, now holding ``obj``."""
         i = self._next
+        self._journal.append(("next", None, i))
         self._next = (i + 1) % self.cache_slots
-        old = self._out_slots[i]
-        if old is not _EMPTY and self._out.get(old) == i:
-            del self._out[old]
-        self._journal.append((i, obj, old))
-        self._out_slots[i] = obj
-        self._out[obj] = i
+        self._fill(i, obj)
         return i
+
+    def settle(self, i: int, obj) -> None:
+        """``obj`` was written in full into slot ``i``: the peer's slot ``i`` now holds it.
+
+        (Its own cached parts may have taken slot ``i`` meanwhile, when the
+        slots went round; the peer keeps ``obj`` there last.)
+        """
+        if self._out_slots[i] is not obj or self._out.get(obj) != i:
+            self._fill(i, obj)
 
 
 class Structure:
@@ -276,8 +301,7 @@ def nested(*expect: int) -> Kind:
         e.buf.append(t)
         write_structure(e, obj)
 
-    read.__qualname__ = write.__qualname__ = "nested"
-    return Kind(read, write)
+    return Kind(read, write, "nested", accepted)
 
 
 def cached(*expect: int) -> Kind:
@@ -312,8 +336,10 @@ def cached(*expect: int) -> Kind:
             e.short(index)
             return
         if not e.tight:  # as Java's loose writer: the slot first, then the object
-            e.short(ctx.assign(obj))
+            i = ctx.assign(obj)
+            e.short(i)
             plain.write(e, obj)
+            ctx.settle(i, obj)
             return
         # As Java's tight writer: the object first (its own cached parts take slots), then its slot.
         at = len(e.buf)
@@ -321,7 +347,7 @@ def cached(*expect: int) -> Kind:
         plain.write(e, obj)
         e.buf[at:at + 2] = ctx.assign(obj).to_bytes(2, "big")
 
-    return Kind(read, write)
+    return Kind(read, write, "cached", accepted)
 
 
 def array(*expect: int) -> Kind:
@@ -344,7 +370,7 @@ def array(*expect: int) -> Kind:
         for obj in items:
             item.write(e, obj)
 
-    return Kind(read, write)
+    return Kind(read, write, "array", item.accepts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -404,4 +430,4 @@ def _write_throwable(e: Encoder, exc: JavaThrowable | None) -> None:
     _write_throwable(e, exc.cause)
 
 
-THROWABLE = Kind(_read_throwable, _write_throwable)
+THROWABLE = Kind(_read_throwable, _write_throwable, "throwable")
