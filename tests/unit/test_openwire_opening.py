@@ -182,3 +182,15 @@ def test_the_reader_never_raises_for_what_the_client_sent(garbage, mutations, cu
     assert opening.buffered <= OPENING_MAX_BYTES
     assert all(isinstance(e, (OpeningComplete, OpeningFailed, Passthrough)) for e in events)
     opening.data_to_send()
+
+
+def test_where_the_opening_fails_does_not_depend_on_the_cut():
+    """Found by the fuzzer: an oversized frame's prefix before max_bytes is the failure, read whole
+    or byte by byte (the codec reads no byte past max_bytes)."""
+    stream = real("WFI") + b"\x00\x01\x00\x01" + bytes(100)  # 65,537: one over the frame limit
+    outcomes = []
+    for chunks in ([stream], [stream[i:i + 1] for i in range(len(stream))]):
+        opening = OpenWireOpening(Logins(), max_bytes=400)
+        events = [e for c in chunks for e in opening.receive_data(c)]
+        outcomes.append([(type(e).__name__, e.condition) for e in events])
+    assert outcomes[0] == outcomes[1] == [("OpeningFailed", "org.apache.activemq.MaxFrameSizeExceededException")]

@@ -247,18 +247,22 @@ class OpenWireOpening(Opening):
         if self._state is not _S.AWAIT_CONNECTION:
             self._transition(_I.DATA)
             return [Passthrough(bytes(data))] if self._state is _S.COMPLETE and data else []
+        # The codec reads no byte past max_bytes, so where the opening fails never depends on
+        # how the stream was cut; the bytes past it are kept for the replay, should the
+        # ConnectionInfo end before them.
+        room = self._max_bytes - len(self._raw)
         self._raw += data
-        if len(self._raw) > self._max_bytes:
-            return [self._fail(_I.BAD_INPUT, f"more than {self._max_bytes} bytes before the ConnectionInfo",
-                               "java.io.IOException")]
         try:
-            commands = self._codec.receive_data(data)
+            events = self._take(self._codec.receive_data(data[:room] if len(data) > room else data))
         except OpenWireProtocolError as exc:
             events = self._take(exc.events)
             if self._state is _S.AWAIT_CONNECTION:
                 events.append(self._fail(_I.BAD_INPUT, str(exc), exc.java_class, exc.command))
             return events
-        return self._take(commands)
+        if self._state is _S.AWAIT_CONNECTION and len(data) > room:
+            events.append(self._fail(_I.BAD_INPUT, f"more than {self._max_bytes} bytes before the ConnectionInfo",
+                                     "java.io.IOException"))
+        return events
 
     def _take(self, commands: list) -> list:
         for command in commands:
