@@ -25,6 +25,7 @@ from junction.protocols.openwire.commands import (
     ReplayCommand,
     Response,
     SessionInfo,
+    ShutdownInfo,
     TransactionInfo,
 )
 from junction.protocols.openwire.connection import (
@@ -45,6 +46,7 @@ from junction.protocols.openwire.connection import (
     Renegotiation,
     UnsupportedCommand,
 )
+from junction.protocols.openwire.errors import OpenWireProtocolError
 from junction.protocols.openwire.inactivity import (
     InactivityMonitor,
     InactivityTimeout,
@@ -317,3 +319,160 @@ def test_anything_received_resets_the_read_check():
 def test_zero_duration_disables_monitoring():
     mon = InactivityMonitor(0, 10_000, now=0.0)
     assert not mon.enabled and mon.next_deadline() is None and mon.poll(1e9) == []
+
+
+# -- every state and input, against rules written out here ------------------------------------------
+
+CI = ConnectionInput
+OTHER = "ID:elsewhere-1:1"
+_HANDLED = {CI.SESSION_INFO, CI.PRODUCER_INFO, CI.CONSUMER_INFO, CI.MESSAGE, CI.ACK, CI.PULL, CI.TRANSACTION,
+            CI.DESTINATION, CI.REMOVE_SUBSCRIPTION, CI.REMOVE}
+_ANSWERED_ONLY = {CI.REPEAT, CI.NO_OP}
+_KEPT_OPEN = {CI.NO_SUCH_SESSION: NoSuchSession, CI.NO_SUCH_PRODUCER: NoSuchProducer,
+              CI.NO_SUCH_CONSUMER: NoSuchConsumer, CI.NOT_REGISTERED: NotRegistered}
+_FATAL = {CI.FOREIGN: ForeignId, CI.SERVER_COMMAND: NotAClientCommand, CI.UNSUPPORTED: UnsupportedCommand}
+#: inputs that need something registered: no command is one before a connection is
+_NEEDS_REGISTRY = {CI.REPEAT, CI.MESSAGE, CI.ACK, CI.PULL, CI.REMOVE}
+
+
+def expected(state: S, kind: ConnectionInput):
+    """("move", next, action) | ("reject", error class, fatal) | ("unreachable",)."""
+    if state is S.CLOSED:
+        return ("move", S.CLOSED, A.IGNORE)
+    if kind is CI.ERROR:
+        return ("move", S.CLOSED, A.WRITE)
+    if kind is CI.CLOSE:
+        return ("move", S.CLOSED, A.CLOSE)
+    if state is not S.OPEN and kind in _NEEDS_REGISTRY:
+        return ("unreachable",)
+    if state is S.NEGOTIATING:
+        if kind is CI.WIRE_FORMAT:
+            return ("move", S.NEGOTIATED, A.NEGOTIATED)
+        return ("reject", NotNegotiated, True)
+    if kind in (CI.WIRE_FORMAT, CI.WIRE_FORMAT_AGAIN):
+        return ("reject", Renegotiation, True)
+    if kind is CI.KEEP_ALIVE:
+        return ("move", state, A.ECHO)
+    if kind in (CI.KEEP_ALIVE_QUIET, CI.PASSIVE):
+        return ("move", state, A.IGNORE)
+    if kind is CI.SHUTDOWN:
+        return ("move", S.CLOSED, A.CLOSE)
+    if kind in _FATAL:
+        return ("reject", _FATAL[kind], True)
+    if kind is CI.CONNECTION_INFO:
+        return ("move", S.OPEN, A.OPEN if state is S.NEGOTIATED else A.ACKNOWLEDGE)
+    if state is S.NEGOTIATED:
+        return ("reject", NotConnected, True)
+    if kind is CI.REMOVE_CONNECTION:
+        return ("move", S.NEGOTIATED, A.HANDLE)
+    if kind in _HANDLED:
+        return ("move", S.OPEN, A.HANDLE)
+    if kind in _ANSWERED_ONLY:
+        return ("move", S.OPEN, A.ACKNOWLEDGE)
+    if kind is CI.STALE_ACK:
+        return ("move", S.OPEN, A.IGNORE)
+    return ("reject", _KEPT_OPEN[kind], False)
+
+
+def reach(state: S) -> OpenWireConnection:
+    conn = OpenWireConnection()
+    if state is S.NEGOTIATING:
+        return conn
+    conn = negotiated()
+    if state is S.NEGOTIATED:
+        return conn
+    conn.receive(ConnectionInfo(connection_id=ConnectionId(CID)))
+    conn.receive(SessionInfo(session_id=SessionId(CID, 1)))
+    conn.receive(ProducerInfo(producer_id=ProducerId(CID, 1, 1)))
+    conn.receive(ConsumerInfo(consumer_id=ConsumerId(CID, 1, 1)))
+    if state is S.CLOSED:
+        conn.close()
+    assert conn.state is state
+    return conn
+
+
+def command_for(kind: ConnectionInput, state: S):
+    """A command that is ``kind`` on a connection in ``state`` (None: told by a method)."""
+    wfi = real("WFI")
+    if kind is CI.WIRE_FORMAT:
+        return OpenWireCodec().receive_data(encode_wfi(wfi))[0]
+    cid = ConnectionId(CID)
+    return {
+        CI.WIRE_FORMAT_AGAIN: wfi,
+        CI.CONNECTION_INFO: ConnectionInfo(connection_id=cid),
+        CI.FOREIGN: SessionInfo(session_id=SessionId(OTHER, 1) if state is S.OPEN else None),
+        CI.REPEAT: SessionInfo(session_id=SessionId(CID, 1)),
+        CI.SESSION_INFO: SessionInfo(session_id=SessionId(CID, 2)),
+        CI.PRODUCER_INFO: ProducerInfo(producer_id=ProducerId(CID, 2, -1)),  # the default session
+        CI.CONSUMER_INFO: ConsumerInfo(consumer_id=ConsumerId(CID, -1, 2)),
+        CI.NO_SUCH_SESSION: ProducerInfo(producer_id=ProducerId(CID, 1, 9)),
+        CI.MESSAGE: ActiveMQTextMessage(producer_id=ProducerId(CID, 1, 1)),
+        CI.NO_SUCH_PRODUCER: ActiveMQTextMessage(producer_id=ProducerId(CID, 5, 1)),
+        CI.ACK: MessageAck(consumer_id=ConsumerId(CID, 1, 1)),
+        CI.STALE_ACK: MessageAck(consumer_id=ConsumerId(CID, 1, 7)),
+        CI.PULL: MessagePull(consumer_id=ConsumerId(CID, 1, 1)),
+        CI.NO_SUCH_CONSUMER: MessagePull(consumer_id=ConsumerId(CID, 1, 7)),
+        CI.TRANSACTION: TransactionInfo(connection_id=cid, transaction_id=LocalTransactionId(1, cid)),
+        CI.DESTINATION: DestinationInfo(connection_id=cid, destination=ActiveMQTempQueue("ID:t")),
+        CI.REMOVE_SUBSCRIPTION: RemoveSubscriptionInfo(connection_id=cid, subscription_name="s"),
+        CI.REMOVE_CONNECTION: RemoveInfo(object_id=cid),
+        CI.REMOVE: RemoveInfo(object_id=ProducerId(CID, 1, 1)),
+        CI.NOT_REGISTERED: RemoveInfo(object_id=ProducerId(CID, 8, 1)),
+        CI.KEEP_ALIVE: KeepAliveInfo(response_required=True),
+        CI.KEEP_ALIVE_QUIET: KeepAliveInfo(),
+        CI.PASSIVE: Response(correlation_id=1),
+        CI.NO_OP: FlushCommand(response_required=True),
+        CI.SHUTDOWN: ShutdownInfo(),
+        CI.SERVER_COMMAND: MessageDispatch(),
+        CI.UNSUPPORTED: ReplayCommand(),
+    }.get(kind)
+
+
+def encode_wfi(info) -> bytes:
+    from junction.protocols.openwire.codec import encode_frame
+
+    return encode_frame(info)
+
+
+def apply(conn: OpenWireConnection, kind: ConnectionInput, state: S):
+    command = command_for(kind, state)
+    if command is not None:
+        return conn.receive(command).action
+    if kind is CI.ERROR:
+        return conn.error(NotAClientCommand("x", MessageDispatch())).action
+    assert kind is CI.CLOSE
+    return conn.close().action
+
+
+CASES = [(state, kind) for state in S for kind in CI]
+
+
+@pytest.mark.parametrize(("state", "kind"), CASES, ids=[f"{s.name}-{k.name}" for s, k in CASES])
+def test_every_state_and_input(state, kind):
+    conn = reach(state)
+    want = expected(state, kind)
+    command = command_for(kind, state)
+    if want[0] == "unreachable":
+        assert conn.classify(command) is not kind  # no command is this input here
+        return
+    if command is not None:
+        assert conn.classify(command) is kind, "the test's command must be the input it stands for"
+    if want[0] == "reject":
+        _, error_class, fatal = want
+        with pytest.raises(OpenWireProtocolError) as info:
+            apply(conn, kind, state)
+        assert type(info.value) is error_class and info.value.fatal is fatal
+        assert conn.state is state  # the adapter answers next
+        return
+    _, nxt, action = want
+    assert (apply(conn, kind, state), conn.state) == (action, nxt)
+
+
+def test_the_table_has_no_row_the_rules_call_a_refusal_of_another_kind():
+    """Structure only (the behaviour is pinned by test_every_state_and_input, on a real connection):
+    a rejection keeps the state, and only ERROR, CLOSE and ShutdownInfo reach CLOSED."""
+    for (state, kind), (nxt, action) in TRANSITIONS.items():
+        if action in REJECTIONS:
+            assert nxt is state, (state, kind)
+        if nxt is S.CLOSED and state is not S.CLOSED:
+            assert kind in (CI.ERROR, CI.CLOSE, CI.SHUTDOWN), (state, kind)
