@@ -314,6 +314,8 @@ def test_send_refuses_what_the_peer_would_refuse():
         server.send(big)
     with pytest.raises(LocalProtocolError, match="cannot encode"):
         server.send(SessionInfo(session_id="not an id"))
+    with pytest.raises(LocalProtocolError, match="is not an OpenWire command"):
+        server.send("not a command")
 
 
 # -- the encodings ----------------------------------------------------------------------------------

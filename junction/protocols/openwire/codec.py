@@ -147,7 +147,7 @@ def _decode(buf, start: int, end: int, ctx: WireContext) -> Structure:
 
 
 def _encode(command: Structure, ctx: WireContext) -> bytes:
-    if type(command).TYPE not in STRUCTURES or not isinstance(command, Structure):
+    if not isinstance(command, Structure) or STRUCTURES.get(command.TYPE) is not type(command):
         raise LocalProtocolError(f"{command!r} is not an OpenWire command")
     e = Encoder(ctx.tight, ctx)
     ctx.begin()
