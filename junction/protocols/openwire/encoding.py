@@ -54,6 +54,10 @@ MAX_TIGHT_UTF_BYTES = 0x7FFE
 #: Most bytes a BooleanStream holds (its length is a Java short).
 MAX_BOOLEAN_STREAM_BYTES = 0x7FFF
 
+#: each byte's eight bits, least significant first, one byte (0 or 1) each: a BooleanStream is
+#: spread out once per frame, so that reading a bit is one index
+_BITS = tuple(bytes((b >> i) & 1 for i in range(8)) for b in range(256))
+
 _ASTRAL = re.compile("[\U00010000-\U0010FFFF]")
 
 
@@ -197,7 +201,7 @@ class Decoder:
             if n < 0:
                 raise MalformedCommand(f"a BooleanStream has the negative length {n}")
         pos = self.take(n)
-        self.bits = self.data[pos:pos + n]
+        self.bits = b"".join([_BITS[b] for b in self.data[pos:pos + n]])
         self.bit_pos = 0
         self.bit_end = 8 * n
 
@@ -206,7 +210,7 @@ class Decoder:
         if i >= self.bit_end:
             raise MalformedCommand("the BooleanStream ends before the fields that need its bits")
         self.bit_pos = i + 1
-        return (self.bits[i >> 3] >> (i & 7)) & 1 == 1
+        return self.bits[i] == 1
 
     # -- the field encodings -------------------------------------------------------------------------
 
@@ -224,9 +228,15 @@ class Decoder:
 
     def string(self) -> str | None:
         """A nullable string field."""
-        if not self.boolean():
+        return self.tight_string() if self.tight else self.loose_string()
+
+    def loose_string(self) -> str | None:
+        return self.utf() if self.raw_bool() else None
+
+    def tight_string(self) -> str | None:
+        if not self.bit():
             return None
-        if self.tight and self.bit():
+        if self.bit():
             n = self.short()
             if n < 0:
                 raise MalformedCommand(f"an ASCII string has the negative length {n}")
