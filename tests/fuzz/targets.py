@@ -27,6 +27,9 @@ TARGETS: dict[str, tuple[str, str]] = {
     "core": ("tests.fuzz.harness_core", "fuzz_core"),
     "core-server": ("tests.fuzz.harness_core_server", "fuzz_core_server"),
     "core-opening": ("tests.fuzz.harness_core_opening", "fuzz_opening"),
+    "openwire": ("tests.fuzz.harness_openwire", "fuzz_codec"),
+    "openwire-connection": ("tests.fuzz.harness_openwire", "fuzz_connection"),
+    "openwire-opening": ("tests.fuzz.harness_openwire", "fuzz_opening"),
 }
 
 

@@ -44,6 +44,9 @@ RUNS = {
     "core": 3000,
     "core-server": 500,
     "core-opening": 3000,
+    "openwire": 3000,
+    "openwire-connection": 2000,
+    "openwire-opening": 3000,
 }
 
 
