@@ -19,7 +19,11 @@ ConnectionInfo ``faultTolerant``), read with the project's codec as the client w
 from __future__ import annotations
 
 import itertools
+import json
+import os
+import shutil
 import socket
+import subprocess
 from collections.abc import Iterator
 from types import SimpleNamespace
 
@@ -34,7 +38,8 @@ from junction.protocols.openwire.commands import (
 )
 from junction.protocols.openwire.structures import ConnectionId
 from junction.protocols.openwire.wireformat import WireFormat
-from tests.harness import BrokerProcess, free_port
+from tests.artemis.broker import router_xml as artemis_router_xml
+from tests.harness import REPO_ROOT, BrokerProcess, free_port
 from tests.integration import test_gateway_routing as routing
 
 pytestmark = pytest.mark.timeout(60)
@@ -46,6 +51,14 @@ TIMEOUT = 15.0
 #: what the real 5.17 client offers (tight, the cache on; it settles uncached with Artemis)
 CLIENT_OFFER = WireFormat(cache_enabled=True)
 _ids = itertools.count(1)
+#: Debian's ActiveMQ Classic 5.17 client (libactivemq-java), the smallest classpath it runs on
+CLASSIC_CLASSPATH = ":".join(
+    f"/usr/share/java/{jar}.jar"
+    for jar in ("activemq-client", "geronimo-jms_1.1_spec", "hawtbuf", "slf4j-api", "geronimo-j2ee-management-1.1-spec")
+)
+GATEWAY_CLIENT = REPO_ROOT / "tests" / "java" / "openwire" / "GatewayClient.java"
+#: seconds one run of the real client may take (its receives wait 10 s at most)
+CLIENT_TIMEOUT = 40.0
 
 
 def pool_router(name: str, targets: list, *, local_filter: str | None = None, policy: str | None = "FIRST_ELEMENT") -> str:
@@ -69,7 +82,7 @@ def world(tmp_path_factory, artemis_dist) -> Iterator[SimpleNamespace]:
     """Two Artemis targets and a gateway with a routed OpenWire acceptor per router:
 
     ``rfwd``   CLIENT_ID, FIRST_ELEMENT over a1, a2, ``routerMode=forward``
-    ``rredir`` the same, ``routerMode=redirect``
+    ``rredir`` CLIENT_ID, FIRST_ELEMENT over a2, a1, ``routerMode=redirect``
     ``rdown``  CLIENT_ID over a target nothing listens on: not ready
     ``rnone``  CLIENT_ID, local filter ``tenantA``, no policy and no pool: rejected
     """
@@ -86,7 +99,7 @@ def world(tmp_path_factory, artemis_dist) -> Iterator[SimpleNamespace]:
         down = SimpleNamespace(name="down", gateway_in_port=free_port())  # never listened on
         routers = {
             "rfwd": pool_router("rfwd", targets),
-            "rredir": pool_router("rredir", targets),
+            "rredir": pool_router("rredir", targets[::-1]),
             "rdown": pool_router("rdown", [down]),
             "rnone": pool_router("rnone", [], local_filter="tenantA", policy=None),
         }
@@ -185,6 +198,35 @@ def wire_format_infos(commands) -> int:
     return sum(isinstance(c, Negotiated) or type(c).__name__ == "WireFormatInfo" for c in commands)
 
 
+@pytest.fixture(scope="session")
+def classic(tmp_path_factory):
+    """Runs ``GatewayClient.java`` (compiled here, against Debian's client) once: its JSON result."""
+    if shutil.which("javac") is None or not all(os.path.exists(jar) for jar in CLASSIC_CLASSPATH.split(":")):
+        pytest.fail("the real ActiveMQ Classic client needs a JDK and libactivemq-java (./test.sh installs them)")
+    out = tmp_path_factory.mktemp("openwire-classes")
+    subprocess.run(
+        ["javac", "--release", "17", "-encoding", "UTF-8", "-cp", CLASSIC_CLASSPATH, "-d", str(out), str(GATEWAY_CLIENT)],
+        check=True, capture_output=True, timeout=120,
+    )
+
+    def run(url: str, client_id: str, queue: str, *, password: str = PASSWORD, count: int = 3) -> dict:
+        done = subprocess.run(
+            ["java", "-Xmx64m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", f"{CLASSIC_CLASSPATH}:{out}",
+             "GatewayClient", url, USER, password, client_id, queue, str(count)],
+            capture_output=True, text=True, timeout=CLIENT_TIMEOUT,
+        )
+        lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
+        assert lines, f"no result (exit {done.returncode}): {done.stdout}{done.stderr[-2000:]}"
+        return json.loads(lines[-1])
+
+    return run
+
+
+def address_url(address) -> str:
+    host, port = address
+    return f"tcp://{host}:{port}"
+
+
 # --------------------------------------------------------------------------- forwarded
 
 
@@ -212,7 +254,7 @@ def test_redirected_a_failover_client_gets_a_connection_control_naming_the_targe
     c.open(f"redir-{next(_ids)}", failover=True)
     commands = c.read_to_eof()
     controls = [x for x in commands if isinstance(x, ConnectionControl)]
-    target = f"tcp://127.0.0.1:{w.a1.artemis.core_port}"
+    target = f"tcp://127.0.0.1:{w.a2.artemis.core_port}"
     assert [(x.reconnect_to, x.connected_brokers, x.rebalance_connection) for x in controls] == [
         (target, target, True)
     ]
@@ -225,7 +267,7 @@ def test_redirect_without_failover_is_refused_with_an_illegal_state_exception(w,
     answer = c.answer()
     assert isinstance(answer, ExceptionResponse)
     assert answer.exception.class_name == "java.lang.IllegalStateException"
-    assert "failover:" in answer.exception.message
+    assert answer.exception.message == "Client not fault tolerant"  # Artemis's words
     c.read_to_eof()
     assert not [x for x in c.commands if isinstance(x, ConnectionControl)]
 
@@ -256,3 +298,60 @@ def test_a_bad_password_gets_artemis_security_exception(w, raw):
     assert answer.exception.class_name == "java.lang.SecurityException"
     assert answer.exception.message.startswith("AMQ229031: Unable to validate user from /127.0.0.1:")
     assert answer.exception.message.endswith(f"Username: {USER}; SSL certificate subject DN: unavailable")
+
+
+# --------------------------------------------------------------------------- the real client
+
+
+def test_the_real_client_forwarded_sends_and_receives_through_the_gateway(w, classic):
+    result = classic(address_url(w.gateway.routed["rfwd"]), f"jfwd-{next(_ids)}", f"q.jfwd.{next(_ids)}")
+    assert result["ok"] is True, result
+    assert result["received"] == ["m0", "m1", "m2"]
+    assert result["remote"].endswith(f":{w.gateway.routed['rfwd'][1]}")  # it stayed on the gateway
+
+
+def test_the_real_failover_client_is_redirected_to_the_target_the_router_chose(w, classic):
+    url = f"failover:({address_url(w.gateway.routed['rredir'])})?randomize=false&maxReconnectAttempts=5&timeout=10000"
+    result = classic(url, f"jredir-{next(_ids)}", f"q.jredir.{next(_ids)}")
+    assert result["ok"] is True, result
+    assert result["received"] == ["m0", "m1", "m2"]
+    assert result["remote"].endswith(f":{w.a2.artemis.core_port}")  # FIRST_ELEMENT of a2, a1
+
+
+@pytest.mark.parametrize(
+    ("router", "text"),
+    [("rdown", "Connection router rdown is not ready"),
+     ("rnone", "Connection router rnone rejected this connection")],
+)  # fmt: skip
+def test_the_real_client_refused_gets_the_routers_reason(w, classic, router, text):
+    result = classic(address_url(w.gateway.routed[router]), f"tenantB-{next(_ids)}", "q.refused")
+    assert result["ok"] is False, result
+    assert (result["class"], result["message"]) == ("javax.jms.JMSException", text)
+
+
+def test_the_real_client_with_a_bad_password_gets_artemis_security_error(w, classic):
+    result = classic(address_url(w.gateway.routed["rfwd"]), f"jbad-{next(_ids)}", "q.bad", password="wrong")
+    assert result["ok"] is False, result
+    assert result["class"] == "javax.jms.JMSSecurityException", result
+    assert result["message"].startswith("AMQ229031: Unable to validate user from /127.0.0.1:")
+
+
+def test_real_artemis_redirects_the_same_client_alike(w, classic, artemis_factory):
+    """The reference: Artemis's own CLIENT_ID router on its OpenWire acceptor moves the same
+    failover: client to its target, and refuses the same plain tcp: client."""
+    b = artemis_factory("b", user=USER, password=PASSWORD).start()
+    a = artemis_factory(
+        "a", user=USER, password=PASSWORD, router="r",
+        extra_core_xml=artemis_router_xml("r", {"b": b.url}, user=USER, password=PASSWORD),
+    ).start()  # fmt: skip
+    failover = f"failover:({a.url})?randomize=false&maxReconnectAttempts=5&timeout=10000"
+    moved = classic(failover, f"jart-{next(_ids)}", f"q.jart.{next(_ids)}")
+    assert moved["ok"] is True, moved
+    assert moved["received"] == ["m0", "m1", "m2"]
+    assert moved["remote"].endswith(f":{b.core_port}")
+    plain = classic(a.url, f"jart-{next(_ids)}", "q.jart.plain")
+    ours = classic(address_url(w.gateway.routed["rredir"]), f"jplain-{next(_ids)}", "q.jplain")
+    assert plain == ours == {
+        "ok": False, "class": "javax.jms.JMSException", "message": "Client not fault tolerant",
+        "cause": "java.lang.IllegalStateException: Client not fault tolerant",
+    }  # fmt: skip

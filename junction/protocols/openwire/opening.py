@@ -81,6 +81,7 @@ from junction.protocols.states import TableEnum
 
 __all__ = [
     "MAX_OPENING_COMMANDS",
+    "NOT_FAULT_TOLERANT",
     "OPENING_MAX_BYTES",
     "OPENING_MAX_FRAME_SIZE",
     "TRANSITIONS",
@@ -100,6 +101,10 @@ OPENING_MAX_FRAME_SIZE = 64 * 1024
 OPENING_MAX_BYTES = 4 * OPENING_MAX_FRAME_SIZE
 #: Commands before the ConnectionInfo (the real client sends one or two).
 MAX_OPENING_COMMANDS = 32
+
+#: Artemis's refusal of a redirect for a client without a ``failover:`` URL
+#: (``OpenWireConnection.processAddConnection``), word for word
+NOT_FAULT_TOLERANT = "Client not fault tolerant"
 
 _SECURITY = "java.lang.SecurityException"
 _ILLEGAL_STATE = "java.lang.IllegalStateException"
@@ -340,11 +345,10 @@ class OpenWireOpening(Opening):
         return self._answer(self._reply(self._info, condition or _JMS, description or ""))
 
     def redirect(self, router_name: str, host: str, port: int) -> bytes:
-        """A ConnectionControl to ``tcp://host:port`` for a ``failover:`` client; else an IllegalStateException."""
+        """A ConnectionControl to ``tcp://host:port`` for a ``failover:`` client; else Artemis's
+        IllegalStateException (:data:`NOT_FAULT_TOLERANT`: the real client shows that text)."""
         if not self.fault_tolerant:
-            return self._answer(self._reply(self._info, _ILLEGAL_STATE,
-                                            f"Connection router {router_name} cannot redirect a client that "
-                                            "did not connect with a failover: URL"))
+            return self._answer(self._reply(self._info, _ILLEGAL_STATE, NOT_FAULT_TOLERANT))
         uri = f"tcp://{host}:{port}"
         control = ConnectionControl(connected_brokers=uri, reconnect_to=uri, rebalance_connection=True)
         return self._answer(self._codec.send(control))
