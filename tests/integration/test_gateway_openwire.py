@@ -85,6 +85,7 @@ def world(tmp_path_factory, artemis_dist) -> Iterator[SimpleNamespace]:
     ``rredir`` CLIENT_ID, FIRST_ELEMENT over a2, a1, ``routerMode=redirect``
     ``rdown``  CLIENT_ID over a target nothing listens on: not ready
     ``rnone``  CLIENT_ID, local filter ``tenantA``, no policy and no pool: rejected
+    ``rlocal`` CLIENT_ID, local filter ``tenantB-.*``: kept local, where no node adapter serves it
     """
     from tests.artemis.broker import ArtemisBroker
 
@@ -102,6 +103,7 @@ def world(tmp_path_factory, artemis_dist) -> Iterator[SimpleNamespace]:
             "rredir": pool_router("rredir", targets[::-1]),
             "rdown": pool_router("rdown", [down]),
             "rnone": pool_router("rnone", [], local_filter="tenantA", policy=None),
+            "rlocal": pool_router("rlocal", targets, local_filter="tenantB-.*"),
         }
         protocols = {r: "OPENWIRE;routerMode=redirect" for r in routers}
         protocols["rfwd"] = "OPENWIRE;routerMode=forward"
@@ -278,7 +280,8 @@ def test_redirect_without_failover_is_refused_with_an_illegal_state_exception(w,
 @pytest.mark.parametrize(
     ("router", "text"),
     [("rdown", "Connection router rdown is not ready"),
-     ("rnone", "Connection router rnone rejected this connection")],
+     ("rnone", "Connection router rnone rejected this connection"),
+     ("rlocal", "Connection router rlocal rejected this connection: this gateway has no local broker core")],
 )  # fmt: skip
 def test_refused_with_artemis_text(w, raw, router, text):
     c = raw(w.gateway.routed[router])
