@@ -192,3 +192,4 @@ class ChildProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+

@@ -12,7 +12,7 @@ the same data and ports.
 Debian's package has the OpenWire and STOMP transports (and MQTT) but no AMQP module, so
 cross-protocol tests against Classic use STOMP.  ``<dir>/log/console.log`` is the broker's
 stdout and stderr, appended across restarts with a banner per start.  The lifecycle is
-:class:`tests.childproc.ChildProcess`'s (no orphans, parent-death signal, :attr:`died`).
+:class:`tests.console_child.ConsoleChild`'s (no orphans, parent-death signal, :attr:`died`).
 """
 
 from __future__ import annotations
@@ -21,13 +21,12 @@ import os
 import re
 import signal
 import subprocess
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
-from tests.childproc import ChildProcess
-from tests.harness import LOOPBACK, free_port, port_open, wait_for
+from tests.console_child import ChildExited, ConsoleChild
+from tests.harness import LOOPBACK, free_port
 
 #: Where Debian's ``activemq`` package puts the broker (``bin/activemq.jar``, ``lib/``).
 ACTIVEMQ_HOME = Path("/usr/share/activemq")
@@ -60,11 +59,11 @@ log4j.appender.out.layout.ConversionPattern=%d{HH:mm:ss,SSS} %-5p %m | %c | %t%n
 """
 
 
-class ClassicExited(RuntimeError):
+class ClassicExited(ChildExited):
     """The Classic broker exited while the harness was waiting for it."""
 
 
-class ClassicBroker(ChildProcess):
+class ClassicBroker(ConsoleChild):
     """One real ActiveMQ Classic broker in ``tmp_dir/name`` (see the module docstring).
 
     ``user``/``password``: the one user of its ``simpleAuthenticationPlugin`` (every
@@ -74,6 +73,9 @@ class ClassicBroker(ChildProcess):
     ``"wireFormat.tightEncodingEnabled=false"``); ``extra_broker_xml``: more elements of
     ``<broker>`` (``<destinationPolicy>``, ...).
     """
+
+    kind = "Classic broker"
+    exited_error = ClassicExited
 
     def __init__(
         self,
@@ -109,10 +111,7 @@ class ClassicBroker(ChildProcess):
         self.stomp_port = free_port() if stomp else None
         self.proc: subprocess.Popen | None = None
         self.starts = 0
-        self.startup_seconds: float | None = None  # of the last start, until ready
         self.broker_id: str | None = None  # "ID:..." of the last start
-        self._log_offset = 0
-        self._console = None
 
     # ----------------------------------------------------------------- addresses
 
@@ -207,75 +206,16 @@ class ClassicBroker(ChildProcess):
         Fails fast with :class:`ClassicExited` if the broker exits while starting; on a
         timeout it is stopped and :class:`TimeoutError` raised; both carry the log tail.
         """
-        if self.running:
-            raise RuntimeError(f"broker {self.name} is already running (pid {self.pid})")
         self.create()
-        self._close_logs()
-        self.starts += 1
-        self.console_path.parent.mkdir(parents=True, exist_ok=True)
-        self._console = open(self.console_path, "ab")  # closed by _close_logs()
-        self._console.write(
-            f"\n===== harness: start #{self.starts} at {time.strftime('%H:%M:%S')} =====\n".encode()
-        )
-        self._console.flush()
-        self._log_offset = self._console.tell()
         env = {k: v for k, v in os.environ.items() if not k.startswith(("ACTIVEMQ_", "JAVA_TOOL"))}
-        began = time.monotonic()
-        self._spawn(self.command(), cwd=self.dir, env=env, stdout=self._console, stderr=subprocess.STDOUT)
-        try:
-            wait_for(
-                self._ready,
-                timeout if timeout is not None else self.startup_timeout,
-                interval=0.05,
-                what=f"Classic broker {self.name} to log 'started' and listen on {self.ports}",
-            )
-        except TimeoutError as e:
-            tail = self.log_tail()
-            self.stop()
-            raise TimeoutError(f"{e}\n--- {self.name} log tail ---\n{tail}") from None
-        except BaseException:
-            self.stop()
-            raise
-        self.startup_seconds = time.monotonic() - began
+        self._run_console(
+            self.command(), cwd=self.dir, env=env, timeout=timeout,
+            what=f"log 'started' and listen on {self.ports}",
+        )  # fmt: skip
         return self
 
-    def _ready(self) -> bool:
-        assert self.proc is not None
-        rc = self.proc.poll()
-        if rc is not None:
-            raise ClassicExited(
-                f"Classic broker {self.name} exited with status {rc} while starting"
-                f"\n--- {self.name} log tail ---\n{self.log_tail()}"
-            )
-        with open(self.console_path, "rb") as f:
-            f.seek(self._log_offset)
-            m = _READY_RE.search(f.read())
-        if m is None:
-            return False
-        self.broker_id = m.group(2).decode()
-        return all(port_open(p, self.host) for p in self.ports.values())
-
-    def stop(self, timeout: float | None = None) -> int | None:
-        """SIGTERM (the broker's orderly shutdown), wait up to ``timeout``, then SIGKILL;
-        idempotent.  The exit status: None if never started, :data:`ORDERLY_EXIT` if orderly."""
-        return super().stop(timeout)
-
-    def _close_logs(self) -> None:
-        if self._console is not None:
-            self._console.close()
-            self._console = None
-
-    def __repr__(self) -> str:
-        state = f"pid {self.pid}" if self.running else "stopped"
-        return f"<ClassicBroker {self.name} {self.url} {state}>"
-
-    # ----------------------------------------------------------------- logs
-
-    def log_text(self) -> str:
-        """The console log, whole (every start's)."""
-        p = self.console_path
-        return p.read_text(encoding="utf-8", errors="replace") if p.exists() else ""
-
-    def log_tail(self, lines: int = 40) -> str:
-        """The last ``lines`` lines of the console log, for failure messages."""
-        return "\n".join(self.log_text().splitlines()[-lines:])
+    def _logged_ready(self, since_start: bytes) -> bool:
+        m = _READY_RE.search(since_start)
+        if m is not None:
+            self.broker_id = m.group(2).decode()
+        return m is not None

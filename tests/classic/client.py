@@ -56,13 +56,12 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import subprocess
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 from tests.artemis.cache import cache_lock
-from tests.artemis.jms import CLIENT_JVM_OPTIONS, COMPILE_TIMEOUT_S, RUN_TIMEOUT_S, JmsClient
+from tests.artemis.jms import CLIENT_JVM_OPTIONS, RUN_TIMEOUT_S, JmsClient, javac
 from tests.classic.cache import OpenWireClientJars, classic_cache
 from tests.harness import REPO_ROOT
 
@@ -91,24 +90,7 @@ def compile_scenario(client: OpenWireClientJars, source: Path = SCENARIO_SOURCE)
             classes = Path(tmp) / "classes"
             src.parent.mkdir()
             src.write_text(text, encoding="utf-8")
-            cmd = [
-                "javac", "--release", "17", "-encoding", "UTF-8", "-Xlint:all", "-Werror",
-                "-cp", client.classpath, "-d", str(classes), str(src),
-            ]  # fmt: skip
-            try:
-                done = subprocess.run(
-                    cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                    timeout=COMPILE_TIMEOUT_S,
-                )  # fmt: skip
-            except FileNotFoundError:
-                raise RuntimeError(
-                    "javac is needed to compile tests/java/openwire; ./test.sh installs a JDK"
-                ) from None
-            if done.returncode != 0:
-                raise RuntimeError(
-                    f"javac ({client.name} client) failed (exit {done.returncode}):\n"
-                    f"{done.stdout}{done.stderr}"
-                )
+            javac([src], client.classpath, classes)
             os.rename(classes, out)
     return out
 

@@ -32,9 +32,10 @@ from typing import Any
 
 import pytest
 
-from tests.artemis.jms import JmsRun, b64
+from tests.artemis.jms import JmsRun
 from tests.classic import OpenWireClient
 from tests.harness import wait_for
+from tests.integration import test_artemis_peer as peer
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -140,27 +141,9 @@ def bodies(result: dict) -> list:
     return [m["body"] for m in result["messages"]]
 
 
-# every JMS message type, with a body of typed values where it has them
-TYPED = {
-    "s": "text é ✓",
-    "t": True,
-    "i": {"int": -7},
-    "l": {"long": 2**40},
-    "sh": {"short": 300},
-    "by": {"byte": -3},
-    "d": {"double": 2.5},
-    "f": {"float": 1.5},
-    "c": {"char": "x"},
-    "b": {"bytes": b64(b"\x00\x01\xff")},
-}
-PROPERTIES = {k: v for k, v in TYPED.items() if k not in ("c", "b")}  # no char/bytes properties
-MESSAGES = {
-    "text": "hello, OpenWire ✓",
-    "bytes": b64(bytes(range(256))),
-    "map": TYPED,
-    "stream": list(TYPED.values()),
-    "object": {"name": "order", "lines": [{"int": 1}, {"int": 2}], "paid": False},
-}
+#: every JMS message type with a body of typed values, and typed properties: the CORE
+#: scenarios' (so the same messages are compared across protocols)
+MESSAGES, PROPERTIES = peer.MESSAGES, peer.PROPERTIES
 
 
 # ------------------------------------------------------------------------------ scenarios
