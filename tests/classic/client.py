@@ -65,8 +65,10 @@ from tests.artemis.jms import CLIENT_JVM_OPTIONS, RUN_TIMEOUT_S, JmsClient, java
 from tests.classic.cache import OpenWireClientJars, classic_cache
 from tests.harness import REPO_ROOT
 
-#: The scenario program, one source for both clients.
+#: The scenario program, one source for both clients, and what it shares with the Artemis
+#: client's (JSON, typed values, Xids; no JMS).
 SCENARIO_SOURCE = REPO_ROOT / "tests" / "java" / "openwire" / "OpenWireScenario.java"
+SUPPORT_SOURCE = REPO_ROOT / "tests" / "java" / "ScenarioSupport.java"
 SCENARIO_MAIN = "OpenWireScenario"
 _JAVAX_JMS = re.compile(r"\bjavax\.jms\.")
 
@@ -77,7 +79,8 @@ def compile_scenario(client: OpenWireClientJars, source: Path = SCENARIO_SOURCE)
     text = source.read_text(encoding="utf-8")
     if client.jakarta:
         text = _JAVAX_JMS.sub("jakarta.jms.", text)
-    key = hashlib.sha256(f"{client.name}\0{client.version}\0".encode() + text.encode())
+    support = SUPPORT_SOURCE.read_bytes()
+    key = hashlib.sha256(f"{client.name}\0{client.version}\0".encode() + text.encode() + b"\0" + support)
     out = classic_cache() / "classes" / key.hexdigest()[:16]
     if out.is_dir():
         return out
@@ -90,7 +93,7 @@ def compile_scenario(client: OpenWireClientJars, source: Path = SCENARIO_SOURCE)
             classes = Path(tmp) / "classes"
             src.parent.mkdir()
             src.write_text(text, encoding="utf-8")
-            javac([src], client.classpath, classes)
+            javac([src, SUPPORT_SOURCE], client.classpath, classes)
             os.rename(classes, out)
     return out
 
