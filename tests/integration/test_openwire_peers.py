@@ -27,12 +27,14 @@ received -- not by waiting; readiness and progress are polled with deadlines.
 from __future__ import annotations
 
 import itertools
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+import stomp
 
-from tests.artemis.jms import JmsRun
+from tests.artemis.jms import JmsRun, b64
 from tests.classic import OpenWireClient
 from tests.harness import wait_for
 from tests.integration import test_artemis_peer as peer
@@ -84,6 +86,11 @@ class Target:
     #: messages on ActiveMQ.Advisory.TempQueue/TempTopic): Classic does; Artemis as ``artemis
     #: create`` makes it does not (its acceptor's ``supportAdvisory=false``)
     temp_advisories: bool = True
+    #: the broker's STOMP port, and what its STOMP destinations of queues start with (Classic:
+    #: ``/queue/``; Artemis takes the name bare, with ``destination-type:ANYCAST`` on a SEND
+    #: and ``subscription-type:ANYCAST`` on a SUBSCRIBE)
+    stomp_port: int | None = None
+    stomp_queue_prefix: str = "/queue/"
 
     def url(self, *, failover: bool = False, wire: dict | None = None, **jms: Any) -> str:
         """The client URL: ``tcp://host:port?wireFormat.x=..&jms.y=..``, or with ``failover``
@@ -118,7 +125,8 @@ def target(request: pytest.FixtureRequest, openwire_client: OpenWireClient) -> T
     broker = request.getfixturevalue(f"{request.param}_module")
     return Target(
         request.param, broker, broker.host, _port(broker), openwire_client,
-        temp_advisories=request.param == "classic",
+        temp_advisories=request.param == "classic", stomp_port=broker.stomp_port,
+        stomp_queue_prefix="/queue/" if request.param == "classic" else "",
     )  # fmt: skip
 
 
@@ -439,6 +447,58 @@ def test_message_groups_two_consumers(target: Target):
         mine = [m for m in got if m["groupId"] == group]
         assert [int(m["body"]) for m in mine] == list(range(g, 40, len(groups))), group
         assert len({m["consumer"] for m in mine}) == 1, f"group {group} went to two consumers"
+
+
+class _StompInbox(stomp.ConnectionListener):
+    """The MESSAGE frames a STOMP connection received (body, headers), as they come."""
+
+    def __init__(self) -> None:
+        self.messages: list[tuple[str, dict]] = []
+        self._lock = threading.Lock()
+
+    def on_message(self, frame) -> None:
+        with self._lock:
+            self.messages.append((frame.body, dict(frame.headers)))
+
+    def got(self, n: int) -> list[tuple[str, dict]] | None:
+        with self._lock:
+            return list(self.messages) if len(self.messages) >= n else None
+
+
+def test_stomp_to_openwire_and_back(target: Target):
+    """Cross-protocol on the peer's STOMP port: a STOMP SEND with a content-length is a
+    BytesMessage to the OpenWire client, one without a TextMessage (the rule both peers
+    follow), with its headers as properties; an OpenWire TextMessage reaches a STOMP
+    subscriber as its text, with its JMS headers."""
+    to_ow, to_stomp = new_name("from.stomp"), new_name("to.stomp")
+    prefix = target.stomp_queue_prefix
+    inbox = _StompInbox()
+    conn = stomp.Connection12([(target.host, target.stomp_port)], auto_content_length=False)
+    conn.set_listener("inbox", inbox)
+    conn.connect(target.login["user"], target.login["password"], wait=True)
+    try:
+        anycast = {"destination-type": "ANYCAST"}
+        # subscribed before the OpenWire send: the broker handled this SUBSCRIBE before the
+        # SENDs after it, which the OpenWire client receives first
+        conn.subscribe(prefix + to_stomp, id="s1", ack="auto", headers={"subscription-type": "ANYCAST"})
+        conn.send(prefix + to_ow, "as text", headers={**anycast, "colour": "red"})
+        conn.send(prefix + to_ow, b"as bytes", headers={**anycast, "content-length": "8"})
+        results = target.run(
+            [
+                target.connect(),
+                {"op": "receive", "queue": to_ow, "count": 2},
+                {"op": "send", "queue": to_stomp, "body": "from OpenWire", "correlationId": "c-1",
+                 "properties": {"colour": "blue"}},
+            ]
+        )  # fmt: skip
+        (body, headers), = wait_for(lambda: inbox.got(1), 20, what="the STOMP subscriber's MESSAGE")
+    finally:
+        conn.disconnect()
+    text, data = results[1]["messages"]
+    assert (text["type"], text["body"], text["properties"]["colour"]) == ("text", "as text", "red")
+    assert (data["type"], data["body"]) == ("bytes", b64(b"as bytes"))
+    assert body == "from OpenWire"
+    assert (headers["correlation-id"], headers["colour"]) == ("c-1", "blue")
 
 
 # ------------------------------------------------------------------------------ kill -9
