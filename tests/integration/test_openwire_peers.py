@@ -5,18 +5,27 @@ two real clients (``openwire_client``: Debian's 5.17, javax.jms; the 6.x, jakart
 asserts the outcome the JMS contract and both peers give.  Here every scenario runs against
 the real ActiveMQ Classic broker (Debian's 5.17.2) and the real Artemis broker (its acceptor
 taking OPENWIRE), with both clients: four targets.  A Junction node with an OpenWire acceptor
-is one more target: its module builds a :class:`Target` and calls these functions unchanged
-(as tests/integration/test_core_jms.py does with test_artemis_peer.py).
+is one more target: its module builds ``Target("junction", node, host, port, client, ...)``
+(``node`` a :class:`tests.harness.BrokerProcess`, which has ``kill9()`` and ``start()``) and
+calls these test functions with it, unchanged, as tests/integration/test_core_jms.py does
+with test_artemis_peer.py.
 
-The peers agree wherever an assertion is exact; where they may legitimately differ, the
-assertion is what both guarantee and the comment says what differs and why:
+The peers agree wherever an assertion is exact; where they legitimately differ, the
+assertion is what both guarantee and the test says what differs and why:
 
-* which of two consumers a message group lands on (both pin a group to one consumer; Classic
-  picks the first consumer with room, Artemis hashes) -- only the pinning is asserted;
+* where a non-persistent message comes among persistent ones on a queue (Artemis: by
+  priority and arrival; Classic: after them, from a cursor of its own);
+* whether another connection may reply to a temporary queue while its client watches the
+  advisory topics (Classic announces temporary destinations; Artemis as ``artemis create``
+  makes it does not, and the client refuses the send): :attr:`Target.temp_advisories`;
+* which of two consumers a message group is pinned to (only the pinning is asserted);
 * ``JMSXDeliveryCount`` among the property names (the 6.x client lists it, 5.17 does not):
   the scenarios compare the properties they sent, and the count by ``deliveryCount``;
-* duplicates after a ``failover:`` reconnect replays the send in flight at a kill -9: both
-  peers detect a replayed send as a duplicate, so none is allowed.
+* the STOMP destination of a queue (``/queue/q`` on Classic; ``q`` with an ANYCAST header on
+  Artemis): :attr:`Target.stomp_queue_prefix`.
+
+A send replayed by the ``failover:`` transport after a kill -9 is recognised as a duplicate
+by both peers: none is allowed.
 
 Shared brokers (one Classic, one Artemis per module; each takes seconds to start) serve the
 scenarios, each on destinations of its own; the kill -9 scenarios get brokers of their own.
@@ -115,19 +124,20 @@ class Target:
         return self.client.start(commands, **kw)
 
 
-def _port(broker: Any) -> int:
-    return broker.openwire_port if hasattr(broker, "openwire_port") else broker.core_port
+def peer_target(kind: str, broker: Any, client: OpenWireClient) -> Target:
+    """The target of a real peer (``classic`` or ``artemis``) with ``client``."""
+    port = broker.openwire_port if kind == "classic" else broker.core_port
+    return Target(
+        kind, broker, broker.host, port, client,
+        temp_advisories=kind == "classic", stomp_port=broker.stomp_port,
+        stomp_queue_prefix="/queue/" if kind == "classic" else "",
+    )  # fmt: skip
 
 
 @pytest.fixture(params=PEERS)
 def target(request: pytest.FixtureRequest, openwire_client: OpenWireClient) -> Target:
     """A shared peer of the module, with one of the two clients."""
-    broker = request.getfixturevalue(f"{request.param}_module")
-    return Target(
-        request.param, broker, broker.host, _port(broker), openwire_client,
-        temp_advisories=request.param == "classic", stomp_port=broker.stomp_port,
-        stomp_queue_prefix="/queue/" if request.param == "classic" else "",
-    )  # fmt: skip
+    return peer_target(request.param, request.getfixturevalue(f"{request.param}_module"), openwire_client)
 
 
 @pytest.fixture(params=PEERS)
@@ -139,10 +149,7 @@ def own_target(request: pytest.FixtureRequest, openwire_client: OpenWireClient) 
         broker = request.getfixturevalue("artemis_factory")(
             "crashy", protocols="CORE,OPENWIRE", extra_core_xml=ARTEMIS_SYNC_JOURNAL
         ).start()
-    return Target(
-        request.param, broker, broker.host, _port(broker), openwire_client,
-        temp_advisories=request.param == "classic",
-    )  # fmt: skip
+    return peer_target(request.param, broker, openwire_client)
 
 
 def bodies(result: dict) -> list:
