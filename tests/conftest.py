@@ -254,7 +254,7 @@ def artemis_module(
 
 
 @pytest.fixture(scope="session")
-def openwire_classes() -> Callable[[str], OpenWireClient]:
+def openwire_clients() -> Callable[..., OpenWireClient]:
     """``make(name, workdir)``: an OpenWireClient of the client ``name`` (compiled once)."""
     compiled: dict[str, tuple] = {}
 
@@ -269,8 +269,8 @@ def openwire_classes() -> Callable[[str], OpenWireClient]:
 
 
 @pytest.fixture(params=sorted(CLIENTS))
-def openwire_client(request: pytest.FixtureRequest, openwire_classes, tmp_path) -> Iterator[OpenWireClient]:
-    client = openwire_classes(request.param, tmp_path / f"openwire-{request.param}")
+def openwire_client(request: pytest.FixtureRequest, openwire_clients, tmp_path) -> Iterator[OpenWireClient]:
+    client = openwire_clients(request.param, tmp_path / f"openwire-{request.param}")
     yield client
     client.close()
 
