@@ -16,8 +16,10 @@ the repository).  Commands (``op`` and its fields; every field but ``op`` option
                                                   tcp://h:p?jms.prefetchPolicy.all=0&
                                                   wireFormat.tightEncodingEnabled=false, or
                                                   failover:(tcp://h:p?wireFormat...)?jms...)
-                -> clientId, brokerName, protocolVersion (negotiated), queuePrefetch,
-                   topicPrefetch, useAsyncSend, provider (the client's version)
+                -> remoteAddress (tcp://host:port now), clientId, brokerName,
+                   protocolVersion (negotiated), queuePrefetch, topicPrefetch, useAsyncSend,
+                   provider (the client's version)
+    info        the connect fields, now (after a reconnect: where the client is)
     xa_connect  the same, an XAConnection with one XASession (its Session is current)
     session     transacted (bool) | ack: auto, client, dups_ok, individual
                                                  (the new current session; the old stays open)

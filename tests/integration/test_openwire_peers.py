@@ -43,6 +43,7 @@ from typing import Any
 import pytest
 import stomp
 
+from tests.artemis.broker import router_xml
 from tests.artemis.jms import JmsRun, b64
 from tests.classic import OpenWireClient
 from tests.harness import wait_for
@@ -601,3 +602,36 @@ def test_sync_persistent_sends_survive_kill9(own_target: Target):
     )[2]["messages"]
     assert got[-1]["body"] == "marker"
     assert [m["body"] for m in got[:-1]] == [f"m{i}" for i in range(SYNC_SENDS)]
+
+
+# ------------------------------------------------------------------------------ redirect
+
+
+def test_artemis_redirects_a_failover_client(artemis_factory, openwire_client: OpenWireClient):
+    """The reference for the gateway's native redirect: an Artemis broker whose acceptor
+    routes by CLIENT_ID (a ``<connection-router>``, FIRST_ELEMENT of a pool of one) sends a
+    ``failover:`` client a ConnectionControl naming the target, and the client lands there
+    (its transport's remote address is the target's) and works there: what it sends is on the target.
+    A plain ``tcp:`` client, which cannot follow a redirect, is refused with an
+    ExceptionResponse carrying java.lang.IllegalStateException "Client not fault tolerant"."""
+    b = artemis_factory("b", protocols="CORE,OPENWIRE").start()
+    a = artemis_factory("a", router="r", extra_core_xml=router_xml("r", {"b": b.url})).start()
+    via_a = peer_target("artemis", a, openwire_client)
+    on_b = peer_target("artemis", b, openwire_client)
+    queue, client_id = new_name("redirected"), new_name("tenant")
+    moved = via_a.run(
+        [
+            via_a.connect(failover=True, clientID=client_id),
+            {"op": "send", "queue": queue, "body": "sent via a"},
+            {"op": "info"},
+        ]
+    )
+    # given only a's address, the client is on b from the start: the redirect comes in
+    # answer to its ConnectionInfo, which the connection sends while it is being made
+    assert moved[0]["remoteAddress"] == moved[2]["remoteAddress"] == f"tcp://{b.host}:{b.core_port}"
+    got = on_b.run([on_b.connect(), {"op": "receive", "queue": queue}])
+    assert bodies(got[1]) == ["sent via a"]
+
+    refused = via_a.run([via_a.connect(clientID=new_name("tenant"))], check=False)
+    assert refused[0]["ok"] is False
+    assert refused[0]["error"]["cause"] == "java.lang.IllegalStateException: Client not fault tolerant"

@@ -100,6 +100,7 @@ public final class OpenWireScenario extends ScenarioSupport {
         switch (op) {
             case "connect" -> connect(c, result);
             case "xa_connect" -> xaConnect(c, result);
+            case "info" -> info(result);
             case "session" -> session = newSession(c);
             case "temp_queue" -> result.put("name", name(temp(c, session.createTemporaryQueue())));
             case "temp_topic" -> result.put("name", name(temp(c, session.createTemporaryTopic())));
@@ -180,6 +181,13 @@ public final class OpenWireScenario extends ScenarioSupport {
             connection.setClientID(clientId);
         }
         connection.start();
+        info(result);
+    }
+
+    /** What the connection negotiated and took from its URL, and where it is connected now. */
+    private void info(Map<String, Object> result) throws JMSException {
+        ActiveMQConnection amq = (ActiveMQConnection) connection;
+        result.put("remoteAddress", amq.getTransport().getRemoteAddress());
         result.put("clientId", connection.getClientID());
         result.put("brokerName", amq.getBrokerName());
         result.put("protocolVersion", (long) amq.getProtocolVersion());
