@@ -192,4 +192,3 @@ class ChildProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
