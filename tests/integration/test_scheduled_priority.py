@@ -141,8 +141,8 @@ def stomp_scheduled(target: _Target) -> dict:
         k = h["k"]
         if not due[k]:
             when = None
-        elif due[k] == now + DELAY_MS:
-            when = "the time sent"
+        elif "AMQ_SCHEDULED_TIME" in sends[k]:
+            when = "the time sent" if due[k] == now + DELAY_MS else due[k]
         else:  # a delay counts from the broker's timestamp (the same ms, give or take one)
             when = f"timestamp + {round((due[k] - int(h['timestamp'])) / 10) * 10} ms"
         out[k] = {"headers": sorted(n for n in h if n.startswith(("AMQ_", "_AMQ_"))), "due": when}
@@ -456,3 +456,66 @@ def test_scheduled_time_across_protocols(artemis_target, junction_target, jms: J
     assert artemis["amqp-from-stomp"]["annotations"] == {"x-opt-delivery-time": "int"}
     assert artemis["amqp-from-stomp"]["application-properties"] == []
     assert artemis["stomp-from-jms"] == ["_AMQ_SCHED_DELIVERY"]
+
+
+# --------------------------------------------------------------------------- restart (Junction)
+def test_stomp_and_amqp_scheduled_messages_survive_a_restart(broker_factory):
+    """The time a STOMP header or an AMQP annotation asked for is kept with the message (its
+    ``_AMQ_SCHED_DELIVERY`` property, in the journal): after a graceful restart each is still
+    held until then -- behind a marker sent after the restart -- and then delivered."""
+    node = broker_factory("sched-restart", security=True, users=cross.USERS).start()
+    target = _Target("junction", 0, node.amqp_port, node.stomp_port)
+    stomp_queue, amqp_queue = _name("restart-stomp"), _name("restart-amqp")
+    delay_ms = 5000
+    due = _now_ms() + delay_ms  # the STOMP time; the AMQP delay counts from a moment after this
+    producer = _stomp(target)
+    try:
+        producer.send(
+            stomp_queue, "held",
+            headers={**ANYCAST, "persistent": "true", "AMQ_SCHEDULED_TIME": str(due), "k": "held"},
+            receipt="r-held",
+        )
+    finally:
+        producer.disconnect()  # after the RECEIPT: the message is on disk
+    conn = _amqp(target)
+    try:
+        sender = conn.create_sender(amqp_queue, name="s", options=[QUEUE])
+        held = Message(body="held", durable=True, properties={"k": "held"},
+                       annotations={symbol("x-opt-delivery-delay"): delay_ms})
+        sender.send(held, timeout=10)  # settled: accepted, and on disk
+    finally:
+        conn.close()
+    assert node.stop() == 0
+    node.start()
+
+    listener = _Timed()
+    consumer = _stomp(target, listener)
+    conn = _amqp(target)
+    arrivals: list = []
+    try:
+        consumer.subscribe(stomp_queue, id="1", headers={"subscription-type": "ANYCAST"})
+        receiver = conn.create_receiver(amqp_queue, name="r", credit=10, options=[QUEUE])
+        consumer.send(stomp_queue, "marker", headers={**ANYCAST, "k": "marker"})
+        conn.create_sender(amqp_queue, name="m", options=[QUEUE]).send(
+            Message(body="marker", properties={"k": "marker"}), timeout=10
+        )
+
+        def amqp_done():
+            try:
+                m = receiver.receive(timeout=0.01)
+            except Timeout:
+                return False
+            receiver.accept()
+            arrivals.append((str(m.properties["k"]), _now_ms()))
+            return len(arrivals) >= 2
+
+        harness.wait_for(amqp_done, DEADLINE_S, interval=0.001, what="the AMQP messages after the restart")
+        harness.wait_for(lambda: len(listener.frames) >= 2, DEADLINE_S, what="the STOMP messages after the restart")
+    finally:
+        consumer.disconnect()
+        conn.close()
+    stomp_arrivals = [(h["k"], arrived) for arrived, h in listener.frames]
+    assert [k for k, _ in stomp_arrivals] == [k for k, _ in arrivals] == ["marker", "held"]
+    assert _held(stomp_arrivals, {"held": due}) == {"held": "held"}
+    assert _held(arrivals, {"held": due}) == {"held": "held"}
+    assert int(listener.frames[1][1]["_AMQ_SCHED_DELIVERY"]) == due
