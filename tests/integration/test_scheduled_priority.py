@@ -31,14 +31,14 @@ import pytest
 import stomp
 from proton import Message, Timeout, int32, symbol
 from proton.reactor import LinkOption
-from proton.utils import LinkDetached
+from proton.utils import BlockingConnection, LinkDetached
 
 from tests import harness
 from tests.artemis import JmsClient
 from tests.integration import test_artemis_peer as peer
 from tests.integration import test_core_cross_protocol as cross
 from tests.integration.test_amqp_interop import Capabilities
-from tests.integration.test_core_cross_protocol import _amqp, _Collect, _Target
+from tests.integration.test_core_cross_protocol import _Collect, _Target
 
 # The brokers (module-scoped): Artemis with AMQP and STOMP acceptors, a Junction node with CORE.
 artemis_target = cross.artemis_target
@@ -60,11 +60,30 @@ def _name(kind: str) -> str:
     return f"sched.{kind}.{next(_names)}.{int(time.time() * 1000)}"
 
 
+def _login(target: _Target) -> tuple[str, str, str | None]:
+    """(user, password, client id): a target may name its own (a gateway's users, its key)."""
+    return (
+        getattr(target, "user", peer.USER["user"]),
+        getattr(target, "password", peer.USER["password"]),
+        getattr(target, "client_id", None),
+    )
+
+
 def _stomp(target: _Target, listener=None) -> stomp.Connection12:
+    user, password, client_id = _login(target)
     conn = stomp.Connection12([(target.host, target.stomp_port)])
     conn.set_listener("t", listener or _Collect())
-    conn.connect(peer.USER["user"], peer.USER["password"], wait=True)
+    conn.connect(user, password, wait=True, headers={"client-id": client_id} if client_id else {})
     return conn
+
+
+def _amqp(target: _Target) -> BlockingConnection:
+    user, password, client_id = _login(target)
+    extra = {"container_id": client_id} if client_id else {}
+    return BlockingConnection(
+        f"amqp://{target.host}:{target.amqp_port}",
+        user=user, password=password, allowed_mechs="PLAIN", allow_insecure_mechs=True, timeout=15, **extra,
+    )
 
 
 class _Timed(stomp.ConnectionListener):
