@@ -189,6 +189,9 @@ def to_core(data: bytes, address: str | None, *, now_ms: int) -> Message:
             properties[REPLY_TO_GROUP_ID] = props.reply_to_group_id
     if not address:
         raise ConversionError("the message has no address: the link has no target address and the message no 'to'")
+    # Only the annotations schedule an AMQP message (an application property of that name
+    # does not, in Artemis either: it stays in the native bytes for AMQP consumers).
+    properties.pop(SCHEDULED_DELIVERY, None)
     scheduled = amqp_delivery_time(sections.message_annotations, now_ms)
     if scheduled:
         properties[SCHEDULED_DELIVERY] = scheduled

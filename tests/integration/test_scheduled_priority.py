@@ -238,10 +238,12 @@ def amqp_scheduled(target: _Target) -> dict:
             "zero-time": {symbol("x-opt-delivery-time"): 0, symbol("x-opt-delivery-delay"): 600000},
             "negative": {symbol("x-opt-delivery-delay"): -5},
             "text": {symbol("x-opt-delivery-delay"): "600000"},
+            "app-property": {},  # _AMQ_SCHED_DELIVERY as an application property: not a request
             "marker": {},
         }
         for k, sent_annotations in sends.items():
-            sender.send(Message(body=k, properties={"k": k}, annotations=sent_annotations), timeout=10)
+            properties = {"k": k, **({"_AMQ_SCHED_DELIVERY": now + DELAY_MS} if k == "app-property" else {})}
+            sender.send(Message(body=k, properties=properties, annotations=sent_annotations), timeout=10)
 
         def done():
             # the client's own loop reads the socket: a message's time is when it is read
@@ -272,7 +274,7 @@ def test_amqp_delivery_annotations(artemis_target, junction_target):
     artemis, junction = amqp_scheduled(artemis_target), amqp_scheduled(junction_target)
     assert junction == artemis
     assert artemis["held"] == {
-        "zero-time": "at once", "negative": "at once", "text": "at once",
+        "zero-time": "at once", "negative": "at once", "text": "at once", "app-property": "at once",
         "time": "held", "time-wins": "held", "delay": "held", "int32-delay": "held",
     }
     # the annotations reach the AMQP consumer as sent

@@ -121,3 +121,8 @@ def test_receiver_priority(parameters, properties, expected):
 def test_a_priority_that_is_not_an_integer_is_refused(parameters, properties):
     with pytest.raises(ValueError, match="priority"):
         receiver_priority(parameters, properties)
+
+
+def test_an_application_property_of_that_name_does_not_schedule_an_amqp_message():
+    data = ProtonMessage(body="x", properties={"_AMQ_SCHED_DELIVERY": NOW + 9}).encode()
+    assert SCHEDULED_DELIVERY not in to_core(data, "q", now_ms=NOW).properties
