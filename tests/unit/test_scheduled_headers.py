@@ -16,6 +16,7 @@ from junction.model.message import Message
 from junction.protocols.amqp import message as sections_codec
 from junction.protocols.amqp.types import Scalar, Symbol
 from junction.protocols.stomp.connection import StompError
+from tests.unit.stomp_fixtures import Broker
 
 NOW = 1_700_000_000_000
 
@@ -126,3 +127,34 @@ def test_a_priority_that_is_not_an_integer_is_refused(parameters, properties):
 def test_an_application_property_of_that_name_does_not_schedule_an_amqp_message():
     data = ProtonMessage(body="x", properties={"_AMQ_SCHED_DELIVERY": NOW + 9}).encode()
     assert SCHEDULED_DELIVERY not in to_core(data, "q", now_ms=NOW).properties
+
+
+def test_a_stomp_send_is_held_until_its_time_by_the_brokers_clock():
+    broker = Broker()
+    client = broker.client()
+    client.connect()
+    client.subscribe("q", **{"subscription-type": "ANYCAST"})
+    broker.run(5)  # the clock at 5 s
+    headers = [("destination", "q"), ("destination-type", "ANYCAST")]
+    client.send_frame("SEND", [*headers, ("AMQ_SCHEDULED_DELAY", "1000"), ("k", "delay")], b"d")
+    client.send_frame("SEND", [*headers, ("AMQ_SCHEDULED_TIME", "5500"), ("k", "time")], b"t")
+    client.send_frame("SEND", [*headers, ("k", "plain")], b"p")
+    assert [m.get("k") for m in client.messages()] == ["plain"]
+    broker.run(0.499)
+    assert client.messages() == []
+    broker.run(0.001)
+    (timed,) = client.messages()
+    assert (timed.get("k"), timed.get("_AMQ_SCHED_DELIVERY"), timed.get("AMQ_SCHEDULED_TIME")) == ("time", "5500", None)
+    broker.run(0.499)
+    assert client.messages() == []
+    broker.run(0.001)
+    assert [(m.get("k"), m.get("_AMQ_SCHED_DELIVERY")) for m in client.messages()] == [("delay", "6000")]
+
+
+def test_a_stomp_scheduling_header_that_is_not_a_long_is_an_error_frame_and_a_close():
+    client = Broker().client()
+    client.connect()
+    client.send_frame("SEND", [("destination", "q"), ("AMQ_SCHEDULED_DELAY", "soon"), ("receipt", "r1")], b"x")
+    error = client.one("ERROR")
+    assert error.get("receipt-id") == "r1" and "AMQ_SCHEDULED_DELAY" in error.get("message")
+    assert client.closed
