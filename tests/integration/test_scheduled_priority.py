@@ -4,7 +4,7 @@ Differential: every scenario runs against a real Artemis broker and a real Junct
 the same clients (stomp.py, python-qpid-proton, the real JMS client) and the outcomes must be
 the same; where they deliberately differ the test says so next to the comparison.
 
-What a client can ask for (see docs/stomp.md, docs/amqp.md):
+What a client can ask for (README, "Connect a STOMP client" / "Connect an AMQP 1.0 client"):
 
 * STOMP SEND headers ``AMQ_SCHEDULED_DELAY`` (ms from now) and ``AMQ_SCHEDULED_TIME`` (epoch
   ms), each only when above 0, consumed: a consumer sees ``_AMQ_SCHED_DELIVERY`` instead.  A
