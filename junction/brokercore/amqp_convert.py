@@ -29,6 +29,9 @@ properties group-id           property ``JMSXGroupID``
 properties group-sequence     property ``JMSXGroupSeq`` (int)
 properties reply-to-group-id  property ``JMS_AMQP_REPLY_TO_GROUP_ID``
 application-properties        ``properties`` (AMQP widths kept as Typed)
+ann. x-opt-delivery-time      property ``_AMQ_SCHED_DELIVERY`` (epoch ms;
+                              inbound also x-opt-delivery-delay, see
+                              junction.brokercore.scheduled_headers)
 body data                     ``BYTES`` body
 body amqp-value string        ``TEXT`` body (UTF-8)
 body amqp-value binary        ``BYTES`` body
@@ -37,7 +40,7 @@ other bodies                  ``MAP`` / ``STREAM`` / ``OBJECT``, the encoded
                               body sections as the body bytes
 ============================  =============================================
 
-Message annotations, delivery annotations and the footer have no neutral
+Other message annotations, delivery annotations and the footer have no neutral
 meaning and travel only in the native bytes (delivery annotations are
 hop-by-hop and are dropped); the message id travels there too, and as text in
 ``NATIVE_MESSAGE_ID`` for consumers of other protocols.  Outbound, that
@@ -60,6 +63,8 @@ from junction.brokercore.amqp_ids import (
     message_id_text,
 )
 from junction.brokercore.core_convert import core_type
+from junction.brokercore.scheduled import SCHEDULED_DELIVERY, delivery_time
+from junction.brokercore.scheduled_headers import DELIVERY_TIME, amqp_delivery_time
 from junction.model.message import (
     ACTUAL_EXPIRY,
     GROUP_ID,
@@ -184,6 +189,12 @@ def to_core(data: bytes, address: str | None, *, now_ms: int) -> Message:
             properties[REPLY_TO_GROUP_ID] = props.reply_to_group_id
     if not address:
         raise ConversionError("the message has no address: the link has no target address and the message no 'to'")
+    # Only the annotations schedule an AMQP message (an application property of that name
+    # does not, in Artemis either: it stays in the native bytes for AMQP consumers).
+    properties.pop(SCHEDULED_DELIVERY, None)
+    scheduled = amqp_delivery_time(sections.message_annotations, now_ms)
+    if scheduled:
+        properties[SCHEDULED_DELIVERY] = scheduled
     body, body_type = _core_body(sections)
     return Message(
         address,
@@ -285,6 +296,11 @@ def _from_core(message: Message) -> bytes:
             continue
         if key in _BROKER_ANNOTATIONS:
             annotations[_BROKER_ANNOTATIONS[key]] = plain(value)
+            continue
+        if key == SCHEDULED_DELIVERY:  # an annotation, as Artemis converts it
+            at = delivery_time(message)
+            if at > 0:
+                annotations[DELIVERY_TIME] = at
             continue
         application[key] = _amqp_value(value)
     group_id = props.get(GROUP_ID_JMS)

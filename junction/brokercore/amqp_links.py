@@ -43,6 +43,7 @@ from junction.brokercore.amqp_terminus import (
     subscription_queue_name,
 )
 from junction.brokercore.amqp_transactions import ACCEPTED_CODE, TRANSACTIONAL_STATE, txid_of
+from junction.brokercore.consumer_priority import receiver_priority, split_parameters
 from junction.brokercore.core_large import readable
 from junction.brokercore.proton_private import link_pointer, wrap_delivery
 from junction.brokercore.security import SecurityError
@@ -346,7 +347,14 @@ class Sender(LinkContext):
         address = source.address
         link.source.copy(source)
         link.target.copy(link.remote_target)
-        kwargs = {}
+        # ?consumer-priority=N on the address, or the link property (see consumer_priority)
+        parameters = {}
+        if address is not None and "?" in address:
+            address, parameters = split_parameters(address)
+        try:
+            kwargs = {"priority": receiver_priority(parameters, link.remote_properties)}
+        except ValueError as exc:
+            raise LinkRefused("amqp:invalid-field", str(exc)) from None
         if source.dynamic:
             address = self._create_temporary(capabilities)
             link.source.address = address
@@ -356,7 +364,7 @@ class Sender(LinkContext):
         else:
             destination, rtype = sctx.resolve(address, capabilities)
             if rtype == _MULTICAST:
-                kwargs = self._subscription(link, source, capabilities, destination)
+                kwargs.update(self._subscription(link, source, capabilities, destination))
         self.routing_type = rtype
         link.source.filter.clear()
         if selector_entry is not None:

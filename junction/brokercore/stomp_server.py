@@ -30,6 +30,12 @@ from twisted.internet.protocol import Protocol
 from zope.interface import implementer
 
 from junction import __version__
+from junction.brokercore.scheduled import SCHEDULED_DELIVERY
+from junction.brokercore.scheduled_headers import (
+    SCHEDULED_DELAY_HEADER,
+    SCHEDULED_TIME_HEADER,
+    stomp_delivery_time,
+)
 from junction.brokercore.session import ConnectionInfo, ServerSession
 from junction.brokercore.stomp_subscriptions import StompSubscriptions, _Subscription, int_header
 from junction.edge.acceptor import (
@@ -78,6 +84,8 @@ _SEND_RESERVED = frozenset(
         "destination-type",
         "message-id",
         "timestamp",
+        SCHEDULED_DELAY_HEADER,
+        SCHEDULED_TIME_HEADER,
     }
 )
 _SECURITY_ERRORS: tuple = ()
@@ -537,6 +545,7 @@ class StompProtocol(StompSubscriptions, Protocol):
         expiration = 0
         correlation_id = reply_to = None
         error = None
+        scheduled_delay = scheduled_time = None
         for key, value in frame.headers:
             if key in _SEND_RESERVED:
                 if key == "destination":
@@ -573,6 +582,10 @@ class StompProtocol(StompSubscriptions, Protocol):
                 elif key == "destination-type":
                     if destination_type is None:
                         destination_type = value
+                elif key == SCHEDULED_DELAY_HEADER:
+                    scheduled_delay = value
+                elif key == SCHEDULED_TIME_HEADER:
+                    scheduled_time = value
                 continue
             if key not in properties:
                 properties[key] = value
@@ -581,6 +594,11 @@ class StompProtocol(StompSubscriptions, Protocol):
         )
         if error is not None:
             raise error
+        now_ms = int(self.reactor.seconds() * 1000)
+        if scheduled_delay is not None or scheduled_time is not None:
+            at = stomp_delivery_time(scheduled_delay, scheduled_time, now_ms)
+            if at:
+                properties[SCHEDULED_DELIVERY] = at
         # Positional, in Message's field order (address, body, body_type,
         # durable, priority, expiration, timestamp, routing_type, properties,
         # user_id, correlation_id, reply_to): a dataclass's __init__ matches
@@ -592,7 +610,7 @@ class StompProtocol(StompSubscriptions, Protocol):
             durable,
             priority,
             expiration,
-            int(self.reactor.seconds() * 1000),
+            now_ms,
             None,
             properties,
             None,
