@@ -31,24 +31,30 @@ Bodies:
   converted as Artemis converts them (:mod:`junction.brokercore.jms_bodies`,
   through :func:`core_type`).
 
+A STOMP consumer gets a JMS client's message as Artemis gives it (:func:`stomp_view`,
+:mod:`junction.brokercore.jms_headers`): every body but a BytesMessage's read as one
+string, the JMS header properties as STOMP headers.
+
 A message from another protocol (no ``native["core"]``) goes to a CORE
 client as TEXT when the model says text, BYTES when it says bytes; an AMQP
 map body as a MAP message, an AMQP list or sequence as a STREAM message, a
 data section with content-type ``application/x-java-serialized-object`` as
 an OBJECT message (Artemis's AmqpCoreConverter); a DEFAULT message with the
-model's body bytes otherwise.
+model's body bytes otherwise.  Its correlation id and reply-to become the
+``JMSCorrelationID`` and ``JMSReplyTo`` properties.
 """
 
 from __future__ import annotations
 
 import struct
+import uuid
 
-from junction.brokercore import jms_bodies
+from junction.brokercore import jms_bodies, jms_headers
 from junction.model.message import BodyType, Message, RoutingType, Typed
 from junction.protocols.amqp import message as sections_codec
 from junction.protocols.core import MessageHeaders, MessageType, Scalar
 
-__all__ = ["NATIVE_KEY", "ROUTING_TYPE_PROPERTY", "core_type", "from_core", "to_core"]
+__all__ = ["NATIVE_KEY", "ROUTING_TYPE_PROPERTY", "core_type", "from_core", "jms_message_id", "stomp_view", "to_core"]
 
 #: ``Message.native`` key of what only CORE has.
 NATIVE_KEY = "core"
@@ -56,6 +62,8 @@ NATIVE_KEY = "core"
 ROUTING_TYPE_PROPERTY = "_AMQ_ROUTING_TYPE"
 
 _NATIVE_VERSION = 1
+#: ``Message.native`` key of an AMQP producer's sections (amqp_convert.NATIVE_KEY)
+_AMQP_KEY = "amqp"
 _USER_ID = 0x01  # a 16-byte userID (the JMS message id) follows
 _NULL_TEXT = 0x02  # a TEXT message whose text is null
 _CORE_BODY = 0x04  # the body is kept in CORE's layout
@@ -166,18 +174,21 @@ def to_core(message: Message) -> tuple[bytes, MessageHeaders]:
     native = message.native.get(NATIVE_KEY) if message.native else None
     body = message.body
     user_id = None
+    properties = message.properties
     if native is not None and len(native) >= _NATIVE.size and native[0] == _NATIVE_VERSION:
         _version, kind, flags = _NATIVE.unpack_from(native)
         if flags & _USER_ID:
             user_id = bytes(native[3:19])
         if kind == _TEXT and not flags & _CORE_BODY:
             body = _text_body(None if flags & _NULL_TEXT else body.decode("utf-8", "surrogatepass"))
-    elif message.body_type == BodyType.TEXT:
-        kind = _TEXT
-        body = _text_body(body.decode("utf-8", "replace"))
     else:
-        kind, body = _foreign_body(message)
-    properties = message.properties
+        if message.body_type == BodyType.TEXT:
+            kind = _TEXT
+            body = _text_body(body.decode("utf-8", "replace"))
+        else:
+            kind, body = _foreign_body(message)
+        # another protocol's: its correlation id and reply-to as a JMS client's properties
+        properties = jms_headers.foreign_properties(message, message.native.get(_AMQP_KEY))
     pairs = tuple((name, _to_core_value(value)) for name, value in properties.items()) if properties else None
     headers = MessageHeaders(
         message.message_id,
@@ -199,6 +210,25 @@ def core_type(message: Message) -> MessageType | None:
     if native is None or len(native) < _NATIVE.size or native[0] != _NATIVE_VERSION:
         return None
     return MessageType(native[1]) if native[1] in MessageType._value2member_map_ else None
+
+
+def stomp_view(message: Message) -> Message:
+    """``message`` as a STOMP consumer gets it: a JMS client's converted as Artemis does
+    (:func:`junction.brokercore.jms_headers.for_stomp`), any other as it is."""
+    native = message.native.get(NATIVE_KEY) if message.native else None
+    if native is None or len(native) < _NATIVE.size or native[0] != _NATIVE_VERSION:
+        return message
+    _version, kind, flags = _NATIVE.unpack_from(native)
+    raw = kind != _BYTES and (kind != _TEXT or flags & _CORE_BODY)
+    return jms_headers.for_stomp(message, message.body if raw else None)
+
+
+def jms_message_id(message: Message) -> str | None:
+    """A JMS client's message id (``ID:`` and its userID as a UUID), None for another's."""
+    native = message.native.get(NATIVE_KEY) if message.native else None
+    if native is None or len(native) < _NATIVE.size + 16 or native[0] != _NATIVE_VERSION or not native[2] & _USER_ID:
+        return None
+    return f"ID:{uuid.UUID(bytes=bytes(native[3:19]))}"
 
 
 _AMQP_SECTIONS = b"\x00"  # an AMQP body kept as its encoded sections starts with a described type
