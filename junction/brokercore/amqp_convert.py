@@ -388,7 +388,12 @@ def _jms_body(message: Message) -> tuple[int | None, bytes | None]:
             return jms_type, sections_codec.encode_body_sequence(values)
         if kind == MessageType.OBJECT:
             return jms_type, sections_codec.encode_body_data(jms_bodies.core_object(body))
-    except jms_bodies.NotConvertible:
+        if kind == MessageType.DEFAULT:
+            # a JMS Message: no body section, or the text its body reads as (Artemis's
+            # CoreMessageWrapper); a body that reads as none goes as its data section
+            text = jms_headers.core_text(body)
+            return jms_type, b"" if text is None else sections_codec.encode_body_value(text)
+    except (jms_bodies.NotConvertible, ValueError):
         return jms_type, None
     return jms_type, None
 

@@ -39,8 +39,10 @@ A message from another protocol (no ``native["core"]``) goes to a CORE
 client as TEXT when the model says text, BYTES when it says bytes; an AMQP
 map body as a MAP message, an AMQP list or sequence as a STREAM message, a
 data section with content-type ``application/x-java-serialized-object`` as
-an OBJECT message (Artemis's AmqpCoreConverter); a DEFAULT message with the
-model's body bytes otherwise.  Its correlation id and reply-to become the
+an OBJECT message, one with a textual content-type (UTF-8) as a TEXT message,
+an amqp-value null as a TEXT message with a null text, no
+body at all as a BYTES message (Artemis's AmqpCoreConverter, see
+``_no_body``); a DEFAULT message with the model's body bytes otherwise.  Its correlation id and reply-to become the
 ``JMSCorrelationID`` and ``JMSReplyTo`` properties.
 """
 
@@ -238,16 +240,51 @@ def _foreign_body(message: Message) -> tuple[MessageType, bytes]:
     """The CORE type and body of a message another protocol sent (see the module doc)."""
     body_type, body = message.body_type, message.body
     if body_type == BodyType.BYTES:
-        content_type = message.properties.get("content-type") if message.properties else None
-        if content_type is not None and str(getattr(content_type, "value", content_type)) == jms_bodies.SERIALIZED_CONTENT_TYPE:
+        content_type = _content_type(message)
+        if content_type == jms_bodies.SERIALIZED_CONTENT_TYPE:
             return MessageType.OBJECT, jms_bodies.object_body(body)
+        if _AMQP_KEY in message.native and jms_headers.textual_charset(content_type) == "UTF-8":
+            # an AMQP data section of UTF-8 text (a STOMP frame's content-type does not count)
+            try:
+                return _TEXT, _text_body(bytes(body).decode("utf-8"))
+            except UnicodeDecodeError:
+                pass
         return _BYTES, body
+    if body_type == BodyType.NONE and not body:
+        return _no_body(message)
     if body_type in (BodyType.MAP, BodyType.STREAM) and body[:1] == _AMQP_SECTIONS:
         try:
             return _amqp_jms_body(body_type, body)
         except ValueError:
             pass  # not a map or list after all: the bytes as they are
     return _DEFAULT, body
+
+
+def _no_body(message: Message) -> tuple[MessageType, bytes]:
+    """The CORE type of an AMQP message without a body (Artemis's AmqpCoreConverter): an
+    amqp-value null is a TextMessage with a null text; no body section a BytesMessage, an
+    ObjectMessage with the serialized content-type, a TextMessage (null) with a textual
+    one, a Message with any other."""
+    sections = message.native.get(_AMQP_KEY) if message.native else None
+    if sections is not None:
+        try:
+            if sections_codec.decode_message(bytes(sections)).body:
+                return _TEXT, _text_body(None)  # an amqp-value null
+        except ValueError:
+            pass
+    content_type = _content_type(message)
+    if content_type is None or content_type == "application/octet-stream":
+        return _BYTES, b""
+    if content_type == jms_bodies.SERIALIZED_CONTENT_TYPE:
+        return MessageType.OBJECT, b""
+    if jms_headers.textual_charset(content_type) is not None:
+        return _TEXT, _text_body(None)
+    return _DEFAULT, b""
+
+
+def _content_type(message: Message) -> str | None:
+    value = message.properties.get("content-type") if message.properties else None
+    return None if value is None else str(getattr(value, "value", value))
 
 
 def _amqp_jms_body(body_type: BodyType, body: bytes) -> tuple[MessageType, bytes]:

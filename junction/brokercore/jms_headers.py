@@ -46,9 +46,11 @@ __all__ = [
     "amqp_reply_to",
     "core_correlation_id",
     "core_reply_to",
+    "core_text",
     "foreign_properties",
     "for_stomp",
     "stomp_text",
+    "textual_charset",
 ]
 
 CORRELATION_ID = "JMSCorrelationID"
@@ -136,16 +138,58 @@ def _reply_to_type(sections: bytes) -> int:
     return value if value.__class__ is int and 0 <= value < len(_DESTINATION_PREFIXES) else 0
 
 
-def stomp_text(core_body: bytes) -> bytes:
-    """The STOMP body of a JMS message that is not a BytesMessage: its CORE body read as
-    one nullable string, as UTF-8 (see the module doc); empty where that read fails."""
-    if len(core_body) < 5 or core_body[0] == 0:
-        return b""
+#: application/* subtypes Artemis takes as text (its AMQPContentTypeSupport)
+_TEXTUAL_SUBTYPES = frozenset({"xml", "json", "javascript", "xml-dtd", "ecmascript"})
+
+
+def textual_charset(content_type: str | None) -> str | None:
+    """The charset of an AMQP body with ``content_type`` when that type is textual (``text/*``,
+    XML, JSON, JavaScript: UTF-8 unless a charset parameter names another), None when it is
+    not (or does not parse), as Artemis's AmqpCoreConverter reads it."""
+    if not content_type or "/" not in content_type:
+        return None
+    kind, _, rest = content_type.partition("/")
+    subtype, _, parameters = rest.partition(";")
+    kind, subtype = kind.strip().lower(), subtype.strip().lower()
+    if not subtype:
+        return None
+    if kind != "text" and not (
+        kind == "application" and (subtype in _TEXTUAL_SUBTYPES or subtype.endswith(("+xml", "+json")))
+    ):
+        return None
+    for parameter in parameters.split(";"):
+        name, eq, value = parameter.partition("=")
+        if eq and name.strip().lower() == "charset":
+            value = value.strip()
+            if len(value) > 1 and value[0] == value[-1] == '"':
+                value = value[1:-1]
+            return value.upper()
+    return "UTF-8"
+
+
+def core_text(core_body: bytes) -> str | None:
+    """A CORE body read as one nullable string, as Artemis reads the body of a JMS message
+    that is not a BytesMessage for STOMP and AMQP consumers (None: null, or no body).
+    Raises ValueError where the read runs past the body."""
+    if not core_body or core_body[0] == 0:
+        return None
+    if len(core_body) < 5:
+        raise ValueError("no string length")
     size = int.from_bytes(core_body[1:5], "big", signed=True)
     if size < 0 or size > len(core_body) - 5:
+        raise ValueError("the string runs past the body")
+    # an odd last byte is no character; a lone surrogate stays one (written as '?')
+    return bytes(core_body[5:5 + (size & ~1)]).decode("utf-16-le", "surrogatepass")
+
+
+def stomp_text(core_body: bytes) -> bytes:
+    """The STOMP body of a JMS message that is not a BytesMessage: :func:`core_text` as
+    UTF-8, empty for a null one and where the read fails (see the module doc)."""
+    try:
+        text = core_text(core_body)
+    except ValueError:
         return b""  # Artemis: IndexOutOfBoundsException, the message is never delivered
-    data = bytes(core_body[5:5 + (size & ~1)])  # an odd last byte is no character
-    return data.decode("utf-16-le", "surrogatepass").encode("utf-8", "replace")
+    return b"" if text is None else text.encode("utf-8", "replace")
 
 
 def for_stomp(message: Message, core_body: bytes | None) -> Message:

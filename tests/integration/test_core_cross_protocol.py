@@ -24,6 +24,7 @@ delivered by Artemis (Junction delivers it with an empty body, see docs/core.md)
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Callable
 
 import pytest
@@ -51,9 +52,10 @@ JMS_BODIES = {
     "map": MAP,
     "stream": STREAM,
     "object": "a serialized string",
+    "message": None,  # a JMS Message: no body
 }
 #: the x-opt-jms-msg-type annotation Artemis writes for each JMS type
-JMS_MSG_TYPE = {"object": 1, "map": 2, "bytes": 3, "stream": 4, "text": 5}
+JMS_MSG_TYPE = {"message": 0, "object": 1, "map": 2, "bytes": 3, "stream": 4, "text": 5}
 
 
 class _Target:
@@ -222,6 +224,7 @@ def jms_to_stomp(target: _Target, jms: JmsClient) -> dict:
         headers = dict(headers)
         assert headers.pop("destination") == queue
         own = {name: name in headers for name in _STOMP_OWN}
+        own["expires is the JMS expiration"] = int(headers["expires"]) - int(headers["timestamp"]) == 600_000
         for name in _STOMP_OWN:
             headers.pop(name, None)
         out[headers.pop("k")] = {"body": bytes(body), "headers": headers, "own": own}
@@ -248,12 +251,13 @@ def _stomp_sends(target: _Target, queue: str, headers: dict) -> None:
 
 
 def amqp_and_stomp_to_jms(target: _Target, jms: JmsClient) -> dict:
-    """AMQP producers of a string, a data section, a serialized object, a map, a list and a
-    sequence, and STOMP producers with and without content-length, each with every property
+    """AMQP producers of a string, a data section (of bytes, of text/plain), a serialized
+    object, a map, a list, a sequence and no body, and STOMP producers with and without content-length, each with every property
     type and header field; a JMS consumer: type, body, properties and header fields."""
     queue = f"cross.jms.{next(_names)}"
     # STOMP first: its ANYCAST send makes the queue the AMQP sends then reach
-    _stomp_sends(target, queue, {"priority": "7", "s": "text é"})
+    expires = str(int(time.time() * 1000) + 600_000)
+    _stomp_sends(target, queue, {"priority": "7", "s": "text é", "expires": expires})
     conn = _amqp(target)
     try:
         sender = conn.create_sender(queue)
@@ -264,6 +268,8 @@ def amqp_and_stomp_to_jms(target: _Target, jms: JmsClient) -> dict:
             ("map", Message(body={"s": "text é", "i": -7, "t": True})),
             ("list", Message(body=["text é", -7, True])),
             ("sequence", Message(body=["text é", -7, True], inferred=True)),
+            ("no body", Message()),
+            ("data text", Message(body="text é".encode(), inferred=True, content_type="text/plain")),
         ]
         for name, m in sends:
             m.properties = {"k": name, **AMQP_PROPERTIES}
@@ -273,7 +279,7 @@ def amqp_and_stomp_to_jms(target: _Target, jms: JmsClient) -> dict:
             sender.send(m, timeout=10)
     finally:
         conn.close()
-    results = jms.run([peer.connect(target), {"op": "receive", "queue": queue, "count": 8}])
+    results = jms.run([peer.connect(target), {"op": "receive", "queue": queue, "count": 10}])
     out = {}
     for m in results[1]["messages"]:
         properties = m["properties"]
@@ -424,6 +430,8 @@ def test_amqp_and_stomp_producers_to_a_jms_consumer(artemis_target, junction_tar
     assert string["priority"] == 7 and string["expires"]
     assert artemis["data"]["type"] == "bytes" and artemis["data"]["body"] == b64(b"\x00\x01")
     assert artemis["data"]["replyTo"] == "topic://replies"
+    assert (artemis["no body"]["type"], artemis["no body"]["body"]) == ("bytes", "")
+    assert (artemis["data text"]["type"], artemis["data text"]["body"]) == ("text", "text é")
     assert (artemis["object"]["type"], artemis["object"]["body"]) == ("object", "abc")  # getObject works
     assert (artemis["map"]["type"], artemis["map"]["body"]) == ("map", {"s": "text é", "i": {"long": -7}, "t": True})
     for name in ("list", "sequence"):

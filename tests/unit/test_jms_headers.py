@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from junction.brokercore import jms_bodies, jms_headers
+from junction.brokercore import amqp_convert, core_convert, jms_bodies, jms_headers
 from junction.model.message import BodyType, Message, Typed
 from junction.protocols.amqp import message as sections_codec
 from junction.protocols.amqp.message import Properties
 from junction.protocols.amqp.types import Scalar, Symbol
+from junction.protocols.core import MessageHeaders, MessageType
 
 
 def _simple_string(raw: bytes) -> bytes:
@@ -115,3 +116,72 @@ def test_foreign_properties_give_a_jms_client_the_correlation_id_and_reply_to(se
 def test_foreign_properties_of_a_message_without_those_fields_are_its_own():
     m = Message("a", b"x", BodyType.TEXT, properties={"k": "v"})
     assert jms_headers.foreign_properties(m, None) is m.properties
+
+
+def test_core_text_raises_where_the_read_runs_past_the_body():
+    with pytest.raises(ValueError):
+        jms_headers.core_text(b"\x01\x00\x00\x00\x09ab")
+    with pytest.raises(ValueError):
+        jms_headers.core_text(b"\x01\x00")
+    assert jms_headers.core_text(b"") is None and jms_headers.core_text(b"\x00") is None
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body", "kind", "core_body"),
+    [
+        (None, None, MessageType.BYTES, b""),  # no body section: a BytesMessage, as Artemis
+        ("application/octet-stream", None, MessageType.BYTES, b""),
+        ("application/x-java-serialized-object", None, MessageType.OBJECT, b""),
+        ("text/plain", None, MessageType.TEXT, b"\x00"),  # a null text
+        ("application/x-other", None, MessageType.DEFAULT, b""),
+        (None, ("amqp-value", None), MessageType.TEXT, b"\x00"),  # amqp-value null: a null text
+    ],
+)
+def test_an_amqp_message_without_a_body_to_a_jms_client(content_type, body, kind, core_body):
+    data = sections_codec.encode_properties(Properties(content_type=None if content_type is None else Symbol(content_type)))
+    if body is not None:
+        data += sections_codec.encode_body_value(None)
+    message = amqp_convert.to_core(data, "q", now_ms=1)
+    got_body, headers = core_convert.to_core(message)
+    assert (headers.type, got_body) == (kind, core_body)
+
+
+def test_a_jms_message_without_a_body_to_an_amqp_consumer_has_no_body_section():
+    message = core_convert.from_core(b"", MessageHeaders(0, "q", None, MessageType.DEFAULT, False, 0, 0, 4, None), "q")
+    sections = sections_codec.decode_message(amqp_convert.to_amqp(message, now_ms=1))
+    assert not sections.body
+    assert sections.message_annotations[Symbol("x-opt-jms-msg-type")] == Scalar("byte", 0)
+
+
+@pytest.mark.parametrize(
+    ("content_type", "charset"),
+    [
+        ("text/plain", "UTF-8"), ("TEXT/html; charset=iso-8859-1", "ISO-8859-1"),
+        ('text/plain; format=flowed; charset="utf-8"', "UTF-8"), ("application/json", "UTF-8"),
+        ("application/vnd.x+json", "UTF-8"), ("application/atom+xml", "UTF-8"), ("application/xml-dtd", "UTF-8"),
+        ("application/octet-stream", None), ("application/x-java-serialized-object", None), ("text", None),
+        ("text/", None), ("", None), (None, None), ("image/png", None),
+    ],
+)  # fmt: skip
+def test_textual_charset_as_artemis_reads_a_content_type(content_type, charset):
+    assert jms_headers.textual_charset(content_type) == charset
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body", "kind"),
+    [("text/plain", "é".encode(), MessageType.TEXT), ("text/plain", b"\xff", MessageType.BYTES),
+     ("text/plain; charset=iso-8859-1", b"a", MessageType.BYTES), ("application/json", b"{}", MessageType.TEXT),
+     (None, b"a", MessageType.BYTES)],
+)  # fmt: skip
+def test_an_amqp_data_section_of_utf8_text_is_a_text_message(content_type, body, kind):
+    data = sections_codec.encode_properties(Properties(content_type=None if content_type is None else Symbol(content_type)))
+    message = amqp_convert.to_core(data + sections_codec.encode_body_data(body), "q", now_ms=1)
+    core_body, headers = core_convert.to_core(message)
+    assert headers.type == kind
+    if kind == MessageType.TEXT:
+        assert jms_headers.core_text(core_body) == body.decode()
+
+
+def test_a_stomp_frame_with_a_text_content_type_and_content_length_stays_bytes():
+    message = Message("q", b"a", BodyType.BYTES, properties={"content-type": "text/plain"})
+    assert core_convert.to_core(message)[1].type == MessageType.BYTES
