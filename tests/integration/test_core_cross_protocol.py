@@ -461,3 +461,26 @@ def test_stomp_producer_to_an_amqp_consumer(artemis_target, junction_target, jms
     assert artemis["stomp-True"]["body"] == ("bytes", b"over STOMP")
     text = artemis["stomp-False"]
     assert (text["correlation-id"], text["subject"], text["reply-to"], text["priority"]) == ("corr-1", "kind-1", "replies", 6)
+
+
+def correlation_selector(target: _Target, jms: JmsClient) -> list:
+    """JMS and STOMP producers with correlation ids a and b; a JMS consumer selecting
+    ``JMSCorrelationID = 'b'``: the bodies it gets."""
+    queue = f"cross.sel.{next(_names)}"
+    sends = [{"op": "send", "queue": queue, "body": f"jms {c}", "correlationId": c} for c in "ab"]
+    jms.run([peer.connect(target), *sends])
+    s = stomp.Connection12([(target.host, target.stomp_port)])
+    s.connect(peer.USER["user"], peer.USER["password"], wait=True)
+    try:
+        for c in "ab":
+            s.send(queue, f"stomp {c}", headers={"destination-type": "ANYCAST", "correlation-id": c})
+    finally:
+        s.disconnect()
+    results = jms.run([peer.connect(target), {"op": "receive", "queue": queue, "count": 4, "timeout": 2000,
+                                              "selector": "JMSCorrelationID = 'b'"}])  # fmt: skip
+    return [m["body"] for m in results[1]["messages"]]
+
+
+def test_a_correlation_id_selector_across_protocols(artemis_target, junction_target, jms: JmsClient):
+    artemis, junction = _both(artemis_target, junction_target, correlation_selector, jms)
+    assert junction == artemis == ["jms b", b64(b"stomp b")]  # STOMP's with content-length: bytes
