@@ -18,7 +18,11 @@ project's broker core:
   those a JMS client reserves (:func:`amqp_application_property`).
 * To a JMS consumer of a STOMP or AMQP message (its ``StompUtils`` and
   ``AmqpCoreConverter``): ``JMSCorrelationID`` and ``JMSReplyTo`` properties; an AMQP
-  reply-to becomes ``queue://<address>``, a STOMP one stays as the frame had it.
+  reply-to becomes ``queue://<address>`` (``topic://`` and the temporary kinds by its
+  ``x-opt-jms-reply-to``), a STOMP one stays as the frame had it.
+
+AMQP content-types Artemis reads as text (:func:`textual_charset`) make a data section a
+TextMessage for a JMS consumer (:mod:`junction.brokercore.core_convert`).
 
 Bodies to a STOMP consumer (Artemis's ``VersionedStompFrameHandler``): a JMS
 BytesMessage (or a message with a ``content-length`` property) is its bytes; every
