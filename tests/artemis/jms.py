@@ -20,8 +20,9 @@ Commands (``op`` and its fields; every field but ``op`` optional)::
                                                 (the new current session)
     send        queue | topic, type: text bytes map object stream message, body, size,
                 count, persistent (true), priority, ttl, delay (ms), properties,
-                indexProperty, correlationId, jmsType, completion (async send with a
-                CompletionListener; waits completionTimeout ms), progress (an event every N)
+                indexProperty, correlationId, jmsType, replyTo (a queue, or topic://name),
+                completion (async send with a CompletionListener; waits
+                completionTimeout ms), progress (an event every N)
                 -> sent, ids (of the messages sent: blocking sends are acknowledged),
                    completed, failed (async)
     consumer    id, queue | topic, selector, durable (subscription name), sharedDurable,

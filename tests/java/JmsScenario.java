@@ -410,6 +410,10 @@ public final class JmsScenario extends ScenarioSupport {
         if (c.get("jmsType") != null) {
             m.setJMSType(str(c, "jmsType", null));
         }
+        if (c.get("replyTo") != null) {
+            String to = str(c, "replyTo", null);
+            m.setJMSReplyTo(to.startsWith("topic://") ? session.createTopic(to.substring(8)) : session.createQueue(to));
+        }
         return m;
     }
 
