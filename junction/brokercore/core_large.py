@@ -18,6 +18,9 @@ size, as Artemis does.
 
 A continuation with no SESS_SEND_LARGE before it is a protocol error: an
 EXCEPTION (ILLEGAL_STATE) and the end of that connection only.
+
+STOMP and AMQP consumers get large messages streamed from the same file by
+their own adapters (:mod:`junction.brokercore.large_bodies`).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from junction.brokercore.large_messages import NATIVE_KEY, parse_reference, refe
 from junction.protocols.core import ExceptionType, encode_packet
 from junction.protocols.core import packets as p
 
-__all__ = ["LargeHandlers", "DEFAULT_CHUNK", "MAX_CONVERTED_LARGE", "deliver_large", "is_large", "readable"]
+__all__ = ["LargeHandlers", "DEFAULT_CHUNK", "deliver_large", "is_large"]
 
 log = logging.getLogger("junction.core")
 
@@ -150,33 +153,3 @@ def make_message(body: bytes, headers, name: str, large: dict | None):
         message.properties[LARGE_SIZE] = large[LARGE_SIZE]
     return message
 
-
-#: The largest large message converted, whole in memory, for a STOMP or AMQP consumer (which
-#: have no continuations here); a larger one reaches them with an empty body and a warning.
-MAX_CONVERTED_LARGE = 16 * 1024 * 1024
-
-
-def readable(message, server):
-    """``message`` with its body in memory, for a consumer of another protocol.
-
-    A regular message is returned as it is.  A large one is read from its file (up to
-    :data:`MAX_CONVERTED_LARGE`) and converted as a CORE message with that body would be.
-    """
-    native = message.native
-    if not native or NATIVE_KEY not in native:
-        return message
-    file_id, size = parse_reference(native[NATIVE_KEY])
-    store = getattr(server, "large_messages", None)
-    try:
-        if store is None:
-            raise ValueError("no large-messages directory")
-        body = store.read_all(file_id, MAX_CONVERTED_LARGE)
-    except (OSError, ValueError) as exc:
-        log.warning("large message %s (%d bytes) delivered with no body: %s", message.message_id, size, exc)
-        return message
-    _, headers = to_core(message)
-    converted = from_core(body, headers, message.address)
-    converted.message_id = message.message_id
-    converted.routing_type = message.routing_type
-    converted.native.pop(NATIVE_KEY, None)
-    return converted

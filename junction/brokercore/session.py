@@ -36,6 +36,7 @@ from junction.model.message import Message, RoutingType
 log = logging.getLogger("junction.session")
 
 __all__ = [
+    "WRITING",
     "AddressQuery",
     "BindingQuery",
     "ConnectionInfo",
@@ -100,6 +101,12 @@ class ConnectionInfo:
         return info, accepted_at
 
 
+#: What a delivery callback returns when it has not written the whole delivery yet (a large
+#: body streamed from its file): an auto-ack consumer then acknowledges it at
+#: :meth:`ServerConsumer.written`, not when the callback returns.
+WRITING = object()
+
+
 def _call_then_pass(value, fn):
     fn()
     return value
@@ -152,7 +159,20 @@ class ServerConsumer:
             session._consumer_of[id(ref)] = self
             self.on_delivery(self, ref)
             return
-        self.on_delivery(self, ref)
+        if self.on_delivery(self, ref) is WRITING:
+            return  # acknowledged once written (see written)
+        self._auto_acknowledge(ref)
+
+    def written(self, ref: MessageRef) -> None:
+        """The delivery of ``ref`` the callback answered :data:`WRITING` for is all written:
+        an auto-ack consumer acknowledges it now (so a connection lost half way through a
+        large body gives the message back rather than lose it)."""
+        if self.auto_ack:
+            self._auto_acknowledge(ref)
+
+    def _auto_acknowledge(self, ref: MessageRef) -> None:
+        session = self.session
+        events = session.server.message_events
         if not self.closed:
             stored = self.queue.acknowledge(ref)
             if stored is not None:
