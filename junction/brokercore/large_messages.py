@@ -7,10 +7,9 @@ durable send confirmed to the client survives kill -9.  The broker's message
 then carries only a reference (:data:`NATIVE_KEY` in ``Message.native``: the
 file's name and the body's size), which the journal keeps with the message.
 
-A file is named by a number unique in this directory (:meth:`new_id`); on
-start the files no recovered message refers to are removed
-(:meth:`remove_orphans`).  A large message's file is deleted when no queue
-holds the message any more; a message routed nowhere deletes it at once.
+A file is named by a number unique in this directory (:meth:`new_id`).  When
+a file goes -- with the last reference to its message, or on start when no
+message needs it -- is :mod:`junction.brokercore.large_lifecycle`'s business.
 """
 
 from __future__ import annotations
