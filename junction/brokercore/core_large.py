@@ -3,9 +3,13 @@
 A message above the client's ``minLargeMessageSize`` arrives as
 SESS_SEND_LARGE (its headers) and SESS_SEND_CONTINUATION chunks.  Each chunk
 goes straight to the message's file in the large-messages directory
-(:mod:`junction.brokercore.large_messages`); the last one closes (and, for a
-durable message, fsyncs) the file and routes a message whose body is empty
-and whose ``native`` entry names the file.  In memory there is one chunk at a
+(:mod:`junction.brokercore.large_messages`); the last one closes the file and routes a message whose body is empty
+and whose ``native`` entry names the file.  A durable message's file is
+fsynced first, on the reactor's thread pool: the event loop goes on, and the
+session's later sends wait behind it, so their order holds.  Inside a
+transaction (local or XA), or while an earlier send waits on a BLOCKed
+address, the fsync is inline instead: a commit, prepare or rollback must find
+the send where the client put it.  In memory there is one chunk at a
 time (the codec's packet bound).
 
 A CORE consumer gets such a message as SESS_RECEIVE_LARGE_MSG (headers and
@@ -130,10 +134,17 @@ class LargeHandlers:
             self.confirm(packet, self.null_response(packet) if packet.requires_response else None)
             return
         self.large_in = None
-        size = writer.finish(sync=bool(headers.durable))
+        size = writer.size
         body_size = packet.message_body_size if packet.message_body_size is not None and packet.message_body_size >= 0 else size
+        native = {NATIVE_KEY: reference(writer.file_id, size), LARGE_SIZE: body_size}
+        synced = None
+        transacted = self.tx is not None and not self.auto_commit_sends
+        if headers.durable and not transacted and not self.session.sends_blocked:
+            synced = writer.finish_synced()  # routed once the file is on disk
+        else:
+            writer.finish(sync=bool(headers.durable))
         try:
-            self._route(packet, headers, b"", {NATIVE_KEY: reference(writer.file_id, size), LARGE_SIZE: body_size})
+            self._route(packet, headers, b"", native, after=synced)
         except BaseException:
             writer.abort()
             raise

@@ -377,15 +377,17 @@ class ServerSession(SessionQueues):
         if not message.user_id:
             message.user_id = self.user
 
-    def submit(self, message: Message, routing_type: RoutingType | None = None) -> defer.Deferred | None:
+    def submit(self, message: Message, routing_type: RoutingType | None = None, *, heading: bool = False) -> defer.Deferred | None:
         """:meth:`send` outside a transaction, for protocol adapters on the hot path.
 
         Returns None when the message is already safe (nothing was stored, or
         it was not durable): no Deferred to create, fire and wait on.
-        Otherwise the Deferred :meth:`send` returns.
+        Otherwise the Deferred :meth:`send` returns.  ``heading``: this send is
+        the one the chain of later sends waits on (:meth:`hold_later_sends`),
+        run from its own Deferred: it goes now.
         """
         self._authorise_send(message)
-        if self._send_chain is not None:
+        if self._send_chain is not None and not heading:
             # An earlier send waits for space on a BLOCKed address: keep order.
             d = self._send_chain
             result = defer.Deferred()
@@ -403,6 +405,8 @@ class ServerSession(SessionQueues):
 
     def hold_later_sends(self, d: defer.Deferred) -> None:
         """The post office holds a send on a BLOCKed address until ``d`` fires: later sends wait.
+        (So does a protocol adapter whose send waits for something first, e.g. a large
+        message's file to be synced; it then sends with ``submit(..., heading=True)``.)
 
         A fresh blocked send heads the chain later sends wait on.  A send that
         runs from the chain (or a retry that blocks again) must not replace

@@ -141,3 +141,24 @@ def test_a_prepared_xa_branchs_large_send_keeps_its_file_across_a_restart(tmp_pa
         _empty(tmp_path)
     finally:
         assert node.stop() == 0
+
+
+def test_sends_after_a_durable_large_one_keep_their_order_while_its_file_syncs(tmp_path, jms: JmsClient):
+    # Unblocked durable sends: the client does not wait for the large message's confirmation
+    # (its file is synced off the event loop), and the small sends behind it must not overtake it.
+    node = _node(tmp_path).start()
+    try:
+        target = _Target(node.core_port)
+        results = jms.run([
+            peer.connect(target, url=target.url + "?blockOnDurableSend=false"),
+            {"op": "send", "queue": "order", "body": "before"},
+            {"op": "send", "queue": "order", "type": "bytes", "size": SIZE},
+            {"op": "send", "queue": "order", "body": "after-{i}", "count": 5},
+            {"op": "receive", "queue": "order", "count": 7, "digest": True},
+        ])
+        got = results[4]["messages"]
+        assert [m["sha256"] for m in got] == [
+            sha256(b"before"), sha256(pattern(SIZE)), *(sha256(b"after-%d" % i) for i in range(5))
+        ]
+    finally:
+        assert node.stop() == 0
