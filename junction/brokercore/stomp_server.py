@@ -37,6 +37,7 @@ from junction.brokercore.scheduled_headers import (
     stomp_delivery_time,
 )
 from junction.brokercore.session import ConnectionInfo, ServerSession
+from junction.brokercore.stomp_large import StompStreaming
 from junction.brokercore.stomp_subscriptions import StompSubscriptions, _Subscription, int_header
 from junction.edge.acceptor import (
     AcceptorFactory,
@@ -130,7 +131,7 @@ class _Failure:
 
 
 @implementer(interfaces.IPushProducer)
-class StompProtocol(StompSubscriptions, Protocol):
+class StompProtocol(StompSubscriptions, StompStreaming, Protocol):
     """One STOMP connection to a broker node."""
 
     def __init__(self, server, *, acceptor=None, limits=None, reactor=None, security=None):
@@ -172,6 +173,10 @@ class StompProtocol(StompSubscriptions, Protocol):
         self._out: list[bytes] = []
         self._out_size = 0
         self._reading_paused = False
+        #: the transport's write buffer is full (IPushProducer)
+        self._transport_paused = False
+        #: the large MESSAGE body being written (junction.brokercore.stomp_large), or None
+        self._stream = None
         self._connect_timer = None
         self._send_timer = None
         self._recv_timer = None
@@ -270,13 +275,20 @@ class StompProtocol(StompSubscriptions, Protocol):
         self._confirm.clear()
         self._out.clear()
         self._out_size = 0
+        self._stream_abort()
 
     # IPushProducer: the transport's write buffer is full / drained.
     def pauseProducing(self):
+        self._transport_paused = True
         if self.session is not None:
             self.session.set_paused(True)
 
     def resumeProducing(self):
+        self._transport_paused = False
+        if self._stream is not None:
+            self._stream_pump()
+            if self._stream is not None:
+                return
         # A connection on its way out stays paused (see _stop_deliveries).
         state = self.connection.state
         if self.session is not None and not (state is _CLOSED or state is _DISCONNECTING):
@@ -291,6 +303,9 @@ class StompProtocol(StompSubscriptions, Protocol):
             self._end_batch()
         if self.transport is None:
             return
+        if self._stream is not None:
+            self._stream_hold(self.codec.send(frame))
+            return
         self.transport.write(self.codec.send(frame))
         self._last_write = self.reactor.seconds()
 
@@ -299,6 +314,9 @@ class StompProtocol(StompSubscriptions, Protocol):
         if self._out:
             self._end_batch()
         if self.transport is None:
+            return
+        if self._stream is not None:
+            self._stream_hold(data)
             return
         self.transport.write(data)
         self._last_write = self.reactor.seconds()
@@ -312,6 +330,9 @@ class StompProtocol(StompSubscriptions, Protocol):
         out.clear()
         self._out_size = 0
         if self.transport is None:
+            return
+        if self._stream is not None:
+            self._stream_hold(data)
             return
         self.transport.write(data)
         self._last_write = self.reactor.seconds()
@@ -333,6 +354,12 @@ class StompProtocol(StompSubscriptions, Protocol):
             return
         self._stop_deliveries()
         log.info("STOMP connection %s: %s", self._peer(), message)
+        if self._stream is not None:
+            # An ERROR now would land inside the large body being written: cut it short.
+            self._stream_abort()
+            if self.transport is not None:
+                self.transport.loseConnection()
+            return
         self._write(error)
         if self.transport is not None:
             self.transport.loseConnection()
@@ -370,7 +397,9 @@ class StompProtocol(StompSubscriptions, Protocol):
             if entry.close_after:
                 self._stop_deliveries()
                 self.connection.close()
-                if self.transport is not None:
+                if self._stream is not None:
+                    self._stream.close_after = True  # after the large body being written
+                elif self.transport is not None:
                     self.transport.loseConnection()
                 return
         if self._reading_paused and len(queue) < self.max_pending // 2 and self.connection.state is not _CLOSED:
@@ -486,7 +515,7 @@ class StompProtocol(StompSubscriptions, Protocol):
         if self.connection.state is _CLOSED or self.transport is None:
             return
         now = self.reactor.seconds()
-        if now - self._last_write >= self._send_interval * 0.9:
+        if now - self._last_write >= self._send_interval * 0.9 and self._stream is None:
             self._end_batch()
             self.transport.write(self.codec.heartbeat())
             self._last_write = now
