@@ -44,6 +44,8 @@ the repository).  Commands (``op`` and its fields; every field but ``op`` option
                 answered on its JMSReplyTo with prefix + its text, correlation ID = its
                 message ID) -> served: the requests
     close_consumer id    browse queue, selector -> messages
+    prefetched  id, count, timeout (ms, 10000)   (waits until that consumer holds count
+                messages dispatched and not yet received) -> prefetched
     acknowledge   commit   rollback   recover   unsubscribe name   close
     xa_start xid, flags   xa_end xid, flags   xa_prepare xid -> vote   xa_commit xid, onePhase
     xa_rollback xid   xa_forget xid   xa_recover -> xids      (as tests/artemis/jms.py)

@@ -346,6 +346,9 @@ def test_prefetch(target: Target, prefetch: int):
             {"op": "session", "ack": "client"},
             {"op": "consumer", "id": "first", "queue": queue},
             {"op": "receive", "consumer": "first"},
+            # with prefetch, the broker dispatches the rest to the first consumer asynchronously:
+            # the second consumer comes once they are there (prefetch 0: nothing is ever there)
+            {"op": "prefetched", "id": "first", "count": 9 if prefetch else 0},
             {"op": "session", "ack": "client"},
             {"op": "consumer", "id": "second", "queue": queue},
             {"op": "receive", "consumer": "second", "timeout": 1000},
@@ -353,8 +356,9 @@ def test_prefetch(target: Target, prefetch: int):
         ]
     )
     assert results[0]["queuePrefetch"] == prefetch
-    first = bodies(results[4]) + bodies(results[8])
-    second = bodies(results[7])
+    assert results[5]["prefetched"] == (9 if prefetch else 0)
+    first = bodies(results[4]) + bodies(results[9])
+    second = bodies(results[8])
     if prefetch == 0:
         assert (first, second) == (["m0"] + [f"m{i}" for i in range(2, 10)], ["m1"])
     else:

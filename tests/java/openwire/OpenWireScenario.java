@@ -33,6 +33,7 @@ import javax.transaction.xa.XAResource;
 
 import org.apache.activemq.ActiveMQConnection;
 import org.apache.activemq.ActiveMQConnectionFactory;
+import org.apache.activemq.ActiveMQMessageConsumer;
 import org.apache.activemq.ActiveMQSession;
 import org.apache.activemq.ActiveMQXAConnectionFactory;
 import org.apache.activemq.transport.DefaultTransportListener;
@@ -110,6 +111,7 @@ public final class OpenWireScenario extends ScenarioSupport {
             case "receive" -> receive(c, result);
             case "serve" -> serve(c, result);
             case "close_consumer" -> consumers.remove(str(c, "id", null)).close();
+            case "prefetched" -> result.put("prefetched", (long) prefetched(c));
             case "browse" -> browse(c, result);
             case "acknowledge" -> lastReceived.acknowledge();
             case "commit" -> session.commit();
@@ -363,6 +365,19 @@ public final class OpenWireScenario extends ScenarioSupport {
             return session.createDurableSubscriber((Topic) d, durable, selector, bool(c, "noLocal", false));
         }
         return session.createConsumer(d, selector, bool(c, "noLocal", false));
+    }
+
+    /**
+     * Waits until consumer {@code id} holds at least {@code count} messages dispatched to it and
+     * not yet received (its prefetch buffer), up to {@code timeout} ms; returns how many it holds.
+     */
+    private int prefetched(Map<String, Object> c) throws InterruptedException {
+        ActiveMQMessageConsumer consumer = (ActiveMQMessageConsumer) consumers.get(str(c, "id", null));
+        long deadline = System.nanoTime() + num(c, "timeout", 10000) * 1_000_000L;
+        while (consumer.getMessageSize() < num(c, "count", 1) && System.nanoTime() < deadline) {
+            Thread.sleep(10);
+        }
+        return consumer.getMessageSize();
     }
 
     /**
