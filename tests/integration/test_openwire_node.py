@@ -1,0 +1,134 @@
+"""A Junction node serving OpenWire, driven by the real ActiveMQ Classic client (5.17).
+
+``tests/java/openwire/OwNodeCheck.java`` runs one named check per call with the
+Debian client jar and prints ``OK <check> ...``; each test starts a real node
+(``junction run``) with a ``protocols=OPENWIRE`` acceptor and security on.
+Raw-socket cases send bytes no real client sends (bad input).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+
+import pytest
+
+from junction.protocols.openwire.codec import Negotiated, OpenWireCodec
+from junction.protocols.openwire.commands import (
+    ConnectionInfo,
+    ExceptionResponse,
+    Response,
+    SessionInfo,
+)
+from junction.protocols.openwire.structures import ConnectionId, SessionId
+from junction.protocols.openwire.wireformat import SERVER_WIRE_FORMAT
+from tests.harness import free_port
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SOURCE = os.path.join(ROOT, "tests", "java", "openwire", "OwNodeCheck.java")
+#: the Debian ActiveMQ Classic client (libactivemq-java) and what it needs
+CLASSPATH = ":".join(f"/usr/share/java/{jar}" for jar in (
+    "activemq-client.jar", "geronimo-jms_1.1_spec.jar", "hawtbuf.jar", "slf4j-api.jar",
+    "geronimo-j2ee-management-1.1-spec.jar"))
+USERS = {"app": ("app-secret", "app")}
+TIMEOUT = 50
+
+
+@pytest.fixture(scope="module")
+def classes(tmp_path_factory):
+    if shutil.which("javac") is None or not os.path.exists("/usr/share/java/activemq-client.jar"):
+        pytest.fail("the ActiveMQ Classic client (libactivemq-java) and a JDK are needed")
+    out = tmp_path_factory.mktemp("owcheck")
+    subprocess.run(["javac", "-d", str(out), "-cp", CLASSPATH, SOURCE], check=True, timeout=TIMEOUT)
+    return str(out)
+
+
+@pytest.fixture
+def node(broker_factory):
+    port = free_port()
+    broker = broker_factory(
+        "ow-node", security=True, users=USERS,
+        extra_acceptors_xml=f'<acceptor name="openwire">tcp://127.0.0.1:{port}?protocols=OPENWIRE</acceptor>',
+    ).start()
+    broker.ow_port = port
+    return broker
+
+
+def run(classes, node, check, user="app", password="app-secret") -> str:
+    url = f"tcp://127.0.0.1:{node.ow_port}"
+    done = subprocess.run(["java", "-cp", f"{CLASSPATH}:{classes}", "OwNodeCheck", url, user, password, check],
+                          capture_output=True, text=True, timeout=TIMEOUT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout.strip().splitlines()[-1]
+
+
+def test_login_is_checked_with_artemis_refusal(classes, node):
+    assert run(classes, node, "login") == "OK login accepted"
+    refused = run(classes, node, "login", password="wrong")
+    assert refused.startswith("REFUSED javax.jms.JMSSecurityException AMQ229031: Unable to validate user from 127.0.0.1:")
+    assert "Username: app;" in refused
+
+
+def test_a_client_id_in_use_is_refused_then_reusable(classes, node):
+    assert run(classes, node, "clientid") == "OK clientid InvalidClientIDException reusable"
+
+
+def test_queue_send_and_consume_with_properties_and_unique_ids(classes, node):
+    assert run(classes, node, "queue") == "OK queue 20"
+
+
+def test_local_transactions_commit_and_rollback(classes, node):
+    assert run(classes, node, "transacted") == "OK transacted"
+
+
+def test_topic_subscribers_and_a_durable_subscription(classes, node):
+    assert run(classes, node, "topic") == "OK topic"
+
+
+def test_prefetch_zero_pulls(classes, node):
+    assert run(classes, node, "pull") == "OK pull"
+
+
+def _read_until(sock, codec, kind, deadline=5.0):
+    sock.settimeout(deadline)
+    while True:
+        data = sock.recv(65536)
+        if not data:
+            return None
+        for event in codec.receive_data(data):
+            if isinstance(event, kind):
+                return event
+
+
+def test_out_of_order_commands_are_answered_and_bad_bytes_close_only_that_connection(node):
+    codec = OpenWireCodec(SERVER_WIRE_FORMAT)
+    with socket.create_connection(("127.0.0.1", node.ow_port), timeout=5) as bad, \
+            socket.create_connection(("127.0.0.1", node.ow_port), timeout=5) as good:
+        good.sendall(codec.initiate())
+        assert _read_until(good, codec, Negotiated) is not None
+        # a SessionInfo before any ConnectionInfo: an ExceptionResponse, then the connection closes
+        good.sendall(codec.send(SessionInfo(command_id=1, response_required=True, session_id=SessionId("ID:x", 1))))
+        answer = _read_until(good, codec, ExceptionResponse)
+        assert answer is not None and answer.correlation_id == 1
+        assert answer.exception.class_name == "java.lang.IllegalStateException"
+        bad.sendall(struct.pack(">I", 5) + b"\x01garbage-not-a-wireformat")
+        bad.settimeout(5)
+        while bad.recv(65536):
+            pass
+    codec = OpenWireCodec(SERVER_WIRE_FORMAT)
+    with socket.create_connection(("127.0.0.1", node.ow_port), timeout=5) as again:
+        again.sendall(codec.initiate())
+        assert _read_until(again, codec, Negotiated) is not None
+        again.sendall(codec.send(ConnectionInfo(command_id=1, response_required=True,
+                                                connection_id=ConnectionId("ID:raw-1"), client_id="raw",
+                                                user_name="app", password="app-secret")))
+        answer = _read_until(again, codec, Response)
+        assert answer is not None and not isinstance(answer, ExceptionResponse) and answer.correlation_id == 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(pytest.main([__file__, "-q"]))

@@ -1,0 +1,134 @@
+import javax.jms.*;
+import org.apache.activemq.ActiveMQConnectionFactory;
+
+/**
+ * A real ActiveMQ Classic client against a Junction node: one named check per run.
+ * Usage: OwNodeCheck <brokerURL> <user> <password> <check>; prints "OK <check> <detail>" or fails.
+ */
+public class OwNodeCheck {
+    static Connection connect(String url, String user, String pass, String clientId) throws JMSException {
+        ActiveMQConnectionFactory f = new ActiveMQConnectionFactory(url);
+        f.setUserName(user); f.setPassword(pass);
+        Connection c = f.createConnection();
+        if (clientId != null) c.setClientID(clientId);
+        c.start();
+        return c;
+    }
+
+    static void check(boolean ok, String what) { if (!ok) throw new RuntimeException("check failed: " + what); }
+
+    public static void main(String[] a) throws Exception {
+        run(a);
+        System.exit(0);  // a refused connection leaves the client's threads behind
+    }
+
+    static void run(String[] a) throws Exception {
+        String url = a[0], user = a[1], pass = a[2], check = a[3];
+        switch (check) {
+            case "login": {
+                try { connect(url, user, pass, null).close(); System.out.println("OK login accepted"); }
+                catch (JMSException e) { System.out.println("REFUSED " + e.getClass().getName() + " " + e.getMessage()); }
+                return;
+            }
+            case "clientid": {
+                Connection c1 = connect(url, user, pass, "cid-dup");
+                String second;
+                try { connect(url, user, pass, "cid-dup").close(); second = "accepted"; }
+                catch (InvalidClientIDException e) { second = "InvalidClientIDException"; }
+                c1.close();
+                Connection c3 = connect(url, user, pass, "cid-dup");
+                c3.close();
+                System.out.println("OK clientid " + second + " reusable");
+                return;
+            }
+            case "queue": {
+                Connection c = connect(url, user, pass, "cid-q");
+                Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+                Queue q = s.createQueue("ow.q1");
+                MessageProducer p = s.createProducer(q);
+                p.setDeliveryMode(DeliveryMode.PERSISTENT);
+                int n = 20;
+                for (int i = 0; i < n; i++) {
+                    TextMessage m = s.createTextMessage("hello " + i + " \u00e9\ud83d\ude00");
+                    m.setStringProperty("k", "v"); m.setIntProperty("i", i); m.setLongProperty("l", 1L << 40);
+                    p.send(m);
+                }
+                BytesMessage b = s.createBytesMessage(); b.writeBytes(new byte[]{1, 2, 3}); p.send(b);
+                MessageConsumer mc = s.createConsumer(q);
+                java.util.Set<String> ids = new java.util.HashSet<>();
+                for (int i = 0; i < n; i++) {
+                    TextMessage m = (TextMessage) mc.receive(5000);
+                    check(m != null, "message " + i + " received");
+                    check(m.getText().equals("hello " + i + " \u00e9\ud83d\ude00"), "text " + i);
+                    check(m.getIntProperty("i") == i && m.getLongProperty("l") == (1L << 40) && "v".equals(m.getStringProperty("k")), "properties " + i);
+                    check(ids.add(m.getJMSMessageID()), "unique id");
+                }
+                BytesMessage got = (BytesMessage) mc.receive(5000);
+                check(got != null && got.getBodyLength() == 3, "bytes body");
+                check(mc.receive(300) == null, "queue empty");
+                mc.close();
+                c.close();
+                System.out.println("OK queue " + n);
+                return;
+            }
+            case "transacted": {
+                Connection c = connect(url, user, pass, "cid-tx");
+                Session tx = c.createSession(true, Session.SESSION_TRANSACTED);
+                Queue q = tx.createQueue("ow.tx");
+                MessageProducer p = tx.createProducer(q);
+                p.send(tx.createTextMessage("rolled back"));
+                tx.rollback();
+                p.send(tx.createTextMessage("committed"));
+                tx.commit();
+                MessageConsumer mc = tx.createConsumer(q);
+                TextMessage m = (TextMessage) mc.receive(5000);
+                check(m != null && m.getText().equals("committed"), "committed message only");
+                tx.rollback();
+                TextMessage again = (TextMessage) mc.receive(5000);
+                check(again != null && again.getText().equals("committed") && again.getJMSRedelivered(), "redelivered after rollback");
+                tx.commit();
+                check(mc.receive(300) == null, "acked by the commit");
+                c.close();
+                System.out.println("OK transacted");
+                return;
+            }
+            case "topic": {
+                Connection c = connect(url, user, pass, "cid-t");
+                Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+                Topic t = s.createTopic("ow.t1");
+                MessageConsumer plain = s.createConsumer(t);
+                MessageConsumer durable = s.createDurableSubscriber(t, "sub1");
+                s.createProducer(t).send(s.createTextMessage("to all"));
+                TextMessage a1 = (TextMessage) plain.receive(5000);
+                TextMessage a2 = (TextMessage) durable.receive(5000);
+                check(a1 != null && a2 != null && a1.getText().equals("to all") && a2.getText().equals("to all"), "both subscribers");
+                durable.close();
+                s.createProducer(t).send(s.createTextMessage("kept"));
+                MessageConsumer back = s.createDurableSubscriber(t, "sub1");
+                TextMessage k = (TextMessage) back.receive(5000);
+                check(k != null && k.getText().equals("kept"), "durable subscription kept a message");
+                back.close();
+                s.unsubscribe("sub1");
+                c.close();
+                System.out.println("OK topic");
+                return;
+            }
+            case "pull": {
+                Connection c = connect(url, user, pass, "cid-pull");
+                Session s = c.createSession(false, Session.CLIENT_ACKNOWLEDGE);
+                Queue q = s.createQueue("ow.pull?consumer.prefetchSize=0");
+                MessageConsumer mc = s.createConsumer(q);
+                check(mc.receiveNoWait() == null, "nothing yet");
+                check(mc.receive(200) == null, "nothing within a timeout");
+                s.createProducer(s.createQueue("ow.pull")).send(s.createTextMessage("pulled"));
+                Message m = mc.receive(5000);
+                check(m != null, "pulled message");
+                m.acknowledge();
+                c.close();
+                System.out.println("OK pull");
+                return;
+            }
+            default: throw new IllegalArgumentException(check);
+        }
+    }
+}
