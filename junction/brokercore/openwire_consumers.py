@@ -30,8 +30,10 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+from junction.brokercore.core_browsers import MAX_BROWSE_SNAPSHOT
 from junction.brokercore.openwire_convert import to_openwire
 from junction.model import errors
+from junction.model.filter.expression import FilterError, parse_filter
 from junction.model.message import RoutingType
 from junction.protocols.openwire.messages import AckType, MessageDispatch
 
@@ -97,6 +99,8 @@ class OpenWireConsumers:
             self.respond(info)
             return
         name, routing = self.address_of(name, RoutingType.MULTICAST if destination.is_topic else RoutingType.ANYCAST)
+        if info.browser:
+            return self._browse(info, name)
         state = _Consumer(info)
         prefetch = info.prefetch_size
         selector = info.selector or None
@@ -125,6 +129,37 @@ class OpenWireConsumers:
         state.server_consumer = sc
         self.consumers[info.consumer_id] = state
         self.respond(info)
+
+    def _browse(self, info, name: str) -> None:
+        """A QueueBrowser: the queue's waiting messages shown (none taken), then the end marker.
+
+        A snapshot, as CORE's browsers take one: at most ``MAX_BROWSE_SNAPSHOT`` messages,
+        those the selector matches; the browser's acks change nothing.
+        """
+        queue = self.server.find_queue(name)
+        if queue is None:
+            self.connection.discard(info.consumer_id)
+            raise errors.NonExistentQueueError(f"AMQ229017: Queue {name} does not exist")
+        self.session.check("browse", queue.address, queue.name)
+        try:
+            matches = parse_filter(info.selector).matches if info.selector else None
+        except FilterError as exc:
+            self.connection.discard(info.consumer_id)
+            raise errors.InvalidFilterError(f"invalid selector {info.selector!r}: {exc}") from exc
+        self.respond(info)
+        shown = 0
+        for ref in queue.waiting():
+            if shown >= MAX_BROWSE_SNAPSHOT:
+                break
+            if matches is not None and not matches(ref.message):
+                continue
+            shown += 1
+            self.write(MessageDispatch(
+                consumer_id=info.consumer_id, destination=info.destination,
+                message=to_openwire(ref.message, node_id=self._node(), destination=info.destination,
+                                    consumer_id=info.consumer_id, redelivery_counter=ref.delivery_count),
+                redelivery_counter=ref.delivery_count))
+        self.write(MessageDispatch(consumer_id=info.consumer_id, destination=None, message=None))
 
     def _deliver_to(self, state: _Consumer):
         def deliver(sc, ref) -> None:

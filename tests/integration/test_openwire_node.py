@@ -52,6 +52,8 @@ def node(broker_factory):
     port = free_port()
     broker = broker_factory(
         "ow-node", security=True, users=USERS,
+        address_settings_xml='<address-setting match="#"><dead-letter-address>DLQ</dead-letter-address>'
+                             '<max-delivery-attempts>100</max-delivery-attempts></address-setting>',
         extra_acceptors_xml=f'<acceptor name="openwire">tcp://127.0.0.1:{port}?protocols=OPENWIRE</acceptor>',
     ).start()
     broker.ow_port = port
@@ -91,6 +93,15 @@ def test_topic_subscribers_and_a_durable_subscription(classes, node):
 
 def test_prefetch_zero_pulls(classes, node):
     assert run(classes, node, "pull") == "OK pull"
+
+
+def test_browsers_show_without_taking(classes, node):
+    assert run(classes, node, "browse") == "OK browse 5 2 5"
+
+
+def test_the_client_poison_ack_dead_letters_after_its_redeliveries(classes, node):
+    # the client redelivers from its own buffer 6 times (maximumRedeliveries), then POISON
+    assert run(classes, node, "poison") == "OK poison 7"
 
 
 def _read_until(sock, codec, kind, deadline=5.0):

@@ -18,8 +18,10 @@ public class OwNodeCheck {
     static void check(boolean ok, String what) { if (!ok) throw new RuntimeException("check failed: " + what); }
 
     public static void main(String[] a) throws Exception {
-        run(a);
-        System.exit(0);  // a refused connection leaves the client's threads behind
+        int status = 1;
+        try { run(a); status = 0; }
+        catch (Throwable t) { t.printStackTrace(); }
+        System.exit(status);  // a refused connection leaves the client's threads behind
     }
 
     static void run(String[] a) throws Exception {
@@ -126,6 +128,50 @@ public class OwNodeCheck {
                 m.acknowledge();
                 c.close();
                 System.out.println("OK pull");
+                return;
+            }
+            case "browse": {
+                Connection c = connect(url, user, pass, "cid-browse");
+                Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+                Queue q = s.createQueue("ow.browse");
+                MessageProducer p = s.createProducer(q);
+                for (int i = 0; i < 5; i++) {
+                    TextMessage m = s.createTextMessage("b" + i); m.setIntProperty("n", i); p.send(m);
+                }
+                int seen = 0;
+                java.util.Enumeration<?> e = s.createBrowser(q).getEnumeration();
+                while (e.hasMoreElements()) { e.nextElement(); seen++; }
+                int odd = 0;
+                e = s.createBrowser(q, "n = 1 OR n = 3").getEnumeration();
+                while (e.hasMoreElements()) { e.nextElement(); odd++; }
+                MessageConsumer mc = s.createConsumer(q);
+                int taken = 0;
+                while (mc.receive(1000) != null) taken++;
+                c.close();
+                System.out.println("OK browse " + seen + " " + odd + " " + taken);
+                return;
+            }
+            case "poison": {
+                Connection c = connect(url + "?jms.redeliveryPolicy.initialRedeliveryDelay=0", user, pass, "cid-poison");
+                Session tx = c.createSession(true, Session.SESSION_TRANSACTED);
+                Queue q = tx.createQueue("ow.poison");
+                tx.createProducer(q).send(tx.createTextMessage("bad"));
+                tx.commit();
+                MessageConsumer mc = tx.createConsumer(q);
+                int deliveries = 0;
+                Message m;
+                while ((m = mc.receive(2000)) != null) {
+                    deliveries++;
+                    check(m.getIntProperty("JMSXDeliveryCount") == deliveries, "delivery count " + deliveries);
+                    tx.rollback();
+                }
+                mc.close();
+                MessageConsumer dlq = tx.createConsumer(tx.createQueue("DLQ"));
+                Message dead = dlq.receive(5000);
+                check(dead != null && ((TextMessage) dead).getText().equals("bad"), "dead-lettered");
+                tx.commit();
+                c.close();
+                System.out.println("OK poison " + deliveries);
                 return;
             }
             default: throw new IllegalArgumentException(check);
