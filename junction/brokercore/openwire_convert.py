@@ -11,11 +11,11 @@ OpenWire ``Int``/``Short``/``Byte``/``Float``/``Char`` becomes
 :class:`~junction.model.message.Typed`, a ``Long``/``Double`` the plain
 number, as CORE's conversion does.
 
-Bodies: a TextMessage's text is kept as UTF-8 (``BodyType.TEXT``, inflated
-when the client compressed it); a BytesMessage's bytes as they are
-(``BodyType.BYTES``); a message without a body is ``BodyType.NONE``.  A map,
-stream or object body is kept as the client marshalled it, with its type, and
-flagged (``native``) so it is written back unchanged to OpenWire consumers.
+Bodies (compressed ones inflated): a TextMessage's text is kept as UTF-8
+(``BodyType.TEXT``); a BytesMessage's bytes as they are (``BodyType.BYTES``); a
+message without a body is ``BodyType.NONE``; a map, stream or object body is
+converted to CORE's layout (:mod:`.openwire_bodies`), as CORE's clients write
+them, so every protocol reads it.
 
 Out (:func:`to_openwire`): the reverse; a message not produced over OpenWire
 gets Artemis's MessageId (``ID:<node>:-1:-1:<id / 2^31-1>`` with sequence
@@ -26,6 +26,13 @@ from __future__ import annotations
 
 import zlib
 
+from junction.brokercore.core_convert import NATIVE_KEY as CORE_NATIVE_KEY
+from junction.brokercore.openwire_bodies import (
+    from_openwire_body,
+    model_value,
+    to_openwire_body,
+    wire_value,
+)
 from junction.model.message import BodyType, Message, RoutingType, Typed, plain
 from junction.protocols.openwire.codec import decode_frame, encode_frame
 from junction.protocols.openwire.messages import (
@@ -41,7 +48,6 @@ from junction.protocols.openwire.messages import (
     text_content,
     text_of,
 )
-from junction.protocols.openwire.primitives import Byte, Char, Double, Float, Int, Long, Short
 from junction.protocols.openwire.structures import (
     ActiveMQQueue,
     ActiveMQTopic,
@@ -54,18 +60,16 @@ __all__ = ["GROUP_SEQUENCE_ARTEMIS", "destination_of", "message_id_of", "to_mode
 #: Artemis's core group sequence property (OpenWire's ``groupSequence``).
 GROUP_SEQUENCE_ARTEMIS = "_AMQ_GROUP_SEQUENCE"
 _GROUP_ID = "_AMQ_GROUP_ID"
-#: ``native`` keys: the producer's MessageId (loose-marshalled), the OpenWire body type byte.
+#: ``native`` key of the producer's MessageId (loose-marshalled).
 NATIVE_ID = "openwire-id"
-NATIVE_BODY = "openwire-body"
 #: Java's ``Integer.MAX_VALUE``: how Artemis splits a core id into a MessageId.
 _INT_MAX = 0x7FFFFFFF
-_TYPED = {Int: "int", Short: "short", Byte: "byte", Float: "float", Char: "char"}
-_WIDTH = {"int": Int, "short": Short, "byte": Byte, "float": Float, "char": Char, "long": Long, "double": Double}
 _BODY_CLASSES = {
     ActiveMQMapMessage.TYPE: (ActiveMQMapMessage, BodyType.MAP),
     ActiveMQStreamMessage.TYPE: (ActiveMQStreamMessage, BodyType.STREAM),
     ActiveMQObjectMessage.TYPE: (ActiveMQObjectMessage, BodyType.OBJECT),
 }
+_CLASS_OF = {body_type: cls for cls, body_type in _BODY_CLASSES.values()}
 
 
 def _inflate(data: bytes) -> bytes:
@@ -74,28 +78,6 @@ def _inflate(data: bytes) -> bytes:
     if inflater.unconsumed_tail:
         raise ValueError(f"a compressed body inflates beyond {MAX_INFLATED_SIZE} bytes")
     return out
-
-
-def _model_value(value):
-    kind = _TYPED.get(type(value))
-    if kind is not None:
-        return Typed(kind, str(value) if kind == "char" else (float(value) if kind == "float" else int(value)))
-    if isinstance(value, bool) or value is None or isinstance(value, (str, bytes)):
-        return value
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value)
-    return value
-
-
-def _wire_value(value):
-    if isinstance(value, Typed):
-        cls = _WIDTH.get(value.kind)
-        return cls(value.value) if cls is not None else value.value
-    if isinstance(value, bool) or not isinstance(value, int):
-        return Double(value) if isinstance(value, float) else value
-    return Long(value)
 
 
 def address_of(destination) -> tuple[str, RoutingType]:
@@ -107,7 +89,7 @@ def to_model(message, default_destination=None) -> Message:
     """The model's message for an OpenWire message (raises ValueError for a body that does not read)."""
     destination = message.destination or default_destination
     address, routing = address_of(destination)
-    properties = {k: _model_value(v) for k, v in message_properties(message).items()}
+    properties = {k: model_value(v) for k, v in message_properties(message).items()}
     native: dict = {}
     if message.message_id is not None:
         native[NATIVE_ID] = encode_frame(message.message_id)
@@ -125,7 +107,7 @@ def to_model(message, default_destination=None) -> Message:
         if message.compressed and body:
             body = _inflate(body)
         body_type = _BODY_CLASSES[kind][1]
-        native[NATIVE_BODY] = bytes([kind])
+        body, native[CORE_NATIVE_KEY] = from_openwire_body(body_type, body)
     else:
         body, body_type = b"", BodyType.NONE
     if message.group_id is not None:
@@ -185,9 +167,9 @@ def to_openwire(message: Message, *, node_id: str, destination=None, consumer_id
         elif key == GROUP_SEQUENCE_ARTEMIS or key == "JMSXGroupSeq":
             group_sequence = int(plain(value))
         elif key != "JMSType":
-            properties[key] = _wire_value(value)
+            properties[key] = wire_value(value)
     body_type = message.body_type
-    native_body = message.native.get(NATIVE_BODY)
+    converted = to_openwire_body(message) if body_type in _CLASS_OF else None
     if body_type is BodyType.TEXT:
         cls = ActiveMQTextMessage
         try:
@@ -195,9 +177,8 @@ def to_openwire(message: Message, *, node_id: str, destination=None, consumer_id
         except UnicodeDecodeError:
             text = message.body.decode("utf-8", "replace")
         content = text_content(text)
-    elif native_body is not None and native_body[0] in _BODY_CLASSES:
-        cls = _BODY_CLASSES[native_body[0]][0]
-        content = message.body
+    elif converted is not None:
+        cls, content = _CLASS_OF[body_type], converted
     elif body_type is BodyType.NONE:
         cls, content = ActiveMQMessage, None
     else:

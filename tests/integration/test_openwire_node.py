@@ -104,6 +104,34 @@ def test_the_client_poison_ack_dead_letters_after_its_redeliveries(classes, node
     assert run(classes, node, "poison") == "OK poison 7"
 
 
+def test_every_jms_body_type_group_fields_and_compression(classes, node):
+    assert run(classes, node, "bodies") == "OK bodies"
+
+
+def _stomp(port: int, *frames: bytes, until: bytes, deadline: float = 10.0) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=deadline) as sock:
+        sock.sendall(b"CONNECT\naccept-version:1.2\nhost:localhost\nlogin:app\npasscode:app-secret\n\n\0")
+        for frame in frames:
+            sock.sendall(frame)
+        got = b""
+        while until not in got:
+            data = sock.recv(65536)
+            if not data:
+                break
+            got += data
+        return got
+
+
+def test_stomp_reads_what_openwire_sent_and_back(classes, node):
+    assert run(classes, node, "produce-cross") == "OK produce-cross"
+    got = _stomp(node.stomp_port, b"SUBSCRIBE\nid:1\ndestination:ow.to.stomp\nack:auto\n\n\0",
+                 until="from openwire \u00e9".encode())
+    assert b"MESSAGE\n" in got and b"color:red" in got and b"correlation-id:corr-1" in got
+    _stomp(node.stomp_port, b"SEND\ndestination:ow.from.stomp\ndestination-type:ANYCAST\ncolor:blue\nreceipt:r1\n\nhello stomp\0",
+           until=b"RECEIPT")
+    assert run(classes, node, "consume-cross") == "OK consume-cross text:hello stomp blue"
+
+
 def _read_until(sock, codec, kind, deadline=5.0):
     sock.settimeout(deadline)
     while True:

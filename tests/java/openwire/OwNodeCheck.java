@@ -174,6 +174,66 @@ public class OwNodeCheck {
                 System.out.println("OK poison " + deliveries);
                 return;
             }
+            case "bodies": {
+                Connection c = connect(url + "?jms.useCompression=true", user, pass, "cid-bodies");
+                Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+                Queue q = s.createQueue("ow.bodies");
+                MessageProducer p = s.createProducer(q);
+                MapMessage mm = s.createMapMessage();
+                mm.setInt("i", 7); mm.setLong("l", 1L << 40); mm.setString("s", "text"); mm.setBoolean("b", true);
+                mm.setShort("h", (short) 3); mm.setByte("y", (byte) 2); mm.setDouble("d", 1.5); mm.setFloat("f", 2.5f);
+                mm.setChar("c", 'x'); mm.setBytes("a", new byte[]{9, 8});
+                mm.setStringProperty("JMSXGroupID", "g1"); mm.setIntProperty("JMSXGroupSeq", 3);
+                p.send(mm);
+                StreamMessage sm = s.createStreamMessage();
+                sm.writeInt(1); sm.writeString("two"); sm.writeBoolean(false); sm.writeLong(4L);
+                p.send(sm);
+                String object = "a serialized object";  // java.lang: trusted by the client's default
+                p.send(s.createObjectMessage(object));
+                StringBuilder big = new StringBuilder();
+                for (int i = 0; i < 2000; i++) big.append("compressible ");
+                p.send(s.createTextMessage(big.toString()));
+                p.send(s.createMessage());
+                MessageConsumer mc = s.createConsumer(q);
+                MapMessage gm = (MapMessage) mc.receive(5000);
+                check(gm.getInt("i") == 7 && gm.getLong("l") == (1L << 40) && gm.getString("s").equals("text")
+                      && gm.getBoolean("b") && gm.getShort("h") == 3 && gm.getByte("y") == 2 && gm.getDouble("d") == 1.5
+                      && gm.getFloat("f") == 2.5f && gm.getChar("c") == 'x' && gm.getBytes("a").length == 2, "map body");
+                check("g1".equals(gm.getStringProperty("JMSXGroupID")) && gm.getIntProperty("JMSXGroupSeq") == 3, "group");
+                StreamMessage gs = (StreamMessage) mc.receive(5000);
+                check(gs.readInt() == 1 && gs.readString().equals("two") && !gs.readBoolean() && gs.readLong() == 4L, "stream body");
+                ObjectMessage go = (ObjectMessage) mc.receive(5000);
+                check(object.equals(go.getObject()), "object body");
+                TextMessage gt = (TextMessage) mc.receive(5000);
+                check(gt.getText().equals(big.toString()), "compressed text");
+                Message gn = mc.receive(5000);
+                check(gn != null && !(gn instanceof TextMessage) && !(gn instanceof BytesMessage), "no body");
+                c.close();
+                System.out.println("OK bodies");
+                return;
+            }
+            case "produce-cross": {
+                Connection c = connect(url, user, pass, "cid-cross");
+                Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+                TextMessage m = s.createTextMessage("from openwire \u00e9");
+                m.setStringProperty("color", "red"); m.setJMSCorrelationID("corr-1");
+                s.createProducer(s.createQueue("ow.to.stomp")).send(m);
+                c.close();
+                System.out.println("OK produce-cross");
+                return;
+            }
+            case "consume-cross": {
+                Connection c = connect(url, user, pass, "cid-cross2");
+                Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+                MessageConsumer mc = s.createConsumer(s.createQueue("ow.from.stomp"));
+                Message m = mc.receive(5000);
+                check(m != null, "a message from STOMP");
+                String body = m instanceof TextMessage ? "text:" + ((TextMessage) m).getText()
+                        : "bytes:" + ((BytesMessage) m).getBodyLength();
+                c.close();
+                System.out.println("OK consume-cross " + body + " " + m.getStringProperty("color"));
+                return;
+            }
             default: throw new IllegalArgumentException(check);
         }
     }
