@@ -35,7 +35,9 @@ from junction.brokercore.openwire_convert import to_openwire
 from junction.model import errors
 from junction.model.filter.expression import FilterError, parse_filter
 from junction.model.message import RoutingType
-from junction.protocols.openwire.messages import AckType, MessageDispatch
+from junction.protocols.openwire.commands import DestinationInfo, DestinationOperation
+from junction.protocols.openwire.messages import AckType, ActiveMQMessage, MessageDispatch
+from junction.protocols.openwire.structures import ActiveMQTopic, MessageId, ProducerId
 
 __all__ = ["ADVISORY_PREFIX", "OpenWireConsumers", "subscription_queue_name"]
 
@@ -74,8 +76,11 @@ class OpenWireConsumers:
 
     def __init__(self) -> None:
         self.consumers: dict = {}
-        self.advisories: set = set()
-        self.temporaries: set = set()
+        #: the consumers of advisory topics: consumer id -> ConsumerInfo
+        self.advisories: dict = {}
+        #: this connection's temporary destinations: name -> destination
+        self.temporaries: dict = {}
+        self._advisory_sequence = 0
 
     def address_of(self, name: str, routing: RoutingType) -> tuple[str, RoutingType]:
         """The address a destination name means: the acceptor's prefixes decide, else its JMS type."""
@@ -95,8 +100,11 @@ class OpenWireConsumers:
             self.connection.discard(info.consumer_id)
             raise errors.BrokerError("a consumer needs a destination")
         if destination.is_topic and name.startswith(ADVISORY_PREFIX):
-            self.advisories.add(info.consumer_id)
+            self.advisories[info.consumer_id] = info
             self.respond(info)
+            for peer in self.peers():  # the temporary destinations that exist now
+                for temporary in peer.temporaries.values():
+                    self.advise(info, temporary, DestinationOperation.ADD)
             return
         name, routing = self.address_of(name, RoutingType.MULTICAST if destination.is_topic else RoutingType.ANYCAST)
         if info.browser:
@@ -277,7 +285,7 @@ class OpenWireConsumers:
     # -- removal ---------------------------------------------------------------------------------------
     def remove_consumer(self, consumer_id) -> None:
         if consumer_id in self.advisories:
-            self.advisories.discard(consumer_id)
+            del self.advisories[consumer_id]
             return
         state = self.consumers.pop(consumer_id, None)
         if state is None:
@@ -295,8 +303,8 @@ class OpenWireConsumers:
         for consumer_id in list(self.consumers) + list(self.advisories):
             self.remove_consumer(consumer_id)
         if self.session is not None:
-            for name in list(self.temporaries):
-                self._drop_temporary(name)
+            for destination in list(self.temporaries.values()):
+                self.remove_temporary(destination)
         self.temporaries.clear()
 
     # -- temporary destinations, subscriptions ------------------------------------------------------------
@@ -306,12 +314,35 @@ class OpenWireConsumers:
             self.session.create_address(name, {RoutingType.MULTICAST})
         else:
             self.session.create_temporary_queue(name, RoutingType.ANYCAST)
-        self.temporaries.add(name)
+        self.temporaries[name] = destination
+        self._advise_all(destination, DestinationOperation.ADD)
 
     def remove_temporary(self, destination) -> None:
         name = destination.physical_name
-        self.temporaries.discard(name)
+        if self.temporaries.pop(name, None) is not None:
+            self._advise_all(destination, DestinationOperation.REMOVE)
         self._drop_temporary(name)
+
+    # -- advisories: how the other connections learn of a temporary destination ------------------------
+    def _advise_all(self, destination, operation: int) -> None:
+        for peer in self.peers():
+            for info in list(peer.advisories.values()):
+                peer.advise(info, destination, operation)
+
+    def advise(self, info, destination, operation: int) -> None:
+        """Tell an advisory consumer of a temporary destination (Classic's advisory message)."""
+        topic_name = ADVISORY_PREFIX + ("TempTopic" if destination.is_topic else "TempQueue")
+        if not any(part == topic_name for part in (info.destination.physical_name or "").split(",")):
+            return
+        self._advisory_sequence += 1
+        topic = ActiveMQTopic(topic_name)
+        advisory = ActiveMQMessage(
+            destination=topic,
+            message_id=MessageId(f"ID:{self._node()}:advisory:{self._advisory_sequence}",
+                                 ProducerId(f"ID:{self._node()}:advisory", 1, 1), self._advisory_sequence),
+            data_structure=DestinationInfo(destination=destination, operation_type=operation),
+        )
+        self.write(MessageDispatch(consumer_id=info.consumer_id, destination=topic, message=advisory))
 
     def _drop_temporary(self, name: str) -> None:
         queue = self.server.find_queue(name)

@@ -48,6 +48,7 @@ from junction.protocols.openwire.commands import (
     ConnectionInfo,
     ConsumerInfo,
     DestinationInfo,
+    DestinationOperation,
     ExceptionResponse,
     KeepAliveInfo,
     ProducerInfo,
@@ -55,6 +56,7 @@ from junction.protocols.openwire.commands import (
     RemoveSubscriptionInfo,
     SessionInfo,
     TransactionInfo,
+    TransactionType,
 )
 from junction.protocols.openwire.commands import ConnectionError as OwConnectionError
 from junction.protocols.openwire.connection import Action, OpenWireConnection
@@ -81,8 +83,10 @@ DEFAULT_CONNECT_TIMEOUT = 10.0
 #: The least a message counts in a producer window (Classic's ``DEFAULT_MINIMUM_MESSAGE_SIZE``).
 MINIMUM_MESSAGE_SIZE = 1024
 
-#: TransactionInfo types (``TransactionInfo.BEGIN`` ...).
-TX_BEGIN, TX_PREPARE, TX_COMMIT_ONE_PHASE, TX_COMMIT_TWO_PHASE, TX_ROLLBACK = 0, 1, 2, 3, 4
+TX_BEGIN = TransactionType.BEGIN
+TX_COMMIT_ONE_PHASE = TransactionType.COMMIT_ONE_PHASE
+TX_COMMIT_TWO_PHASE = TransactionType.COMMIT_TWO_PHASE
+TX_ROLLBACK = TransactionType.ROLLBACK
 
 _SECURITY = "java.lang.SecurityException"
 _JMS_SECURITY = "javax.jms.JMSSecurityException"
@@ -194,6 +198,10 @@ class OpenWireProtocol(OpenWireConsumers, Protocol):
                 timer.cancel()
         self._timer = self._connect_timer = None
         self._end_session(reason)
+
+    def peers(self) -> list:
+        """The node's OpenWire connections that are open (this one included)."""
+        return list(_CLIENT_IDS.get(self.server, {}).values())
 
     def _end_session(self, reason=None) -> None:
         for tx, _acks in self.transactions.values():
@@ -459,7 +467,7 @@ class OpenWireProtocol(OpenWireConsumers, Protocol):
         name = destination.physical_name if destination is not None else None
         if not name:
             raise errors.BrokerError("DestinationInfo names no destination")
-        if info.operation_type == 0:
+        if info.operation_type == DestinationOperation.ADD:
             self.add_temporary(destination)
         else:
             self.remove_temporary(destination)

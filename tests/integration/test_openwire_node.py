@@ -108,6 +108,18 @@ def test_every_jms_body_type_group_fields_and_compression(classes, node):
     assert run(classes, node, "bodies") == "OK bodies"
 
 
+def test_producer_window_is_opened_by_producer_acks(classes, node):
+    assert run(classes, node, "window") == "OK window 50"
+
+
+def test_keep_alives_hold_an_idle_connection(classes, node):
+    assert run(classes, node, "keepalive") == "OK keepalive"
+
+
+def test_selectors_no_local_and_temporary_queues(classes, node):
+    assert run(classes, node, "selectors") == "OK selectors 2"
+
+
 def _stomp(port: int, *frames: bytes, until: bytes, deadline: float = 10.0) -> bytes:
     with socket.create_connection(("127.0.0.1", port), timeout=deadline) as sock:
         sock.sendall(b"CONNECT\naccept-version:1.2\nhost:localhost\nlogin:app\npasscode:app-secret\n\n\0")

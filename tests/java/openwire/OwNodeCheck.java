@@ -234,6 +234,65 @@ public class OwNodeCheck {
                 System.out.println("OK consume-cross " + body + " " + m.getStringProperty("color"));
                 return;
             }
+            case "window": {
+                // a producer window: without the broker's ProducerAcks the 3rd async send blocks for ever
+                Connection c = connect(url + "?jms.producerWindowSize=2048", user, pass, "cid-window");
+                Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+                MessageProducer p = s.createProducer(s.createQueue("ow.window"));
+                p.setDeliveryMode(DeliveryMode.NON_PERSISTENT);
+                for (int i = 0; i < 50; i++) p.send(s.createTextMessage("w" + i));
+                MessageConsumer mc = s.createConsumer(s.createQueue("ow.window"));
+                int got = 0;
+                while (mc.receive(1000) != null) got++;
+                c.close();
+                System.out.println("OK window " + got);
+                return;
+            }
+            case "keepalive": {
+                // the client fails a connection that hears nothing for 1 s: the broker's keep-alives keep it
+                Connection c = connect(url + "?wireFormat.maxInactivityDuration=1000&wireFormat.maxInactivityDurationInitalDelay=500",
+                                       user, pass, "cid-keepalive");
+                final boolean[] failed = {false};
+                c.setExceptionListener(e -> failed[0] = true);
+                Thread.sleep(3500);  // the idle period under test, not a synchronisation
+                Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+                s.createProducer(s.createQueue("ow.keepalive")).send(s.createTextMessage("alive"));
+                check(!failed[0], "no inactivity failure");
+                c.close();
+                System.out.println("OK keepalive");
+                return;
+            }
+            case "selectors": {
+                Connection c = connect(url, user, pass, "cid-sel");
+                Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+                Queue q = s.createQueue("ow.sel");
+                MessageConsumer red = s.createConsumer(q, "color = 'red'");
+                MessageProducer p = s.createProducer(q);
+                for (String color : new String[]{"blue", "red", "green", "red"}) {
+                    TextMessage m = s.createTextMessage(color); m.setStringProperty("color", color); p.send(m);
+                }
+                int reds = 0;
+                Message m;
+                while ((m = red.receive(1000)) != null) { check("red".equals(m.getStringProperty("color")), "red only"); reds++; }
+                red.close();
+                Topic t = s.createTopic("ow.nolocal");
+                MessageConsumer local = s.createConsumer(t, null, true);
+                s.createProducer(t).send(s.createTextMessage("mine"));
+                check(local.receive(500) == null, "noLocal: not our own");
+                Connection other = connect(url, user, pass, "cid-sel-other");
+                Session os = other.createSession(false, Session.AUTO_ACKNOWLEDGE);
+                os.createProducer(os.createTopic("ow.nolocal")).send(os.createTextMessage("theirs"));
+                TextMessage theirs = (TextMessage) local.receive(5000);
+                check(theirs != null && theirs.getText().equals("theirs"), "noLocal: another connection's");
+                TemporaryQueue tq = s.createTemporaryQueue();
+                os.createProducer(tq).send(os.createTextMessage("reply"));
+                TextMessage reply = (TextMessage) s.createConsumer(tq).receive(5000);
+                check(reply != null && reply.getText().equals("reply"), "temporary queue");
+                other.close();
+                c.close();
+                System.out.println("OK selectors " + reds);
+                return;
+            }
             default: throw new IllegalArgumentException(check);
         }
     }
