@@ -49,14 +49,15 @@ def classes(tmp_path_factory):
 
 @pytest.fixture
 def node(broker_factory):
-    port = free_port()
+    port, multi = free_port(), free_port()
     broker = broker_factory(
         "ow-node", security=True, users=USERS,
         address_settings_xml='<address-setting match="#"><dead-letter-address>DLQ</dead-letter-address>'
                              '<max-delivery-attempts>100</max-delivery-attempts></address-setting>',
-        extra_acceptors_xml=f'<acceptor name="openwire">tcp://127.0.0.1:{port}?protocols=OPENWIRE</acceptor>',
+        extra_acceptors_xml=f'<acceptor name="openwire">tcp://127.0.0.1:{port}?protocols=OPENWIRE</acceptor>'
+                            f'<acceptor name="multi">tcp://127.0.0.1:{multi}</acceptor>',
     ).start()
-    broker.ow_port = port
+    broker.ow_port, broker.multi_port = port, multi
     return broker
 
 
@@ -73,6 +74,13 @@ def test_login_is_checked_with_artemis_refusal(classes, node):
     refused = run(classes, node, "login", password="wrong")
     assert refused.startswith("REFUSED javax.jms.JMSSecurityException AMQ229031: Unable to validate user from 127.0.0.1:")
     assert "Username: app;" in refused
+
+
+def test_an_acceptor_without_protocols_sniffs_openwire_beside_the_others(classes, node):
+    node.ow_port = node.multi_port
+    assert run(classes, node, "queue") == "OK queue 20"
+    got = _stomp(node.multi_port, until=b"CONNECTED")
+    assert got.startswith(b"CONNECTED")
 
 
 def test_a_client_id_in_use_is_refused_then_reusable(classes, node):
