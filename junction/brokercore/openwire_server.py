@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import weakref
+import zlib
 from dataclasses import replace
 
 from twisted.internet.protocol import Protocol
@@ -269,7 +270,7 @@ class OpenWireProtocol(OpenWireConsumers, Protocol):
                 self.refuse(command, java_class_of(exc), str(exc))
             except _security_errors() as exc:
                 self.refuse(command, _JMS_SECURITY, str(exc))
-            except ValueError as exc:  # a body or property that does not read
+            except (ValueError, OpenWireProtocolError, zlib.error) as exc:  # a body or property that does not read
                 self.refuse(command, _JMS, str(exc))
         elif action is Action.ACKNOWLEDGE:
             self.respond(command)

@@ -8,12 +8,14 @@ Raw-socket cases send bytes no real client sends (bad input).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import socket
 import struct
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -21,10 +23,12 @@ from junction.protocols.openwire.codec import Negotiated, OpenWireCodec
 from junction.protocols.openwire.commands import (
     ConnectionInfo,
     ExceptionResponse,
+    KeepAliveInfo,
+    ProducerInfo,
     Response,
     SessionInfo,
 )
-from junction.protocols.openwire.structures import ConnectionId, SessionId
+from junction.protocols.openwire.structures import ConnectionId, ProducerId, SessionId
 from junction.protocols.openwire.wireformat import SERVER_WIRE_FORMAT
 from tests.harness import free_port
 
@@ -187,6 +191,58 @@ def test_out_of_order_commands_are_answered_and_bad_bytes_close_only_that_connec
                                                 user_name="app", password="app-secret")))
         answer = _read_until(again, codec, Response)
         assert answer is not None and not isinstance(answer, ExceptionResponse) and answer.correlation_id == 1
+
+
+def _open(port: int, connection: str, client_id: str, *, failover: bool = False):
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+    codec = OpenWireCodec(SERVER_WIRE_FORMAT)
+    sock.sendall(codec.initiate())
+    assert _read_until(sock, codec, Negotiated) is not None
+    sock.sendall(codec.send(ConnectionInfo(command_id=1, response_required=True, connection_id=ConnectionId(connection),
+                                           client_id=client_id, user_name="app", password="app-secret",
+                                           failover_reconnect=failover)))
+    return sock, codec, _read_until(sock, codec, Response)
+
+
+def test_refused_commands_keep_the_connection_and_failover_takes_a_client_id_over(node):
+    first, codec, answer = _open(node.ow_port, "ID:raw-a", "shared")
+    assert answer.correlation_id == 1 and not isinstance(answer, ExceptionResponse)
+    # a producer of a session never registered: refused, the connection stays
+    first.sendall(codec.send(ProducerInfo(command_id=2, response_required=True,
+                                          producer_id=ProducerId("ID:raw-a", 1, 9))))
+    refused = _read_until(first, codec, ExceptionResponse)
+    assert refused.correlation_id == 2 and refused.exception.class_name == "java.lang.IllegalStateException"
+    first.sendall(codec.send(SessionInfo(command_id=3, response_required=True, session_id=SessionId("ID:raw-a", 9))))
+    assert _read_until(first, codec, Response).correlation_id == 3
+    # the same client id: refused, unless the client comes back after a failover
+    second, _codec2, answer = _open(node.ow_port, "ID:raw-b", "shared")
+    assert isinstance(answer, ExceptionResponse) and answer.exception.class_name == "javax.jms.InvalidClientIDException"
+    second.close()
+    third, _codec3, answer = _open(node.ow_port, "ID:raw-c", "shared", failover=True)
+    assert not isinstance(answer, ExceptionResponse)
+    first.settimeout(5)
+    while first.recv(65536):  # the old connection is ended
+        pass
+    first.close()
+    third.close()
+
+
+def test_a_silent_connection_is_closed_after_the_inactivity_duration(node):
+    offer = dataclasses.replace(SERVER_WIRE_FORMAT, max_inactivity=500, max_inactivity_initial_delay=100)
+    codec = OpenWireCodec(offer)
+    with socket.create_connection(("127.0.0.1", node.ow_port), timeout=5) as sock:
+        sock.sendall(codec.initiate())
+        assert _read_until(sock, codec, Negotiated) is not None
+        started = time.monotonic()
+        keep_alives = 0
+        sock.settimeout(5)
+        while True:
+            data = sock.recv(65536)
+            if not data:
+                break
+            keep_alives += sum(isinstance(e, KeepAliveInfo) for e in codec.receive_data(data))
+        assert 0.4 < time.monotonic() - started < 3
+        assert keep_alives >= 1  # written after half the duration in silence
 
 
 if __name__ == "__main__":  # pragma: no cover
