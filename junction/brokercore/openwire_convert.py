@@ -51,6 +51,7 @@ from junction.protocols.openwire.messages import (
 from junction.protocols.openwire.structures import (
     ActiveMQQueue,
     ActiveMQTopic,
+    Destination,
     MessageId,
     ProducerId,
 )
@@ -60,8 +61,10 @@ __all__ = ["GROUP_SEQUENCE_ARTEMIS", "destination_of", "message_id_of", "to_mode
 #: Artemis's core group sequence property (OpenWire's ``groupSequence``).
 GROUP_SEQUENCE_ARTEMIS = "_AMQ_GROUP_SEQUENCE"
 _GROUP_ID = "_AMQ_GROUP_ID"
-#: ``native`` key of the producer's MessageId (loose-marshalled).
+#: ``native`` keys: the producer's MessageId and its JMSReplyTo (loose-marshalled; the
+#: model keeps the reply-to's name only, the destination says queue, topic or temporary)
 NATIVE_ID = "openwire-id"
+NATIVE_REPLY_TO = "openwire-reply-to"
 #: Java's ``Integer.MAX_VALUE``: how Artemis splits a core id into a MessageId.
 _INT_MAX = 0x7FFFFFFF
 _BODY_CLASSES = {
@@ -93,6 +96,8 @@ def to_model(message, default_destination=None) -> Message:
     native: dict = {}
     if message.message_id is not None:
         native[NATIVE_ID] = encode_frame(message.message_id)
+    if message.reply_to is not None:
+        native[NATIVE_REPLY_TO] = encode_frame(message.reply_to)
     kind = message.TYPE
     if kind == ActiveMQTextMessage.TYPE:
         text = text_of(message)
@@ -156,6 +161,21 @@ def destination_of(message: Message, queue_routing: RoutingType | None = None):
     return cls(message.address)
 
 
+def _reply_to(message: Message):
+    name = message.reply_to
+    if not name:
+        return None
+    kept = message.native.get(NATIVE_REPLY_TO)
+    if kept is not None:
+        try:
+            found = decode_frame(kept)
+        except Exception:  # noqa: BLE001 - a bad stored destination falls back to a queue
+            found = None
+        if isinstance(found, Destination) and found.physical_name == name:
+            return found
+    return ActiveMQQueue(name)
+
+
 def to_openwire(message: Message, *, node_id: str, destination=None, consumer_id=None,
                 redelivery_counter: int = 0):
     """The OpenWire message for the model's ``message``."""
@@ -193,7 +213,7 @@ def to_openwire(message: Message, *, node_id: str, destination=None, consumer_id
         persistent=message.durable,
         expiration=message.expiration,
         priority=message.priority,
-        reply_to=ActiveMQQueue(message.reply_to) if message.reply_to else None,
+        reply_to=_reply_to(message),
         timestamp=message.timestamp,
         type=None if jms_type is None else str(plain(jms_type)),
         content=content,

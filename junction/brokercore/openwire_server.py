@@ -43,6 +43,7 @@ from junction.edge.acceptor import AcceptorFactory, apply_socket_options, prefix
 from junction.edge.tls import peer_subject
 from junction.events.node import close_reason
 from junction.model import errors
+from junction.model.message import DUPLICATE_ID
 from junction.protocols.openwire.codec import OpenWireCodec, OpenWireLimits
 from junction.protocols.openwire.commands import (
     BrokerInfo,
@@ -113,6 +114,15 @@ def java_class_of(exc: Exception) -> str:
     if isinstance(exc, (errors.NonExistentQueueError, errors.NonExistentAddressError)):
         return _INVALID_DESTINATION
     return _JMS
+
+
+def message_id_text(message_id) -> str:
+    """A MessageId as the client writes it (``producerId:sequence``)."""
+    if message_id.text_view:
+        return message_id.text_view
+    p = message_id.producer_id
+    producer = f"{p.connection_id}:{p.session_id}:{p.value}" if p is not None else "null"
+    return f"{producer}:{message_id.producer_sequence_id}"
 
 
 def message_size(message) -> int:
@@ -357,6 +367,11 @@ class OpenWireProtocol(OpenWireConsumers, Protocol):
         self.session = ServerSession(self.server, principal, self.info)
         self.respond(info)
 
+    def _fault_tolerant(self) -> bool:
+        """The client connected through ``failover:`` (it may replay what it sent)."""
+        info = self.connection.connection_info
+        return self.connection.fault_tolerant or bool(info is not None and info.fault_tolerant)
+
     def _refuse_open(self, info: ConnectionInfo, java_class: str, text: str) -> None:
         log.info("OpenWire %s: %s", self.peer, text)
         self.write(self.connection.refuse(info, java_class, text))
@@ -398,6 +413,10 @@ class OpenWireProtocol(OpenWireConsumers, Protocol):
         model = to_model(message, producer.destination if producer is not None else None)
         model.address, model.routing_type = self.address_of(model.address, model.routing_type)
         model.properties.setdefault("__AMQ_CID", self.client_id)
+        if self._fault_tolerant() and message.message_id is not None:
+            # a send the failover transport replays after a reconnect is a duplicate (Artemis's
+            # openwireUseDuplicateDetectionOnFailover, on by default)
+            model.properties.setdefault(DUPLICATE_ID, message_id_text(message.message_id))
         if message.destination is None and (producer is None or producer.destination is None):
             raise errors.BrokerError("a message without a destination from a producer without one")
         window = producer.window_size if producer is not None else 0
