@@ -82,6 +82,10 @@ __all__ = ["OpenWireFactory", "OpenWireProtocol"]
 #: seconds, when the limits name none (the client's own negotiate timeout is 10 s).
 DEFAULT_CONNECT_TIMEOUT = 10.0
 
+#: Local transactions one connection may have open at once (a client has one per
+#: transacted session); a BEGIN beyond it is refused.
+MAX_OPEN_TRANSACTIONS = 1024
+
 #: The least a message counts in a producer window (Classic's ``DEFAULT_MINIMUM_MESSAGE_SIZE``).
 MINIMUM_MESSAGE_SIZE = 1024
 
@@ -459,6 +463,9 @@ class OpenWireProtocol(OpenWireConsumers, Protocol):
         if kind == TX_BEGIN:
             if txid in self.transactions:
                 raise errors.TransactionError(f"Transaction '{txid}' has already been started.")
+            if len(self.transactions) >= MAX_OPEN_TRANSACTIONS:
+                raise errors.TransactionError(
+                    f"a connection may have at most {MAX_OPEN_TRANSACTIONS} local transactions open")
             self.transactions[txid] = (self.session.begin(), [])
             self.respond(info)
         elif kind in (TX_COMMIT_ONE_PHASE, TX_COMMIT_TWO_PHASE):
