@@ -91,6 +91,10 @@ public class OwNodeCheck {
                 tx.commit();
                 check(mc.receive(300) == null, "acked by the commit");
                 c.close();
+                Connection after = connect(url, user, pass, "cid-tx-after");
+                Session as = after.createSession(false, Session.AUTO_ACKNOWLEDGE);
+                check(as.createConsumer(as.createQueue("ow.tx")).receive(500) == null, "the redelivered one was acked for good");
+                after.close();
                 System.out.println("OK transacted");
                 return;
             }
