@@ -30,7 +30,6 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from junction.brokercore.core_browsers import MAX_BROWSE_SNAPSHOT
 from junction.brokercore.openwire_convert import to_openwire
 from junction.model import errors
 from junction.model.filter.expression import FilterError, parse_filter
@@ -43,6 +42,9 @@ __all__ = ["ADVISORY_PREFIX", "OpenWireConsumers", "subscription_queue_name"]
 
 #: Topics of Classic's advisory messages; their consumers are answered and fed nothing.
 ADVISORY_PREFIX = "ActiveMQ.Advisory."
+#: Messages one browser's snapshot shows at most (the rest of a longer queue is not shown;
+#: the same bound as CORE's browsers).
+MAX_BROWSE_SNAPSHOT = 100_000
 #: The prefetch a queue consumer gets when it names none (``ActiveMQPrefetchPolicy``).
 DEFAULT_QUEUE_PREFETCH = 1000
 
