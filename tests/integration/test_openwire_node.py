@@ -21,6 +21,7 @@ import pytest
 
 from junction.protocols.openwire.codec import Negotiated, OpenWireCodec
 from junction.protocols.openwire.commands import (
+    BrokerInfo,
     ConnectionInfo,
     ExceptionResponse,
     KeepAliveInfo,
@@ -225,6 +226,20 @@ def test_refused_commands_keep_the_connection_and_failover_takes_a_client_id_ove
         pass
     first.close()
     third.close()
+
+
+def test_a_command_only_a_broker_sends_ends_only_that_connection(node):
+    bad, codec, _ = _open(node.ow_port, "ID:raw-bad", "bad")
+    good, good_codec, _ = _open(node.ow_port, "ID:raw-good", "good")
+    bad.sendall(codec.send(BrokerInfo(command_id=2, response_required=True)))
+    answer = _read_until(bad, codec, ExceptionResponse)
+    assert answer.correlation_id == 2 and "only a broker sends" in answer.exception.message
+    assert _read_until(bad, codec, Response) is None  # closed after the answer
+    good.sendall(good_codec.send(SessionInfo(command_id=2, response_required=True,
+                                             session_id=SessionId("ID:raw-good", 1))))
+    assert _read_until(good, good_codec, Response).correlation_id == 2
+    bad.close()
+    good.close()
 
 
 def test_a_silent_connection_is_closed_after_the_inactivity_duration(node):
