@@ -56,7 +56,10 @@ from junction.model.message import BodyType, Message, RoutingType, Typed
 from junction.protocols.amqp import message as sections_codec
 from junction.protocols.core import MessageHeaders, MessageType, Scalar
 
-__all__ = ["NATIVE_KEY", "ROUTING_TYPE_PROPERTY", "core_type", "from_core", "jms_message_id", "stomp_view", "to_core"]
+__all__ = [
+    "NATIVE_KEY", "ROUTING_TYPE_PROPERTY", "core_layout", "core_type", "from_core", "jms_message_id", "stomp_view",
+    "to_core",
+]
 
 #: ``Message.native`` key of what only CORE has.
 NATIVE_KEY = "core"
@@ -204,6 +207,12 @@ def to_core(message: Message) -> tuple[bytes, MessageHeaders]:
         pairs,
     )
     return body, headers
+
+
+def core_layout(kind: MessageType) -> bytes:
+    """``native[NATIVE_KEY]`` for a body another protocol wrote in CORE's layout (a JMS map,
+    stream or object body converted with :mod:`.jms_bodies`), so CORE and AMQP read it."""
+    return _NATIVE.pack(_NATIVE_VERSION, kind, _CORE_BODY)
 
 
 def core_type(message: Message) -> MessageType | None:

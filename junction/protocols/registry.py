@@ -141,7 +141,11 @@ BUILT_IN: tuple[ProtocolEntry, ...] = (
         adapter="junction.brokercore.core_server:CoreFactory",
     ),
     ProtocolEntry("MQTT", f"{_SIGNATURES}:mqtt"),
-    ProtocolEntry("OPENWIRE", f"{_SIGNATURES}:openwire"),
+    ProtocolEntry(
+        "OPENWIRE",
+        f"{_SIGNATURES}:openwire",
+        adapter="junction.brokercore.openwire_server:OpenWireFactory",
+    ),
 )
 
 #: each built-in row by its name (what the package's own entry points name)
