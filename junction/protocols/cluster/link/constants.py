@@ -31,7 +31,7 @@ _MiB = 1024 * 1024
 #: The first four bytes of every cluster link (``junction.protocols.detect`` knows them).
 MAGIC = b"JNCL"
 #: (major, minor) this module speaks.
-VERSION = (1, 2)
+VERSION = (1, 3)
 #: What a client sends first: magic, major, minor, two reserved zero bytes.
 PREAMBLE = MAGIC + bytes((VERSION[0], VERSION[1], 0, 0))
 PREAMBLE_BYTES = len(PREAMBLE)
