@@ -191,7 +191,7 @@ class MessageFrame:
     server drop a copy re-sent after a reconnect.  ``body`` is the encoded
     message; this module never looks inside it.  (1.3: a large message's content may
     be inside it, inline, marked ``core.large.inline`` in its native entries; see
-    ``junction.brokercore.cluster.large_forward``.)
+    docs/cluster-protocol.md, MESSAGE.)
     """
 
     seq: int
