@@ -6,7 +6,8 @@ cluster link it goes inline and becomes a file of the receiving node's own
 consumer of the queue (ON_DEMAND forwarding): the messages arrive whole on B (same size and
 digest), B's directory holds their files until they are consumed, A's files are gone once B
 acknowledged the messages.  Redistribution and scale-down too: messages left on A's queue
-move to B when B's consumer appears, or when A stops with scale-down, and arrive whole.
+move to B when B's consumer appears, or when A stops with scale-down, and arrive whole (the
+latter after B restarted: B's journal names B's files, so its start keeps them).
 """
 
 from __future__ import annotations
@@ -132,6 +133,11 @@ def test_large_messages_scaled_down_arrive_whole(broker_factory, jms: JmsClient)
     log = nodes[A].stderr_path.read_text()
     assert "confirmed all 2 messages" in log, log[-2000:]
     assert _files(nodes[A]) == [] and len(_files(nodes[B])) == 2
+    # B's journal names B's own files: they survive its restart (not orphans)
+    kept = _files(nodes[B])
+    assert nodes[B].stop() == 0
+    nodes[B].start()
+    assert _files(nodes[B]) == kept
     results = jms.run([_connect(nodes[B]), {"op": "receive", "queue": QUEUE, "count": 2, "digest": True}], timeout=40)
     _check(results[1]["messages"])
     wait_for(lambda: _files(nodes[B]) == [], 10, what="B's large-messages directory empty")
