@@ -10,6 +10,9 @@ source "$here/scripts/venv.sh"
 # that client and the Artemis broker with Maven
 command -v javac >/dev/null || apt_install default-jdk-headless
 command -v mvn >/dev/null || apt_install maven
+# the OpenWire tests run the real ActiveMQ Classic: Debian's 5.17 client and broker (the
+# package enables no broker instance of its own; the tests run theirs on free ports)
+apt_install libactivemq-java activemq
 # the appliance tests run the docs' curl examples
 command -v curl >/dev/null || apt_install curl
 install_once "$here[test,spark]"   # only when the venv is new or setup.cfg/pyproject.toml changed
@@ -18,6 +21,9 @@ cd "$here"
 # at once when cached).  Offline, only the tests that need them fail, saying why.
 "$VENV/bin/python" -m tests.artemis fetch >/dev/null ||
   echo "test.sh: could not fetch Apache ActiveMQ Artemis; the tests that run it will fail" >&2
+# the ActiveMQ Classic 6.x client, into the same cache (tests/classic/cache.py)
+"$VENV/bin/python" -m tests.classic fetch >/dev/null ||
+  echo "test.sh: could not fetch the ActiveMQ Classic 6.x client; the tests that run it will fail" >&2
 set +e
 # two workers, each taking whole files (module fixtures such as a SparkSession are made once
 # per worker); TEST_WORKERS=0 runs everything in this process

@@ -33,6 +33,18 @@ outside the repository on first use):
     the module's ``ARTEMIS_OPTIONS`` dict of ArtemisBroker arguments if it
     has one: tests sharing it use queue and topic names of their own.
 
+The real ActiveMQ Classic, clients and broker (:mod:`tests.classic`; Debian's
+packages, and the 6.x client fetched into the cache on first use):
+
+``openwire_client``
+    A :class:`~tests.classic.OpenWireClient`, parametrized over the two real
+    clients (ids ``5.17``: Debian's, javax.jms; ``6``: activemq-client 6.x,
+    jakarta.jms); the scenario program compiled once per client and change.
+``classic_factory``, ``classic``, ``classic_module``
+    As the Artemis ones, for :class:`~tests.classic.ClassicBroker` (the
+    module's ``CLASSIC_OPTIONS``): stopped at teardown, the test failing if
+    one died by itself or did not stop orderly.
+
 When a test fails (in setup or in the test body), the log tail of every
 broker it used (Junction's and Artemis's) is attached to the failure report as a
 section named ``broker NAME log``; the full logs stay in the broker's directory under
@@ -57,6 +69,8 @@ from hypothesis import HealthCheck, settings
 
 from tests.artemis import ArtemisBroker, ArtemisDist, JmsClient, compile_sources, fetch
 from tests.artemis.broker import ORDERLY_EXIT
+from tests.childproc import ChildProcess
+from tests.classic import CLIENTS, ClassicBroker, OpenWireClient, client_jars, compile_scenario
 from tests.harness import BrokerProcess
 
 #: the Hypothesis settings every test starts from (see the module docstring)
@@ -77,7 +91,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
     if report.when in ("setup", "call") and report.failed:
         brokers = list(getattr(item, _BROKERS_ATTR, ()))
         funcargs = getattr(item, "funcargs", {})
-        brokers += [b for b in funcargs.values() if isinstance(b, ArtemisBroker) and b not in brokers]
+        brokers += [
+            b for b in funcargs.values() if isinstance(b, (ArtemisBroker, ClassicBroker)) and b not in brokers
+        ]
         for b in brokers:
             try:
                 tail = b.log_tail(60)
@@ -163,7 +179,7 @@ def jms(artemis_dist: ArtemisDist, jms_classes, tmp_path) -> Iterator[JmsClient]
     client.close()
 
 
-def _stop_artemis(brokers: list[ArtemisBroker]) -> list[str]:
+def _stop_peers(brokers: list[ArtemisBroker] | list[ClassicBroker]) -> list[str]:
     """Stop each broker; what went wrong: one that died by itself, or did not stop orderly."""
     errors = []
     for b in reversed(brokers):
@@ -180,26 +196,39 @@ def _stop_artemis(brokers: list[ArtemisBroker]) -> list[str]:
     return errors
 
 
-@pytest.fixture
-def artemis_factory(
-    request: pytest.FixtureRequest, artemis_dist: ArtemisDist, tmp_path
-) -> Iterator[Callable[..., ArtemisBroker]]:
-    made: list[ArtemisBroker] = []
+def _peer_factory(request: pytest.FixtureRequest, what: str, construct: Callable[..., ChildProcess]):
+    """The make() of a peer broker factory fixture and the list of what it made; each broker
+    is also listed on the test item for the failure report's log tails."""
+    made: list = []
     brokers = getattr(request.node, _BROKERS_ATTR, None)
     if brokers is None:
         brokers = []
         setattr(request.node, _BROKERS_ATTR, brokers)
 
-    def make(name: str = "artemis", **kwargs) -> ArtemisBroker:
+    def make(name: str, **kwargs):
         if any(b.name == name for b in made):
-            raise ValueError(f"artemis_factory: a broker named {name!r} already exists")
-        b = ArtemisBroker(artemis_dist, tmp_path, name, **kwargs)
+            raise ValueError(f"{what}: a broker named {name!r} already exists")
+        b = construct(name, **kwargs)
         made.append(b)
         brokers.append(b)
         return b
 
-    yield make
-    errors = _stop_artemis(made)
+    return make, made
+
+
+@pytest.fixture
+def artemis_factory(
+    request: pytest.FixtureRequest, artemis_dist: ArtemisDist, tmp_path
+) -> Iterator[Callable[..., ArtemisBroker]]:
+    make, made = _peer_factory(
+        request, "artemis_factory", lambda name, **kw: ArtemisBroker(artemis_dist, tmp_path, name, **kw)
+    )
+
+    def make_artemis(name: str = "artemis", **kwargs) -> ArtemisBroker:
+        return make(name, **kwargs)
+
+    yield make_artemis
+    errors = _stop_peers(made)
     if errors:
         pytest.fail("Artemis broker(s): " + "; ".join(errors), pytrace=False)
 
@@ -216,6 +245,59 @@ def artemis_module(
     options = getattr(request.module, "ARTEMIS_OPTIONS", {})
     b = ArtemisBroker(artemis_dist, tmp_path_factory.mktemp("artemis"), "artemis", **options)
     yield b.start()
-    errors = _stop_artemis([b])
+    errors = _stop_peers([b])
     if errors:
         pytest.fail("Artemis broker: " + "; ".join(errors), pytrace=False)
+
+
+# -- the real ActiveMQ Classic --------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def openwire_clients() -> Callable[..., OpenWireClient]:
+    """``make(name, workdir)``: an OpenWireClient of the client ``name`` (compiled once)."""
+    compiled: dict[str, tuple] = {}
+
+    def make(name: str, workdir) -> OpenWireClient:
+        if name not in compiled:
+            jars = client_jars(name)
+            compiled[name] = (jars, compile_scenario(jars))
+        jars, classes = compiled[name]
+        return OpenWireClient(jars, classes, workdir)
+
+    return make
+
+
+@pytest.fixture(params=sorted(CLIENTS))
+def openwire_client(request: pytest.FixtureRequest, openwire_clients, tmp_path) -> Iterator[OpenWireClient]:
+    client = openwire_clients(request.param, tmp_path / f"openwire-{request.param}")
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def classic_factory(request: pytest.FixtureRequest, tmp_path) -> Iterator[Callable[..., ClassicBroker]]:
+    make, made = _peer_factory(request, "classic_factory", lambda name, **kw: ClassicBroker(tmp_path, name, **kw))
+
+    def make_classic(name: str = "classic", **kwargs) -> ClassicBroker:
+        return make(name, **kwargs)
+
+    yield make_classic
+    errors = _stop_peers(made)
+    if errors:
+        pytest.fail("Classic broker(s): " + "; ".join(errors), pytrace=False)
+
+
+@pytest.fixture
+def classic(classic_factory: Callable[..., ClassicBroker]) -> ClassicBroker:
+    return classic_factory().start()
+
+
+@pytest.fixture(scope="module")
+def classic_module(request: pytest.FixtureRequest, tmp_path_factory) -> Iterator[ClassicBroker]:
+    options = getattr(request.module, "CLASSIC_OPTIONS", {})
+    b = ClassicBroker(tmp_path_factory.mktemp("classic"), "classic", **options)
+    yield b.start()
+    errors = _stop_peers([b])
+    if errors:
+        pytest.fail("Classic broker: " + "; ".join(errors), pytrace=False)

@@ -29,6 +29,9 @@ properties group-id           property ``JMSXGroupID``
 properties group-sequence     property ``JMSXGroupSeq`` (int)
 properties reply-to-group-id  property ``JMS_AMQP_REPLY_TO_GROUP_ID``
 application-properties        ``properties`` (AMQP widths kept as Typed)
+ann. x-opt-delivery-time      property ``_AMQ_SCHED_DELIVERY`` (epoch ms;
+                              inbound also x-opt-delivery-delay, see
+                              junction.brokercore.scheduled_headers)
 body data                     ``BYTES`` body
 body amqp-value string        ``TEXT`` body (UTF-8)
 body amqp-value binary        ``BYTES`` body
@@ -37,7 +40,7 @@ other bodies                  ``MAP`` / ``STREAM`` / ``OBJECT``, the encoded
                               body sections as the body bytes
 ============================  =============================================
 
-Message annotations, delivery annotations and the footer have no neutral
+Other message annotations, delivery annotations and the footer have no neutral
 meaning and travel only in the native bytes (delivery annotations are
 hop-by-hop and are dropped); the message id travels there too, and as text in
 ``NATIVE_MESSAGE_ID`` for consumers of other protocols.  Outbound, that
@@ -52,14 +55,16 @@ from __future__ import annotations
 
 import uuid
 
-from junction.brokercore import jms_bodies
+from junction.brokercore import jms_bodies, jms_headers
 from junction.brokercore.amqp_ids import (
     NATIVE_MESSAGE_ID,
     correlation_id_text,
     id_object,
     message_id_text,
 )
-from junction.brokercore.core_convert import core_type
+from junction.brokercore.core_convert import core_type, jms_message_id
+from junction.brokercore.scheduled import SCHEDULED_DELIVERY, delivery_time
+from junction.brokercore.scheduled_headers import DELIVERY_TIME, amqp_delivery_time
 from junction.model.message import (
     ACTUAL_EXPIRY,
     GROUP_ID,
@@ -184,6 +189,12 @@ def to_core(data: bytes, address: str | None, *, now_ms: int) -> Message:
             properties[REPLY_TO_GROUP_ID] = props.reply_to_group_id
     if not address:
         raise ConversionError("the message has no address: the link has no target address and the message no 'to'")
+    # Only the annotations schedule an AMQP message (an application property of that name
+    # does not, in Artemis either: it stays in the native bytes for AMQP consumers).
+    properties.pop(SCHEDULED_DELIVERY, None)
+    scheduled = amqp_delivery_time(sections.message_annotations, now_ms)
+    if scheduled:
+        properties[SCHEDULED_DELIVERY] = scheduled
     body, body_type = _core_body(sections)
     return Message(
         address,
@@ -281,10 +292,15 @@ def _from_core(message: Message) -> bytes:
     annotations = {}
     application = {}
     for key, value in props.items():
-        if key in _MAPPED:
+        if key in _MAPPED or not jms_headers.amqp_application_property(key):
             continue
         if key in _BROKER_ANNOTATIONS:
             annotations[_BROKER_ANNOTATIONS[key]] = plain(value)
+            continue
+        if key == SCHEDULED_DELIVERY:  # an annotation, as Artemis converts it
+            at = delivery_time(message)
+            if at > 0:
+                annotations[DELIVERY_TIME] = at
             continue
         application[key] = _amqp_value(value)
     group_id = props.get(GROUP_ID_JMS)
@@ -298,10 +314,19 @@ def _from_core(message: Message) -> bytes:
             group_sequence = None
     content_type = props.get(CONTENT_TYPE)
     jms_type, body_section = _jms_body(message)
+    if jms_type is None:
+        jms_type = _MODEL_JMS_TYPES.get(message.body_type)  # a STOMP producer's (Artemis: a CORE message)
     if jms_type is not None:
         annotations[jms_bodies.JMS_MSG_TYPE] = Scalar("byte", jms_type)
         if jms_type == jms_bodies.JMS_OBJECT:
             content_type = jms_bodies.SERIALIZED_CONTENT_TYPE
+    annotations[_JMS_DEST] = _QUEUE
+    reply_to = message.reply_to
+    if reply_to is None:
+        reply_to = jms_headers.core_reply_to(message)
+    if reply_to is not None:
+        reply_to, reply_to_type = jms_headers.amqp_reply_to(reply_to)
+        annotations[_JMS_REPLY_TO] = Scalar("byte", reply_to_type)
     content_encoding = props.get(CONTENT_ENCODING)
     subject = props.get(JMS_TYPE)
     reply_to_group = props.get(REPLY_TO_GROUP_ID)
@@ -309,15 +334,21 @@ def _from_core(message: Message) -> bytes:
     if native_id is not None:
         message_id = id_object(str(plain(native_id)))
     else:
-        message_id = f"ID:{message.message_id}" if message.message_id else None
+        message_id = jms_message_id(message)  # a JMS client's own id, as Artemis gives it
+        if message_id is None and message.message_id:
+            message_id = f"ID:{message.message_id}"
     correlation_id = message.correlation_id
+    if correlation_id is None:
+        correlation_id = jms_headers.core_correlation_id(message)
+        if isinstance(correlation_id, bytes):
+            correlation_id = (correlation_id,)  # binary: as it is (below)
     properties = Properties(
         message_id=message_id,
         user_id=message.user_id.encode("utf-8") if message.user_id else None,
         to=message.address,
         subject=None if subject is None else str(plain(subject)),
-        reply_to=message.reply_to,
-        correlation_id=None if correlation_id is None else id_object(correlation_id),
+        reply_to=reply_to,
+        correlation_id=_correlation_id(correlation_id),
         content_type=None if content_type is None else Symbol(str(plain(content_type))),
         content_encoding=None if content_encoding is None else Symbol(str(plain(content_encoding))),
         absolute_expiry_time=message.expiration or None,
@@ -336,6 +367,15 @@ def _from_core(message: Message) -> bytes:
     return b"".join(out)
 
 
+#: The annotations of the destination's and the reply-to's type (Artemis's AMQPMessageSupport)
+_JMS_DEST = Symbol("x-opt-jms-dest")
+_JMS_REPLY_TO = jms_headers.JMS_REPLY_TO
+#: x-opt-jms-dest of a converted message: Artemis's message names its address without a
+#: queue:// or topic:// prefix, which it reads as a queue.
+_QUEUE = Scalar("byte", 0)
+#: The model's body type -> the x-opt-jms-msg-type of a STOMP producer's message (text
+#: without content-length, bytes with it).
+_MODEL_JMS_TYPES = {BodyType.TEXT: jms_bodies.JMS_TEXT, BodyType.BYTES: jms_bodies.JMS_BYTES}
 #: CORE type -> the x-opt-jms-msg-type of a message a JMS client sent
 _JMS_TYPES = {
     MessageType.DEFAULT: jms_bodies.JMS_MESSAGE,
@@ -364,9 +404,24 @@ def _jms_body(message: Message) -> tuple[int | None, bytes | None]:
             return jms_type, sections_codec.encode_body_sequence(values)
         if kind == MessageType.OBJECT:
             return jms_type, sections_codec.encode_body_data(jms_bodies.core_object(body))
-    except jms_bodies.NotConvertible:
+        if kind == MessageType.DEFAULT:
+            # a JMS Message: no body section, or the text its body reads as (Artemis's
+            # CoreMessageWrapper); a body that reads as none goes as its data section
+            text = jms_headers.core_text(body)
+            return jms_type, b"" if text is None else sections_codec.encode_body_value(text)
+    except (jms_bodies.NotConvertible, ValueError):
         return jms_type, None
     return jms_type, None
+
+
+def _correlation_id(value):
+    """The properties section's correlation-id: a text's typed id (Artemis's AMQPMessageIdHelper),
+    a JMS client's byte[] id (wrapped in a tuple above) as binary."""
+    if value is None:
+        return None
+    if value.__class__ is tuple:
+        return value[0]
+    return id_object(str(plain(value)))
 
 
 def _amqp_value(value):

@@ -28,6 +28,7 @@ from proton import Condition, Delivery, Described, Link, Terminus, ulong
 
 from junction.brokercore import proton_private as pn
 from junction.brokercore.amqp_convert import to_amqp, to_core
+from junction.brokercore.amqp_large import start_stream
 from junction.brokercore.amqp_terminus import (
     CAP_GLOBAL,
     CAP_QUEUE,
@@ -43,7 +44,8 @@ from junction.brokercore.amqp_terminus import (
     subscription_queue_name,
 )
 from junction.brokercore.amqp_transactions import ACCEPTED_CODE, TRANSACTIONAL_STATE, txid_of
-from junction.brokercore.core_large import readable
+from junction.brokercore.consumer_priority import receiver_priority, split_parameters
+from junction.brokercore.large_bodies import LargeBody, outgoing
 from junction.brokercore.proton_private import link_pointer, wrap_delivery
 from junction.brokercore.security import SecurityError
 from junction.brokercore.session import ServerSession
@@ -334,6 +336,8 @@ class Sender(LinkContext):
     def __init__(self, protocol, sctx: SessionContext, link):
         super().__init__(protocol, sctx, link)
         self.consumer = None
+        #: the large delivery being written (junction.brokercore.amqp_large), or None
+        self.stream = None
         self.unsettled: dict = {}
         self._tags = itertools.count(1)
         self.durable_queue = None
@@ -346,7 +350,14 @@ class Sender(LinkContext):
         address = source.address
         link.source.copy(source)
         link.target.copy(link.remote_target)
-        kwargs = {}
+        # ?consumer-priority=N on the address, or the link property (see consumer_priority)
+        parameters = {}
+        if address is not None and "?" in address:
+            address, parameters = split_parameters(address)
+        try:
+            kwargs = {"priority": receiver_priority(parameters, link.remote_properties)}
+        except ValueError as exc:
+            raise LinkRefused("amqp:invalid-field", str(exc)) from None
         if source.dynamic:
             address = self._create_temporary(capabilities)
             link.source.address = address
@@ -356,7 +367,7 @@ class Sender(LinkContext):
         else:
             destination, rtype = sctx.resolve(address, capabilities)
             if rtype == _MULTICAST:
-                kwargs = self._subscription(link, source, capabilities, destination)
+                kwargs.update(self._subscription(link, source, capabilities, destination))
         self.routing_type = rtype
         link.source.filter.clear()
         if selector_entry is not None:
@@ -416,7 +427,11 @@ class Sender(LinkContext):
         dlv = _new_delivery(link, _tag(b"%d" % next(self._tags)))
         message = ref.message
         if message.native:
-            message = readable(message, server_consumer.session.server)
+            message = outgoing(message, server_consumer.session.server, decode_jms=True)
+        if message.__class__ is LargeBody:  # its body streamed from its file (amqp_large)
+            if not self.presettled:
+                self.unsettled[dlv] = ref
+            return start_stream(self, server_consumer, ref, dlv, message, ref.delivery_count - 1)
         now_ms = int(self.protocol.reactor.seconds() * 1000) if message.expiration else 0
         data = to_amqp(message, ref.delivery_count - 1, now_ms=now_ms)
         _send(link, _from_buffer(data), len(data))
@@ -429,6 +444,9 @@ class Sender(LinkContext):
     def on_flow(self) -> None:
         consumer = self.consumer
         if consumer is None or self.closed:
+            return
+        if self.stream is not None:  # the credit is given back once the large body is out
+            self.protocol.flush()
             return
         link = self.link_impl
         credit = _credit(link)
@@ -505,6 +523,8 @@ class Sender(LinkContext):
             return
         self.closed = True
         self._forget()
+        if self.stream is not None:
+            self.stream.abort()
         self.unsettled.clear()
         if self.consumer is not None:
             self.consumer.close()

@@ -31,6 +31,7 @@ from zope.interface import implementer
 
 from junction import __version__
 from junction.brokercore import proton_private as pn
+from junction.brokercore.amqp_large import pump_streams
 from junction.brokercore.amqp_links import Receiver, Sender, SessionContext
 from junction.brokercore.amqp_terminus import condition_for
 from junction.brokercore.amqp_transactions import Coordinator
@@ -128,6 +129,8 @@ class AmqpProtocol(Protocol):
         self.sessions: list[SessionContext] = []
         #: raw pn_link_t * -> link context, for the engine's hot events
         self.links: dict = {}
+        #: large deliveries being written (junction.brokercore.amqp_large)
+        self.streams: set = set()
         #: dispatching engine events: flush() waits for the end of the batch
         self._processing = False
         self.paused = False
@@ -286,6 +289,8 @@ class AmqpProtocol(Protocol):
         if pending < 0 and not self._closing:
             self._closing = True
             self.transport.loseConnection()
+        if self.streams and not self.paused and not self._closing:
+            pump_streams(self)
         self._schedule_tick()
 
     def flush_soon(self) -> None:
@@ -539,6 +544,8 @@ class AmqpProtocol(Protocol):
             events.connection_closed(self.info.id, started=self._accepted_at, reason=close_reason(reason))
             self._accepted_at = None
         self._close_sessions()
+        for stream in list(self.streams):
+            stream.abort()
         connection = self.pn_connection
         if connection is not None:
             # proton keeps an endpoint's Python attributes with its C object, and
@@ -564,6 +571,8 @@ class AmqpProtocol(Protocol):
             return
         for ctx in self.sessions:
             ctx.session.set_paused(False)
+        if self.streams:
+            self.flush()
 
     def stopProducing(self):
         pass

@@ -31,24 +31,35 @@ Bodies:
   converted as Artemis converts them (:mod:`junction.brokercore.jms_bodies`,
   through :func:`core_type`).
 
+A STOMP consumer gets a JMS client's message as Artemis gives it (:func:`stomp_view`,
+:mod:`junction.brokercore.jms_headers`): every body but a BytesMessage's read as one
+string, the JMS header properties as STOMP headers.
+
 A message from another protocol (no ``native["core"]``) goes to a CORE
 client as TEXT when the model says text, BYTES when it says bytes; an AMQP
 map body as a MAP message, an AMQP list or sequence as a STREAM message, a
 data section with content-type ``application/x-java-serialized-object`` as
-an OBJECT message (Artemis's AmqpCoreConverter); a DEFAULT message with the
-model's body bytes otherwise.
+an OBJECT message, one with a textual content-type (UTF-8) as a TEXT message,
+an amqp-value null as a TEXT message with a null text, no
+body at all as a BYTES message (Artemis's AmqpCoreConverter, see
+``_no_body``); a DEFAULT message with the model's body bytes otherwise.  Its correlation id and reply-to become the
+``JMSCorrelationID`` and ``JMSReplyTo`` properties.
 """
 
 from __future__ import annotations
 
 import struct
+import uuid
 
-from junction.brokercore import jms_bodies
+from junction.brokercore import jms_bodies, jms_headers
 from junction.model.message import BodyType, Message, RoutingType, Typed
 from junction.protocols.amqp import message as sections_codec
 from junction.protocols.core import MessageHeaders, MessageType, Scalar
 
-__all__ = ["NATIVE_KEY", "ROUTING_TYPE_PROPERTY", "core_type", "from_core", "to_core"]
+__all__ = [
+    "NATIVE_KEY", "ROUTING_TYPE_PROPERTY", "core_layout", "core_type", "from_core", "jms_message_id", "stomp_view",
+    "to_core",
+]
 
 #: ``Message.native`` key of what only CORE has.
 NATIVE_KEY = "core"
@@ -56,6 +67,8 @@ NATIVE_KEY = "core"
 ROUTING_TYPE_PROPERTY = "_AMQ_ROUTING_TYPE"
 
 _NATIVE_VERSION = 1
+#: ``Message.native`` key of an AMQP producer's sections (amqp_convert.NATIVE_KEY)
+_AMQP_KEY = "amqp"
 _USER_ID = 0x01  # a 16-byte userID (the JMS message id) follows
 _NULL_TEXT = 0x02  # a TEXT message whose text is null
 _CORE_BODY = 0x04  # the body is kept in CORE's layout
@@ -166,18 +179,21 @@ def to_core(message: Message) -> tuple[bytes, MessageHeaders]:
     native = message.native.get(NATIVE_KEY) if message.native else None
     body = message.body
     user_id = None
+    properties = message.properties
     if native is not None and len(native) >= _NATIVE.size and native[0] == _NATIVE_VERSION:
         _version, kind, flags = _NATIVE.unpack_from(native)
         if flags & _USER_ID:
             user_id = bytes(native[3:19])
         if kind == _TEXT and not flags & _CORE_BODY:
             body = _text_body(None if flags & _NULL_TEXT else body.decode("utf-8", "surrogatepass"))
-    elif message.body_type == BodyType.TEXT:
-        kind = _TEXT
-        body = _text_body(body.decode("utf-8", "replace"))
     else:
-        kind, body = _foreign_body(message)
-    properties = message.properties
+        if message.body_type == BodyType.TEXT:
+            kind = _TEXT
+            body = _text_body(body.decode("utf-8", "replace"))
+        else:
+            kind, body = _foreign_body(message)
+        # another protocol's: its correlation id and reply-to as a JMS client's properties
+        properties = jms_headers.foreign_properties(message, message.native.get(_AMQP_KEY))
     pairs = tuple((name, _to_core_value(value)) for name, value in properties.items()) if properties else None
     headers = MessageHeaders(
         message.message_id,
@@ -193,12 +209,37 @@ def to_core(message: Message) -> tuple[bytes, MessageHeaders]:
     return body, headers
 
 
+def core_layout(kind: MessageType) -> bytes:
+    """``native[NATIVE_KEY]`` for a body another protocol wrote in CORE's layout (a JMS map,
+    stream or object body converted with :mod:`.jms_bodies`), so CORE and AMQP read it."""
+    return _NATIVE.pack(_NATIVE_VERSION, kind, _CORE_BODY)
+
+
 def core_type(message: Message) -> MessageType | None:
     """The CORE type a CORE client gave ``message``, None for a message from another protocol."""
     native = message.native.get(NATIVE_KEY) if message.native else None
     if native is None or len(native) < _NATIVE.size or native[0] != _NATIVE_VERSION:
         return None
     return MessageType(native[1]) if native[1] in MessageType._value2member_map_ else None
+
+
+def stomp_view(message: Message) -> Message:
+    """``message`` as a STOMP consumer gets it: a JMS client's converted as Artemis does
+    (:func:`junction.brokercore.jms_headers.for_stomp`), any other as it is."""
+    native = message.native.get(NATIVE_KEY) if message.native else None
+    if native is None or len(native) < _NATIVE.size or native[0] != _NATIVE_VERSION:
+        return message
+    _version, kind, flags = _NATIVE.unpack_from(native)
+    raw = kind != _BYTES and (kind != _TEXT or flags & _CORE_BODY)
+    return jms_headers.for_stomp(message, message.body if raw else None)
+
+
+def jms_message_id(message: Message) -> str | None:
+    """A JMS client's message id (``ID:`` and its userID as a UUID), None for another's."""
+    native = message.native.get(NATIVE_KEY) if message.native else None
+    if native is None or len(native) < _NATIVE.size + 16 or native[0] != _NATIVE_VERSION or not native[2] & _USER_ID:
+        return None
+    return f"ID:{uuid.UUID(bytes=bytes(native[3:19]))}"
 
 
 _AMQP_SECTIONS = b"\x00"  # an AMQP body kept as its encoded sections starts with a described type
@@ -208,16 +249,51 @@ def _foreign_body(message: Message) -> tuple[MessageType, bytes]:
     """The CORE type and body of a message another protocol sent (see the module doc)."""
     body_type, body = message.body_type, message.body
     if body_type == BodyType.BYTES:
-        content_type = message.properties.get("content-type") if message.properties else None
-        if content_type is not None and str(getattr(content_type, "value", content_type)) == jms_bodies.SERIALIZED_CONTENT_TYPE:
+        content_type = _content_type(message)
+        if content_type == jms_bodies.SERIALIZED_CONTENT_TYPE:
             return MessageType.OBJECT, jms_bodies.object_body(body)
+        if _AMQP_KEY in message.native and jms_headers.textual_charset(content_type) == "UTF-8":
+            # an AMQP data section of UTF-8 text (a STOMP frame's content-type does not count)
+            try:
+                return _TEXT, _text_body(bytes(body).decode("utf-8"))
+            except UnicodeDecodeError:
+                pass
         return _BYTES, body
+    if body_type == BodyType.NONE and not body:
+        return _no_body(message)
     if body_type in (BodyType.MAP, BodyType.STREAM) and body[:1] == _AMQP_SECTIONS:
         try:
             return _amqp_jms_body(body_type, body)
         except ValueError:
             pass  # not a map or list after all: the bytes as they are
     return _DEFAULT, body
+
+
+def _no_body(message: Message) -> tuple[MessageType, bytes]:
+    """The CORE type of an AMQP message without a body (Artemis's AmqpCoreConverter): an
+    amqp-value null is a TextMessage with a null text; no body section a BytesMessage, an
+    ObjectMessage with the serialized content-type, a TextMessage (null) with a textual
+    one, a Message with any other."""
+    sections = message.native.get(_AMQP_KEY) if message.native else None
+    if sections is not None:
+        try:
+            if sections_codec.decode_message(bytes(sections)).body:
+                return _TEXT, _text_body(None)  # an amqp-value null
+        except ValueError:
+            pass
+    content_type = _content_type(message)
+    if content_type is None or content_type == "application/octet-stream":
+        return _BYTES, b""
+    if content_type == jms_bodies.SERIALIZED_CONTENT_TYPE:
+        return MessageType.OBJECT, b""
+    if jms_headers.textual_charset(content_type) is not None:
+        return _TEXT, _text_body(None)
+    return _DEFAULT, b""
+
+
+def _content_type(message: Message) -> str | None:
+    value = message.properties.get("content-type") if message.properties else None
+    return None if value is None else str(getattr(value, "value", value))
 
 
 def _amqp_jms_body(body_type: BodyType, body: bytes) -> tuple[MessageType, bytes]:

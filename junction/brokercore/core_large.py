@@ -3,9 +3,13 @@
 A message above the client's ``minLargeMessageSize`` arrives as
 SESS_SEND_LARGE (its headers) and SESS_SEND_CONTINUATION chunks.  Each chunk
 goes straight to the message's file in the large-messages directory
-(:mod:`junction.brokercore.large_messages`); the last one closes (and, for a
-durable message, fsyncs) the file and routes a message whose body is empty
-and whose ``native`` entry names the file.  In memory there is one chunk at a
+(:mod:`junction.brokercore.large_messages`); the last one closes the file and routes a message whose body is empty
+and whose ``native`` entry names the file.  A durable message's file is
+fsynced first, on the reactor's thread pool: the event loop goes on, and the
+session's later sends wait behind it, so their order holds.  Inside a
+transaction (local or XA), or while an earlier send waits on a BLOCKed
+address, the fsync is inline instead: a commit, prepare or rollback must find
+the send where the client put it.  In memory there is one chunk at a
 time (the codec's packet bound).
 
 A CORE consumer gets such a message as SESS_RECEIVE_LARGE_MSG (headers and
@@ -18,6 +22,9 @@ size, as Artemis does.
 
 A continuation with no SESS_SEND_LARGE before it is a protocol error: an
 EXCEPTION (ILLEGAL_STATE) and the end of that connection only.
+
+STOMP and AMQP consumers get large messages streamed from the same file by
+their own adapters (:mod:`junction.brokercore.large_bodies`).
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ from junction.brokercore.large_messages import NATIVE_KEY, parse_reference, refe
 from junction.protocols.core import ExceptionType, encode_packet
 from junction.protocols.core import packets as p
 
-__all__ = ["LargeHandlers", "DEFAULT_CHUNK", "MAX_CONVERTED_LARGE", "deliver_large", "is_large", "readable"]
+__all__ = ["LargeHandlers", "DEFAULT_CHUNK", "deliver_large", "is_large"]
 
 log = logging.getLogger("junction.core")
 
@@ -127,10 +134,17 @@ class LargeHandlers:
             self.confirm(packet, self.null_response(packet) if packet.requires_response else None)
             return
         self.large_in = None
-        size = writer.finish(sync=bool(headers.durable))
+        size = writer.size
         body_size = packet.message_body_size if packet.message_body_size is not None and packet.message_body_size >= 0 else size
+        native = {NATIVE_KEY: reference(writer.file_id, size), LARGE_SIZE: body_size}
+        synced = None
+        transacted = self.tx is not None and not self.auto_commit_sends
+        if headers.durable and not transacted and not self.session.sends_blocked:
+            synced = writer.finish_synced()  # routed once the file is on disk
+        else:
+            writer.finish(sync=bool(headers.durable))
         try:
-            self._route(packet, headers, b"", {NATIVE_KEY: reference(writer.file_id, size), LARGE_SIZE: body_size})
+            self._route(packet, headers, b"", native, after=synced)
         except BaseException:
             writer.abort()
             raise
@@ -150,33 +164,3 @@ def make_message(body: bytes, headers, name: str, large: dict | None):
         message.properties[LARGE_SIZE] = large[LARGE_SIZE]
     return message
 
-
-#: The largest large message converted, whole in memory, for a STOMP or AMQP consumer (which
-#: have no continuations here); a larger one reaches them with an empty body and a warning.
-MAX_CONVERTED_LARGE = 16 * 1024 * 1024
-
-
-def readable(message, server):
-    """``message`` with its body in memory, for a consumer of another protocol.
-
-    A regular message is returned as it is.  A large one is read from its file (up to
-    :data:`MAX_CONVERTED_LARGE`) and converted as a CORE message with that body would be.
-    """
-    native = message.native
-    if not native or NATIVE_KEY not in native:
-        return message
-    file_id, size = parse_reference(native[NATIVE_KEY])
-    store = getattr(server, "large_messages", None)
-    try:
-        if store is None:
-            raise ValueError("no large-messages directory")
-        body = store.read_all(file_id, MAX_CONVERTED_LARGE)
-    except (OSError, ValueError) as exc:
-        log.warning("large message %s (%d bytes) delivered with no body: %s", message.message_id, size, exc)
-        return message
-    _, headers = to_core(message)
-    converted = from_core(body, headers, message.address)
-    converted.message_id = message.message_id
-    converted.routing_type = message.routing_type
-    converted.native.pop(NATIVE_KEY, None)
-    return converted

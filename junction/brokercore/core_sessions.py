@@ -354,8 +354,9 @@ class CoreSession(ConsumerHandlers, QueueHandlers, XaHandlers, LargeHandlers):
     def _on_send(self, packet: p.SessSend) -> None:
         self._route(packet, packet.headers, packet.body, None)
 
-    def _route(self, packet, headers, body: bytes, native: dict | None) -> None:
-        """Route a sent message (a SESS_SEND, or a large message's last continuation)."""
+    def _route(self, packet, headers, body: bytes, native: dict | None, after=None) -> None:
+        """Route a sent message (a SESS_SEND, or a large message's last continuation); with
+        ``after`` (a Deferred: its file's fsync) once that fires, later sends waiting behind."""
         address = headers.address
         if address is None:
             address = self.producers.get(packet.sender_id) or self.default_address
@@ -365,12 +366,21 @@ class CoreSession(ConsumerHandlers, QueueHandlers, XaHandlers, LargeHandlers):
         message = make_message(body, headers, name, native)
         if prefixed is not None:
             message.routing_type = prefixed
-        if self.tx is not None and not self.auto_commit_sends:
-            self.session.send(message, routing_type=message.routing_type, tx=self.tx)
-            d = None
+        # the transaction the send belongs to is the one open now, whenever it goes
+        tx = self.tx if self.tx is not None and not self.auto_commit_sends else None
+        if after is None:
+            d = self._send(message, tx)
         else:
-            d = self.session.submit(message, message.routing_type)
+            d = after.addCallback(lambda _: self._send(message, tx, heading=True))
+            self.session.hold_later_sends(d)  # a commit waits behind it too
         self.confirm(packet, self.null_response(packet) if packet.requires_response else None, d)
+
+    def _send(self, message, tx, *, heading: bool = False):
+        """Send ``message`` (into ``tx`` if not None)."""
+        if tx is not None:
+            self.session.send(message, routing_type=message.routing_type, tx=tx)
+            return None
+        return self.session.submit(message, message.routing_type, heading=heading)
 
     def _on_request_credits(self, packet: p.SessProducerRequestCredits) -> None:
         grant = encode_packet(p.SessProducerCredits(packet.credits, packet.address, channel_id=self.channel))

@@ -7,15 +7,16 @@ durable send confirmed to the client survives kill -9.  The broker's message
 then carries only a reference (:data:`NATIVE_KEY` in ``Message.native``: the
 file's name and the body's size), which the journal keeps with the message.
 
-A file is named by a number unique in this directory (:meth:`new_id`); on
-start the files no recovered message refers to are removed
-(:meth:`remove_orphans`).  A large message's file is deleted when no queue
-holds the message any more; a message routed nowhere deletes it at once.
+A file is named by a number unique in this directory (:meth:`new_id`).  When
+a file goes -- with the last reference to its message, or on start when no
+message needs it -- is :mod:`junction.brokercore.large_lifecycle`'s business.
 """
 
 from __future__ import annotations
 
 import os
+
+from twisted.internet import defer, threads
 
 __all__ = ["LargeMessageStore", "LargeWriter", "NATIVE_KEY", "SUFFIX", "reference", "parse_reference"]
 
@@ -61,6 +62,32 @@ class LargeWriter:
         f.close()
         return self.size
 
+    def finish_synced(self) -> defer.Deferred:
+        """Close the file once it is fsynced; a Deferred firing with the body's size.
+
+        The fsync runs on the reactor's thread pool when the store has a reactor (a
+        large file's fsync can take as long as writing it: the event loop goes on
+        meanwhile), inline otherwise.  On failure the file is deleted and the
+        Deferred fails with the OSError.
+        """
+        f = self._file
+        f.flush()
+
+        def sync_and_close() -> int:
+            try:
+                os.fsync(f.fileno())
+            finally:
+                f.close()
+            return self.size
+
+        d = self.store.in_thread(sync_and_close)
+        d.addErrback(self._failed)
+        return d
+
+    def _failed(self, failure):
+        self.store.delete(self.file_id)
+        return failure
+
     def abort(self) -> None:
         """Drop a half-written message (its sender went away)."""
         if not self._file.closed:
@@ -71,8 +98,10 @@ class LargeWriter:
 class LargeMessageStore:
     """The large-messages directory (``large-messages-directory``, Artemis's default ``data/largemessages``)."""
 
-    def __init__(self, directory: str):
+    def __init__(self, directory: str, *, reactor=None):
         self.directory = directory
+        #: whose thread pool fsyncs a durable message's file (None: fsync inline)
+        self.reactor = reactor
         os.makedirs(directory, exist_ok=True)
         self._next = 1 + max(self._ids(), default=0)
 
@@ -81,6 +110,13 @@ class LargeMessageStore:
             stem, dot, ext = name.partition(".")
             if dot and "." + ext == SUFFIX and stem.isdigit():
                 yield int(stem)
+
+    def in_thread(self, fn) -> defer.Deferred:
+        """``fn()`` on the reactor's thread pool (inline without a reactor); its result's Deferred."""
+        reactor = self.reactor
+        if reactor is None:
+            return defer.maybeDeferred(fn)
+        return threads.deferToThreadPool(reactor, reactor.getThreadPool(), fn)
 
     def path(self, file_id: int) -> str:
         return os.path.join(self.directory, f"{file_id}{SUFFIX}")

@@ -116,6 +116,7 @@ class PagingManager:
             message = decode_message(payload[4 + 8 * count :])
             queues = [q for q in (server.queue_by_id(i) for i in ids) if q is not None and not q.deleted]
             if not queues:
+                post_office._drop_large(message)
                 continue
             durable_ids = []
             if message.durable and self.storage.persistent:

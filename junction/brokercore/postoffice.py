@@ -31,8 +31,8 @@ from functools import partial
 from twisted.internet import defer
 
 from junction.brokercore.events import carry_trace, put_after
+from junction.brokercore.large_lifecycle import LargeRefs
 from junction.brokercore.large_messages import NATIVE_KEY as LARGE_KEY
-from junction.brokercore.large_messages import parse_reference
 from junction.brokercore.pager import PagingManager
 from junction.brokercore.queue import MessageRef, Queue
 from junction.brokercore.storage import quiet_failure
@@ -101,6 +101,8 @@ class PostOffice:
         self.pager = PagingManager(server, self)
         #: message id -> durable queue references holding its journal record
         self.durable_refs: dict[int, int] = {}
+        #: references per large-message file: the file goes with the last
+        self.large_refs = LargeRefs(server)
         #: (message id, address) -> queue references holding it (address limits)
         self._address_refs: dict[tuple, int] = {}
         self._wildcard_cache: OrderedDict = OrderedDict()
@@ -128,6 +130,7 @@ class PostOffice:
         if DUPLICATE_ID in message.properties and self.check_duplicate(address.name, message):
             self.messages_duplicate += 1
             log.info("duplicate message %r on %s ignored", message.duplicate_id, address.name)
+            self._drop_large(message)
             return None
         policy = "PAGE" if address.paging else self.address_full(address, message.encoded_size())
         if policy is None:
@@ -153,6 +156,7 @@ class PostOffice:
             )
         if policy == "DROP":
             self.messages_dropped += 1
+            self._drop_large(message)
             return None
         # BLOCK: hold this producer until the address has room, then try again.
         waiting = self.wait_for_space(address)
@@ -179,6 +183,7 @@ class PostOffice:
         for message, address, queues in routes:
             if self.check_duplicate(address.name, message):
                 self.messages_duplicate += 1
+                self._drop_large(message)
                 continue
             self.route(message, sender, address, queues, storage_tx)
 
@@ -192,6 +197,7 @@ class PostOffice:
                 self.route_internal(message.copy(address=settings.dead_letter_address))
             else:
                 self.messages_dropped += 1
+                self._drop_large(message)
             return None
         confirmed = self.deliver_to_queues(message, queues, tx=storage_tx)
         events = self.server.message_events
@@ -450,19 +456,31 @@ class PostOffice:
             self.add_refs(message, queues, bool(durable_ids))
         return confirmed
 
+    def _drop_large(self, message: Message) -> None:
+        """``message`` goes nowhere (no route, DROP, a duplicate): a large one's file goes too."""
+        if message.native and LARGE_KEY in message.native:
+            self.large_refs.dropped(message)
+
     def add_refs(self, message: Message, queues: list, stored: bool) -> None:
         """Put ``message`` on ``queues`` (``stored``: its journal record names the durable ones)."""
         size = message.encoded_size()
+        large = LARGE_KEY in message.native if message.native else False
         for queue in queues:
             if queue.deleted:
                 if stored and queue.durable and not queue.definition.temporary:
                     # Deleted while a transaction held the message: release its record.
+                    if large:
+                        self.large_refs.added(message)
                     quiet_failure(self.settle(MessageRef(message, queue, persisted=True, size=size), account=False))
                 continue
             persisted = stored and queue.definition.durable and not queue.definition.temporary
             ref = MessageRef(message, queue, 0, None, persisted, size)
             self._account_added(queue, ref)
+            if large:
+                self.large_refs.added(message)
             queue.add(ref)
+        if large:
+            self._drop_large(message)  # on no queue after all: its file goes
 
     def restore(self, message: Message, refs: list) -> bool:
         """Put a message the journal recovered back on its queues: ``refs`` are
@@ -473,6 +491,8 @@ class PostOffice:
             self.account(queue, ref, +1)
             queue.add(ref)
             count += 1
+        if count and message.native and LARGE_KEY in message.native:
+            self.large_refs.added(message, count)
         if count:
             self.durable_refs[message.message_id] = count
         return bool(count)
@@ -489,7 +509,11 @@ class PostOffice:
         """Release a reference; returns the ack's storage Deferred if one was written."""
         if account:
             self.account(ref.queue, ref, -1)
+        native = ref.message.native
+        large = LARGE_KEY in native if native else False
         if not ref.persisted:
+            if large:
+                self.large_refs.settled(ref.message)
             return None
         mid = ref.message.message_id
         remaining = self.durable_refs.get(mid, 1) - 1
@@ -499,18 +523,13 @@ class PostOffice:
             self.durable_refs[mid] = remaining
         if tx is not None:
             tx.ack(mid, ref.queue.id, remaining)
+            if large:
+                self.large_refs.settled(ref.message, tx=tx)
             return None
         d = self.storage.ack(mid, ref.queue.id, remaining, sync=False)
-        if remaining <= 0 and LARGE_KEY in ref.message.native:
-            d.addCallback(self._large_gone, ref.message)
+        if large:
+            self.large_refs.settled(ref.message, stored=d)
         return d
-
-    def _large_gone(self, result, message):
-        """A large message's record is deleted: its file in the large-messages directory goes too."""
-        store = getattr(self.server, "large_messages", None)
-        if store is not None:
-            store.delete(parse_reference(message.native[LARGE_KEY])[0])
-        return result
 
     def _account_added(self, queue: Queue, ref: MessageRef) -> None:
         """``account(queue, ref, +1)``, for the routing hot path."""

@@ -23,6 +23,7 @@ from twisted.internet import defer
 
 from junction.brokercore.address import Address
 from junction.brokercore.events import carry_trace
+from junction.brokercore.large_lifecycle import own_file, remove_orphans
 from junction.brokercore.postoffice import PostOffice
 from junction.brokercore.queue import MessageRef, Queue, QueueDefinition
 from junction.brokercore.storage import (
@@ -114,6 +115,7 @@ class BrokerServer:
         self.storage.start()
         self._recover(recovered)
         self.post_office.pager.recover(recovered.page_cursors)
+        remove_orphans(self, recovered)
         if events is not None:  # what the delivery audit needs to know of this restart
             paged = [name for name, address in self.addresses.items() if address.paging]
             names = {queue_id: queue.name for queue_id, queue in self._queues_by_id.items() if queue.durable}
@@ -450,6 +452,7 @@ class BrokerServer:
         if dla:
             carry_trace(ref.message, self.node_id)
             copy = ref.message.copy(address=dla, message_id=0)
+            own_file(self, copy)
             copy.properties[ORIGINAL_ADDRESS] = ref.message.address
             copy.properties[ORIGINAL_QUEUE] = ref.queue.name
             if settings.auto_create_dead_letter_resources:
@@ -474,6 +477,7 @@ class BrokerServer:
         if target:
             carry_trace(ref.message, self.node_id)
             copy = ref.message.copy(address=target, message_id=0, expiration=0)
+            own_file(self, copy)
             copy.properties[ORIGINAL_ADDRESS] = ref.message.address
             copy.properties[ORIGINAL_QUEUE] = ref.queue.name
             copy.properties[ACTUAL_EXPIRY] = self.now_ms()

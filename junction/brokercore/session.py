@@ -36,6 +36,7 @@ from junction.model.message import Message, RoutingType
 log = logging.getLogger("junction.session")
 
 __all__ = [
+    "WRITING",
     "AddressQuery",
     "BindingQuery",
     "ConnectionInfo",
@@ -100,6 +101,12 @@ class ConnectionInfo:
         return info, accepted_at
 
 
+#: What a delivery callback returns when it has not written the whole delivery yet (a large
+#: body streamed from its file): an auto-ack consumer then acknowledges it at
+#: :meth:`ServerConsumer.written`, not when the callback returns.
+WRITING = object()
+
+
 def _call_then_pass(value, fn):
     fn()
     return value
@@ -152,7 +159,20 @@ class ServerConsumer:
             session._consumer_of[id(ref)] = self
             self.on_delivery(self, ref)
             return
-        self.on_delivery(self, ref)
+        if self.on_delivery(self, ref) is WRITING:
+            return  # acknowledged once written (see written)
+        self._auto_acknowledge(ref)
+
+    def written(self, ref: MessageRef) -> None:
+        """The delivery of ``ref`` the callback answered :data:`WRITING` for is all written:
+        an auto-ack consumer acknowledges it now (so a connection lost half way through a
+        large body gives the message back rather than lose it)."""
+        if self.auto_ack:
+            self._auto_acknowledge(ref)
+
+    def _auto_acknowledge(self, ref: MessageRef) -> None:
+        session = self.session
+        events = session.server.message_events
         if not self.closed:
             stored = self.queue.acknowledge(ref)
             if stored is not None:
@@ -357,15 +377,17 @@ class ServerSession(SessionQueues):
         if not message.user_id:
             message.user_id = self.user
 
-    def submit(self, message: Message, routing_type: RoutingType | None = None) -> defer.Deferred | None:
+    def submit(self, message: Message, routing_type: RoutingType | None = None, *, heading: bool = False) -> defer.Deferred | None:
         """:meth:`send` outside a transaction, for protocol adapters on the hot path.
 
         Returns None when the message is already safe (nothing was stored, or
         it was not durable): no Deferred to create, fire and wait on.
-        Otherwise the Deferred :meth:`send` returns.
+        Otherwise the Deferred :meth:`send` returns.  ``heading``: this send is
+        the one the chain of later sends waits on (:meth:`hold_later_sends`),
+        run from its own Deferred: it goes now.
         """
         self._authorise_send(message)
-        if self._send_chain is not None:
+        if self._send_chain is not None and not heading:
             # An earlier send waits for space on a BLOCKed address: keep order.
             d = self._send_chain
             result = defer.Deferred()
@@ -383,6 +405,8 @@ class ServerSession(SessionQueues):
 
     def hold_later_sends(self, d: defer.Deferred) -> None:
         """The post office holds a send on a BLOCKed address until ``d`` fires: later sends wait.
+        (So does a protocol adapter whose send waits for something first, e.g. a large
+        message's file to be synced; it then sends with ``submit(..., heading=True)``.)
 
         A fresh blocked send heads the chain later sends wait on.  A send that
         runs from the chain (or a retry that blocks again) must not replace

@@ -30,7 +30,14 @@ from twisted.internet.protocol import Protocol
 from zope.interface import implementer
 
 from junction import __version__
+from junction.brokercore.scheduled import SCHEDULED_DELIVERY
+from junction.brokercore.scheduled_headers import (
+    SCHEDULED_DELAY_HEADER,
+    SCHEDULED_TIME_HEADER,
+    stomp_delivery_time,
+)
 from junction.brokercore.session import ConnectionInfo, ServerSession
+from junction.brokercore.stomp_large import StompStreaming
 from junction.brokercore.stomp_subscriptions import StompSubscriptions, _Subscription, int_header
 from junction.edge.acceptor import (
     AcceptorFactory,
@@ -78,6 +85,8 @@ _SEND_RESERVED = frozenset(
         "destination-type",
         "message-id",
         "timestamp",
+        SCHEDULED_DELAY_HEADER,
+        SCHEDULED_TIME_HEADER,
     }
 )
 _SECURITY_ERRORS: tuple = ()
@@ -122,7 +131,7 @@ class _Failure:
 
 
 @implementer(interfaces.IPushProducer)
-class StompProtocol(StompSubscriptions, Protocol):
+class StompProtocol(StompSubscriptions, StompStreaming, Protocol):
     """One STOMP connection to a broker node."""
 
     def __init__(self, server, *, acceptor=None, limits=None, reactor=None, security=None):
@@ -164,6 +173,10 @@ class StompProtocol(StompSubscriptions, Protocol):
         self._out: list[bytes] = []
         self._out_size = 0
         self._reading_paused = False
+        #: the transport's write buffer is full (IPushProducer)
+        self._transport_paused = False
+        #: the large MESSAGE body being written (junction.brokercore.stomp_large), or None
+        self._stream = None
         self._connect_timer = None
         self._send_timer = None
         self._recv_timer = None
@@ -262,13 +275,20 @@ class StompProtocol(StompSubscriptions, Protocol):
         self._confirm.clear()
         self._out.clear()
         self._out_size = 0
+        self._stream_abort()
 
     # IPushProducer: the transport's write buffer is full / drained.
     def pauseProducing(self):
+        self._transport_paused = True
         if self.session is not None:
             self.session.set_paused(True)
 
     def resumeProducing(self):
+        self._transport_paused = False
+        if self._stream is not None:
+            self._stream_pump()
+            if self._stream is not None:
+                return
         # A connection on its way out stays paused (see _stop_deliveries).
         state = self.connection.state
         if self.session is not None and not (state is _CLOSED or state is _DISCONNECTING):
@@ -283,6 +303,9 @@ class StompProtocol(StompSubscriptions, Protocol):
             self._end_batch()
         if self.transport is None:
             return
+        if self._stream is not None:
+            self._stream_hold(self.codec.send(frame))
+            return
         self.transport.write(self.codec.send(frame))
         self._last_write = self.reactor.seconds()
 
@@ -291,6 +314,9 @@ class StompProtocol(StompSubscriptions, Protocol):
         if self._out:
             self._end_batch()
         if self.transport is None:
+            return
+        if self._stream is not None:
+            self._stream_hold(data)
             return
         self.transport.write(data)
         self._last_write = self.reactor.seconds()
@@ -304,6 +330,9 @@ class StompProtocol(StompSubscriptions, Protocol):
         out.clear()
         self._out_size = 0
         if self.transport is None:
+            return
+        if self._stream is not None:
+            self._stream_hold(data)
             return
         self.transport.write(data)
         self._last_write = self.reactor.seconds()
@@ -325,6 +354,12 @@ class StompProtocol(StompSubscriptions, Protocol):
             return
         self._stop_deliveries()
         log.info("STOMP connection %s: %s", self._peer(), message)
+        if self._stream is not None:
+            # An ERROR now would land inside the large body being written: cut it short.
+            self._stream_abort()
+            if self.transport is not None:
+                self.transport.loseConnection()
+            return
         self._write(error)
         if self.transport is not None:
             self.transport.loseConnection()
@@ -362,7 +397,9 @@ class StompProtocol(StompSubscriptions, Protocol):
             if entry.close_after:
                 self._stop_deliveries()
                 self.connection.close()
-                if self.transport is not None:
+                if self._stream is not None:
+                    self._stream.close_after = True  # after the large body being written
+                elif self.transport is not None:
                     self.transport.loseConnection()
                 return
         if self._reading_paused and len(queue) < self.max_pending // 2 and self.connection.state is not _CLOSED:
@@ -478,7 +515,7 @@ class StompProtocol(StompSubscriptions, Protocol):
         if self.connection.state is _CLOSED or self.transport is None:
             return
         now = self.reactor.seconds()
-        if now - self._last_write >= self._send_interval * 0.9:
+        if now - self._last_write >= self._send_interval * 0.9 and self._stream is None:
             self._end_batch()
             self.transport.write(self.codec.heartbeat())
             self._last_write = now
@@ -537,6 +574,7 @@ class StompProtocol(StompSubscriptions, Protocol):
         expiration = 0
         correlation_id = reply_to = None
         error = None
+        scheduled_delay = scheduled_time = None
         for key, value in frame.headers:
             if key in _SEND_RESERVED:
                 if key == "destination":
@@ -573,6 +611,10 @@ class StompProtocol(StompSubscriptions, Protocol):
                 elif key == "destination-type":
                     if destination_type is None:
                         destination_type = value
+                elif key == SCHEDULED_DELAY_HEADER:
+                    scheduled_delay = value
+                elif key == SCHEDULED_TIME_HEADER:
+                    scheduled_time = value
                 continue
             if key not in properties:
                 properties[key] = value
@@ -581,6 +623,11 @@ class StompProtocol(StompSubscriptions, Protocol):
         )
         if error is not None:
             raise error
+        now_ms = int(self.reactor.seconds() * 1000)
+        if scheduled_delay is not None or scheduled_time is not None:
+            at = stomp_delivery_time(scheduled_delay, scheduled_time, now_ms)
+            if at:
+                properties[SCHEDULED_DELIVERY] = at
         # Positional, in Message's field order (address, body, body_type,
         # durable, priority, expiration, timestamp, routing_type, properties,
         # user_id, correlation_id, reply_to): a dataclass's __init__ matches
@@ -592,7 +639,7 @@ class StompProtocol(StompSubscriptions, Protocol):
             durable,
             priority,
             expiration,
-            int(self.reactor.seconds() * 1000),
+            now_ms,
             None,
             properties,
             None,

@@ -22,7 +22,8 @@ and written by the codec's one fast encoder.
 
 from __future__ import annotations
 
-from junction.brokercore.core_large import readable
+from junction.brokercore.core_convert import stomp_view
+from junction.brokercore.large_bodies import LargeBody, outgoing
 from junction.brokercore.stomp_acks import AckNotFound, find, joined, release
 from junction.model.message import RoutingType, Typed, plain
 from junction.protocols.stomp import Frame
@@ -31,6 +32,7 @@ from junction.protocols.stomp.builders import (
     header_text,
     message_frame,
     message_head,
+    streamed_head,
 )
 from junction.protocols.stomp.connection import StompError
 
@@ -169,8 +171,12 @@ class StompSubscriptions:
 
         def deliver(server_consumer, ref):
             message = ref.message
+            large = None
             if message.native:
-                message = readable(message, server_consumer.session.server)
+                message = outgoing(message, server_consumer.session.server, decode_jms=False)
+                if message.__class__ is LargeBody:
+                    large, message = message, message.message
+                message = stomp_view(message)
             mid = str(message.message_id)
             if client_ack:
                 pending[mid] = ref
@@ -187,7 +193,9 @@ class StompSubscriptions:
                 header_value,
             )
             if data is None:  # something needs escaping or checking: the codec's path
-                data = self.codec.send(self._message_frame(sub, ref, mid, ack))
+                data = self.codec.send(self._message_frame(sub, ref, mid, ack, message))
+            if large is not None:  # its body streamed from its file (stomp_large)
+                return self._stream_start(server_consumer, ref, streamed_head(data, large.size), large)
             out.append(data)
             self._out_size += len(data)
             if self._out_size >= MAX_BATCH_BYTES:
@@ -195,9 +203,11 @@ class StompSubscriptions:
 
         return deliver
 
-    def _message_frame(self, sub: _Subscription, ref, mid: str, ack: str | None = None) -> Frame:
-        """The MESSAGE for ``ref`` as a Frame, without the headers this version cannot carry."""
-        message = ref.message
+    def _message_frame(self, sub: _Subscription, ref, mid: str, ack: str | None = None, message=None) -> Frame:
+        """The MESSAGE for ``ref`` (its ``message`` as converted for STOMP) as a Frame, without
+        the headers this version cannot carry."""
+        if message is None:
+            message = ref.message
         destination = sub.destination
         if destination is None or "#" in destination or "*" in destination:
             destination = sub.prefix + message.address

@@ -54,7 +54,7 @@ __all__ = [
 #: that protocol's broker adapter, when the acceptor serves it; ``TLS`` the
 #: TLS listener, when ``sslEnabled=true``; ``PROXY`` the PROXY protocol reader;
 #: ``ADMISSION`` the per-source limits.
-ACCEPTOR_PARTS = frozenset({"LISTENER", "GATEWAY", "STOMP", "AMQP", "CORE", "TLS", "PROXY", "ADMISSION"})
+ACCEPTOR_PARTS = frozenset({"LISTENER", "GATEWAY", "STOMP", "AMQP", "CORE", "OPENWIRE", "TLS", "PROXY", "ADMISSION"})
 #: What acts on a connector's parameters: ``FORWARD`` the gateway's (and the
 #: cluster's) outgoing connection; ``TLS`` its TLS client; ``PROXY`` the PROXY
 #: header the gateway writes; ``PROBE`` a router pool's readiness probe.
@@ -86,7 +86,7 @@ def _p(name, parse=None, default=None, acceptor="", connector="") -> Param:
 _WHOLE = integer(minus_one=True)  # -1: unlimited / the system's
 _NON_NEGATIVE = integer(0)
 _POSITIVE = integer(1)
-_SERVED = "STOMP AMQP CORE"  # read by every broker adapter
+_SERVED = "STOMP AMQP CORE OPENWIRE"  # read by every broker adapter
 
 # fmt: off
 #: Every URL parameter some part of Junction acts on (docs/configuration.md, docs/tls.md).

@@ -73,7 +73,7 @@ class BrokerService(NodeService):
         )
         from junction.brokercore.large_messages import LargeMessageStore
 
-        node.server.large_messages = LargeMessageStore(node.data_dirs["large_messages"])
+        node.server.large_messages = LargeMessageStore(node.data_dirs["large_messages"], reactor=node.reactor)
 
     def startService(self):
         super().startService()

@@ -146,6 +146,7 @@ BUILT_IN: tuple[ProtocolEntry, ...] = (
         f"{_SIGNATURES}:openwire",
         gateway="junction.gateway.openwire_side:OpenWireSide",
         redirects=True,
+        adapter="junction.brokercore.openwire_server:OpenWireFactory",
     ),
 )
 

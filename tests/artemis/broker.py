@@ -24,14 +24,13 @@ import re
 import shlex
 import signal
 import subprocess
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
 from tests.artemis.cache import ArtemisDist
-from tests.childproc import ChildProcess
-from tests.harness import LOOPBACK, free_port, port_open, wait_for
+from tests.console_child import ChildExited, ConsoleChild
+from tests.harness import LOOPBACK, free_port
 
 #: JVM options a test broker runs with, in place of the shipped collector: C1 only and the
 #: serial collector -- a test broker lives for seconds to minutes on a two-CPU machine, where
@@ -89,11 +88,11 @@ def router_xml(
     )
 
 
-class ArtemisExited(RuntimeError):
+class ArtemisExited(ChildExited):
     """The Artemis broker exited while the harness was waiting for it."""
 
 
-class ArtemisBroker(ChildProcess):
+class ArtemisBroker(ConsoleChild):
     """One real Artemis broker instance in ``tmp_dir/name`` (see the module docstring).
 
     ``user``/``password``: the user ``artemis create`` makes (role ``amq``, every permission);
@@ -108,6 +107,9 @@ class ArtemisBroker(ChildProcess):
     elements of ``<core>`` (``<connectors>``, ``<connection-routers>``: see
     :func:`router_xml`).  ``edit_broker_xml(fn)`` changes anything else.
     """
+
+    kind = "Artemis broker"
+    exited_error = ArtemisExited
 
     def __init__(
         self,
@@ -287,71 +289,19 @@ class ArtemisBroker(ChildProcess):
         Fails fast with :class:`ArtemisExited` if the broker exits while starting; on a
         timeout it is stopped and :class:`TimeoutError` raised; both carry the log tail.
         """
-        if self.running:
-            raise RuntimeError(f"broker {self.name} is already running (pid {self.pid})")
         self.create()
-        self._close_logs()
-        self.starts += 1
-        self.console_path.parent.mkdir(parents=True, exist_ok=True)
-        self._console = open(self.console_path, "ab")  # closed by _close_logs()
-        self._console.write(
-            f"\n===== harness: start #{self.starts} at {time.strftime('%H:%M:%S')} =====\n".encode()
-        )
-        self._console.flush()
-        self._log_offset = self._console.tell()
         env = {k: v for k, v in os.environ.items() if not k.startswith(("ARTEMIS_", "JAVA_ARGS"))}
-        began = time.monotonic()
-        self._spawn(
+        self._run_console(
             [str(self.dir / "bin" / "artemis"), "run"],  # execs the JVM: signals reach it
             cwd=self.dir,
             env=env,
-            stdout=self._console,
-            stderr=subprocess.STDOUT,
+            timeout=timeout,
+            what=f"log {READY_LOG_CODE} and listen on {self.ports}",
         )
-        try:
-            wait_for(
-                self._ready,
-                timeout if timeout is not None else self.startup_timeout,
-                interval=0.05,
-                what=f"Artemis broker {self.name} to log {READY_LOG_CODE} and listen on {self.ports}",
-            )
-        except TimeoutError as e:
-            tail = self.log_tail()
-            self.stop()
-            raise TimeoutError(f"{e}\n--- {self.name} log tail ---\n{tail}") from None
-        except BaseException:
-            self.stop()
-            raise
-        self.startup_seconds = time.monotonic() - began
         return self
 
-    def _ready(self) -> bool:
-        assert self.proc is not None
-        rc = self.proc.poll()
-        if rc is not None:
-            raise ArtemisExited(
-                f"Artemis broker {self.name} exited with status {rc} while starting"
-                f"\n--- {self.name} log tail ---\n{self.log_tail()}"
-            )
-        with open(self.console_path, "rb") as f:
-            f.seek(self._log_offset)
-            if READY_LOG_CODE.encode() not in f.read():
-                return False
-        return all(port_open(p, self.host) for p in self.ports.values())
-
-    def stop(self, timeout: float | None = None) -> int | None:
-        """SIGTERM (Artemis's orderly shutdown), wait up to ``timeout``, then SIGKILL;
-        idempotent.  The exit status: None if never started, :data:`ORDERLY_EXIT` if orderly."""
-        return super().stop(timeout)
-
-    def _close_logs(self) -> None:
-        if self._console is not None:
-            self._console.close()
-            self._console = None
-
-    def __repr__(self) -> str:
-        state = f"pid {self.pid}" if self.running else "stopped"
-        return f"<ArtemisBroker {self.name} {self.url} {state}>"
+    def _logged_ready(self, since_start: bytes) -> bool:
+        return READY_LOG_CODE.encode() in since_start
 
     # ----------------------------------------------------------------- logs
 
@@ -360,12 +310,3 @@ class ArtemisBroker(ChildProcess):
         """The broker's node id, from its start line (``AMQ221001: ... [name, nodeID=...]``)."""
         found = _NODE_ID_RE.findall(self.log_text())
         return found[-1] if found else None
-
-    def log_text(self) -> str:
-        """The console log, whole (every start's)."""
-        p = self.console_path
-        return p.read_text(encoding="utf-8", errors="replace") if p.exists() else ""
-
-    def log_tail(self, lines: int = 40) -> str:
-        """The last ``lines`` lines of the console log, for failure messages."""
-        return "\n".join(self.log_text().splitlines()[-lines:])

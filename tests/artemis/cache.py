@@ -85,13 +85,16 @@ def artemis_cache() -> Path:
 
 
 @contextmanager
-def cache_lock(name: str, timeout: float = LOCK_TIMEOUT_S) -> Iterator[None]:
-    """Hold the exclusive lock ``artemis/<name>.lock`` (an flock: released if the holder dies).
+def cache_lock(
+    name: str, timeout: float = LOCK_TIMEOUT_S, directory: Path | None = None
+) -> Iterator[None]:
+    """Hold the exclusive lock ``<directory>/<name>.lock`` (an flock: released if the holder
+    dies); ``directory`` is :func:`artemis_cache` unless given.
 
     Polled with a deadline, so a process stuck holding it gives a :class:`TimeoutError`
     naming the lock rather than a hung test.
     """
-    path = artemis_cache() / f"{name}.lock"
+    path = (directory or artemis_cache()) / f"{name}.lock"
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+b") as f:
 

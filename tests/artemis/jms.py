@@ -20,8 +20,9 @@ Commands (``op`` and its fields; every field but ``op`` optional)::
                                                 (the new current session)
     send        queue | topic, type: text bytes map object stream message, body, size,
                 count, persistent (true), priority, ttl, delay (ms), properties,
-                indexProperty, correlationId, jmsType, completion (async send with a
-                CompletionListener; waits completionTimeout ms), progress (an event every N)
+                indexProperty, correlationId, jmsType, replyTo (a queue, or topic://name),
+                completion (async send with a CompletionListener; waits
+                completionTimeout ms), progress (an event every N)
                 -> sent, ids (of the messages sent: blocking sends are acknowledged),
                    completed, failed (async)
     consumer    id, queue | topic, selector, durable (subscription name), sharedDurable,
@@ -147,27 +148,30 @@ def compile_sources(dist: ArtemisDist, sources: Path = JAVA_SOURCES) -> Path:
         if out.is_dir():
             return out
         with tempfile.TemporaryDirectory(dir=out.parent, prefix=".javac-") as tmp:
-            cmd = [
-                "javac", "--release", "17", "-encoding", "UTF-8", "-Xlint:all", "-Werror",
-                "-cp", str(dist.client_jar), "-d", tmp, *map(str, files),
-            ]  # fmt: skip
-            try:
-                done = subprocess.run(
-                    cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                    timeout=COMPILE_TIMEOUT_S,
-                )  # fmt: skip
-            except FileNotFoundError:
-                raise RuntimeError(
-                    "javac is needed to compile tests/java; ./test.sh installs a JDK "
-                    "(apt-get install default-jdk-headless)"
-                ) from None
-            if done.returncode != 0:
-                raise RuntimeError(
-                    f"javac failed (exit {done.returncode}):\n{done.stdout}{done.stderr}"
-                )
+            javac(files, str(dist.client_jar), Path(tmp))
             os.rename(tmp, out)
             os.mkdir(tmp)  # for TemporaryDirectory's cleanup
     return out
+
+
+def javac(files: Sequence[Path], classpath: str, dest: Path) -> None:
+    """Compile ``files`` against ``classpath`` into ``dest`` (Java 17, every lint a failure);
+    RuntimeError with javac's output if it fails."""
+    cmd = [
+        "javac", "--release", "17", "-encoding", "UTF-8", "-Xlint:all", "-Werror",
+        "-cp", classpath, "-d", str(dest), *map(str, files),
+    ]  # fmt: skip
+    try:
+        done = subprocess.run(
+            cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S
+        )
+    except FileNotFoundError:
+        raise RuntimeError(
+            "javac is needed to compile tests/java; ./test.sh installs a JDK "
+            "(apt-get install default-jdk-headless)"
+        ) from None
+    if done.returncode != 0:
+        raise RuntimeError(f"javac failed (exit {done.returncode}):\n{done.stdout}{done.stderr}")
 
 
 class JmsRun:

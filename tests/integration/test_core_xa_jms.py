@@ -150,6 +150,10 @@ def _reconnecting(url: str) -> str:
     return url + ("&" if "?" in url else "?") + "reconnectAttempts=-1&retryInterval=100"
 
 
+class FailoverGaveUp(Exception):
+    """The client ended its failover without reconnecting (FAILOVER_FAILED)."""
+
+
 def scenario_failover_inside_a_branch(target: Target, jms: JmsClient, signal, finish: str) -> list[dict]:
     """The broker is killed (-9) and restarted while the client is inside a branch; the client
     reconnects (``reconnectAttempts``), recreates its session and names the branch
@@ -176,7 +180,10 @@ def scenario_failover_inside_a_branch(target: Target, jms: JmsClient, signal, fi
     assert bodies(run.results[2]) == ["before"]
     target.crash_and_restart()
     # the client has reconnected and recreated its session (naming the branch) before it goes on
-    run.wait_event(lambda e: e.get("type") == "FAILOVER_COMPLETED", timeout=40)
+    ended = run.wait_event(lambda e: e.get("type") in ("FAILOVER_COMPLETED", "FAILOVER_FAILED"), timeout=40)
+    if ended["type"] == "FAILOVER_FAILED":
+        run.kill()
+        raise FailoverGaveUp(target.url)
     signal.touch()
     results = run.wait()
     assert x not in results[8]["xids"]
@@ -328,9 +335,20 @@ FAILOVER_OUTCOMES = {
 @pytest.mark.parametrize("peer", ["artemis", "junction"])
 def test_failover_inside_a_branch(peer, finish, artemis_factory, tmp_path, jms: JmsClient):
     if peer == "artemis":
-        broker = artemis_factory("xa-failover").start()
-        target = Target(broker.url, USER, broker)
-        outcomes = scenario_failover_inside_a_branch(target, jms, tmp_path / "restarted", finish)
+        # The reference: now and then (about one run in six here) the real client gives up its
+        # reconnection to the restarted real broker (FAILOVER_FAILED, with unlimited
+        # reconnectAttempts); such a reference run is made again once, on a new broker.  Junction's
+        # runs get no second chance.
+        for attempt in (1, 2):
+            broker = artemis_factory(f"xa-failover-{attempt}").start()
+            try:
+                outcomes = scenario_failover_inside_a_branch(
+                    Target(broker.url, USER, broker), jms, tmp_path / f"restarted-{attempt}", finish
+                )
+                break
+            except FailoverGaveUp:
+                if attempt == 2:
+                    raise
     else:
         node, url = _junction_node(tmp_path, "core-xa-failover")
         node.start()

@@ -85,7 +85,7 @@ def world(tmp_path_factory, artemis_dist) -> Iterator[SimpleNamespace]:
     ``rredir`` CLIENT_ID, FIRST_ELEMENT over a2, a1, ``routerMode=redirect``
     ``rdown``  CLIENT_ID over a target nothing listens on: not ready
     ``rnone``  CLIENT_ID, local filter ``tenantA``, no policy and no pool: rejected
-    ``rlocal`` CLIENT_ID, local filter ``tenantB-.*``: kept local, where no node adapter serves it
+    ``rlocal`` CLIENT_ID, local filter ``tenantB-.*``: kept local, served by the gateway's own node
     """
     from tests.artemis.broker import ArtemisBroker
 
@@ -248,6 +248,14 @@ def test_forwarded_the_target_answers_the_connectioninfo_and_has_the_client_id(w
     assert refused.exception.class_name == "javax.jms.InvalidClientIDException"
 
 
+def test_kept_local_the_gateways_own_node_answers_and_its_wireformatinfo_is_not_passed_on(w, raw):
+    c = raw(w.gateway.routed["rlocal"])
+    c.open(f"tenantB-{next(_ids)}")
+    answer = c.answer()
+    assert type(answer) is Response, answer
+    assert wire_format_infos(c.commands) == 1, c.commands
+
+
 # --------------------------------------------------------------------------- redirected
 
 
@@ -280,8 +288,7 @@ def test_redirect_without_failover_is_refused_with_an_illegal_state_exception(w,
 @pytest.mark.parametrize(
     ("router", "text"),
     [("rdown", "Connection router rdown is not ready"),
-     ("rnone", "Connection router rnone rejected this connection"),
-     ("rlocal", "Connection router rlocal rejected this connection: this gateway has no local broker core")],
+     ("rnone", "Connection router rnone rejected this connection")],
 )  # fmt: skip
 def test_refused_with_artemis_text(w, raw, router, text):
     c = raw(w.gateway.routed[router])

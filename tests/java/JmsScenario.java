@@ -1,7 +1,4 @@
-import java.io.BufferedReader;
-import java.io.InputStreamReader;
 import java.io.Serializable;
-import java.io.StringReader;
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
 import java.util.ArrayList;
@@ -37,7 +34,6 @@ import javax.jms.XAConnection;
 import javax.jms.XASession;
 import javax.transaction.xa.XAException;
 import javax.transaction.xa.XAResource;
-import javax.transaction.xa.Xid;
 
 import org.apache.activemq.artemis.api.core.TransportConfiguration;
 import org.apache.activemq.artemis.api.core.client.ClusterTopologyListener;
@@ -45,12 +41,6 @@ import org.apache.activemq.artemis.api.core.client.TopologyMember;
 import org.apache.activemq.artemis.api.jms.ActiveMQJMSConstants;
 import org.apache.activemq.artemis.jms.client.ActiveMQConnectionFactory;
 import org.apache.activemq.artemis.jms.client.ActiveMQXAConnectionFactory;
-import org.apache.activemq.artemis.json.JsonArray;
-import org.apache.activemq.artemis.json.JsonNumber;
-import org.apache.activemq.artemis.json.JsonObject;
-import org.apache.activemq.artemis.json.JsonString;
-import org.apache.activemq.artemis.json.JsonValue;
-import org.apache.activemq.artemis.utils.JsonLoader;
 
 /**
  * A scripted JMS client for the tests: the real Artemis JMS client, driven by JSON.
@@ -63,7 +53,7 @@ import org.apache.activemq.artemis.utils.JsonLoader;
  * input was not understood. tests/artemis/jms.py documents the commands and the typed-value
  * encoding ({@code {"int": 3}}, {@code {"bytes": "<base64>"}}, ...).
  */
-public final class JmsScenario {
+public final class JmsScenario extends ScenarioSupport {
     private static final int INDIVIDUAL_ACK = ActiveMQJMSConstants.INDIVIDUAL_ACKNOWLEDGE;
 
     private Connection connection;
@@ -76,14 +66,9 @@ public final class JmsScenario {
     private XAResource xaResource;
 
     public static void main(String[] args) throws Exception {
-        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
-        List<Map<String, Object>> commands = new ArrayList<>();
+        List<Map<String, Object>> commands = List.of();
         try {
-            for (String line; (line = in.readLine()) != null; ) {
-                if (!line.isBlank()) {
-                    commands.add(asMap(plain(JsonLoader.readObject(new StringReader(line)))));
-                }
-            }
+            commands = readCommands(System.in);
         } catch (RuntimeException e) {
             System.err.println("JmsScenario: bad input: " + e);
             System.exit(2);
@@ -287,43 +272,6 @@ public final class JmsScenario {
         xaResource = xaSession.getXAResource();
     }
 
-    /** The Xid a command names: {"format": n, "gtrid": text, "bqual": text} (UTF-8 bytes). */
-    private static Xid xid(Map<String, Object> c) {
-        Map<String, Object> x = asMap(c.get("xid"));
-        return new TestXid((int) num(x, "format", 1), str(x, "gtrid", "").getBytes(StandardCharsets.UTF_8),
-                str(x, "bqual", "").getBytes(StandardCharsets.UTF_8));
-    }
-
-    private static List<Object> xids(Xid[] found) {
-        List<Object> out = new ArrayList<>();
-        for (Xid x : found) {
-            Map<String, Object> d = new LinkedHashMap<>();
-            d.put("format", (long) x.getFormatId());
-            d.put("gtrid", new String(x.getGlobalTransactionId(), StandardCharsets.UTF_8));
-            d.put("bqual", new String(x.getBranchQualifier(), StandardCharsets.UTF_8));
-            out.add(d);
-        }
-        return out;
-    }
-
-    /** A transaction branch id as a transaction manager makes one. */
-    private record TestXid(int formatId, byte[] gtrid, byte[] bqual) implements Xid {
-        @Override
-        public int getFormatId() {
-            return formatId;
-        }
-
-        @Override
-        public byte[] getGlobalTransactionId() {
-            return gtrid;
-        }
-
-        @Override
-        public byte[] getBranchQualifier() {
-            return bqual;
-        }
-    }
-
     private Session newSession(Map<String, Object> c) throws JMSException {
         if (bool(c, "transacted", false)) {
             return connection.createSession(true, Session.SESSION_TRANSACTED);
@@ -461,6 +409,10 @@ public final class JmsScenario {
         }
         if (c.get("jmsType") != null) {
             m.setJMSType(str(c, "jmsType", null));
+        }
+        if (c.get("replyTo") != null) {
+            String to = str(c, "replyTo", null);
+            m.setJMSReplyTo(to.startsWith("topic://") ? session.createTopic(to.substring(8)) : session.createQueue(to));
         }
         return m;
     }
@@ -609,70 +561,7 @@ public final class JmsScenario {
         return d == null ? null : d.toString();
     }
 
-    // ------------------------------------------------------------------ typed values
-
-    /** A JSON value (plain Java) as the JMS value it names: {"int": 3} is an Integer, ... */
-    private static Object typed(Object v) {
-        if (v instanceof Long l) {
-            return l >= Integer.MIN_VALUE && l <= Integer.MAX_VALUE ? (Object) l.intValue() : l;
-        }
-        if (v instanceof List<?> list) {
-            ArrayList<Object> out = new ArrayList<>();
-            list.forEach(x -> out.add(typed(x)));
-            return out;
-        }
-        if (!(v instanceof Map<?, ?> map)) {
-            return v;
-        }
-        if (map.size() == 1) {
-            Map.Entry<?, ?> e = map.entrySet().iterator().next();
-            Object x = e.getValue();
-            switch (String.valueOf(e.getKey())) {
-                case "byte": return ((Number) x).byteValue();
-                case "short": return ((Number) x).shortValue();
-                case "int": return ((Number) x).intValue();
-                case "long": return ((Number) x).longValue();
-                case "float": return ((Number) x).floatValue();
-                case "double": return ((Number) x).doubleValue();
-                case "char": return ((String) x).charAt(0);
-                case "bytes": return Base64.getDecoder().decode((String) x);
-                default: break;
-            }
-        }
-        LinkedHashMap<String, Object> out = new LinkedHashMap<>();
-        map.forEach((k, x) -> out.put(String.valueOf(k), typed(x)));
-        return out;
-    }
-
-    /** A JMS value as JSON (plain Java): strings, booleans and null bare, the rest tagged. */
-    private static Object tag(Object v) {
-        String kind = v instanceof Byte ? "byte" : v instanceof Short ? "short" : v instanceof Integer ? "int"
-                : v instanceof Long ? "long" : v instanceof Float ? "float" : v instanceof Double ? "double" : null;
-        if (kind != null) {
-            return Map.of(kind, v instanceof Float f ? (Object) Double.valueOf(f.toString()) : v);
-        }
-        if (v instanceof Character ch) {
-            return Map.of("char", ch.toString());
-        }
-        if (v instanceof byte[] b) {
-            return Map.of("bytes", Base64.getEncoder().encodeToString(b));
-        }
-        if (v instanceof Map<?, ?> map) {
-            LinkedHashMap<String, Object> out = new LinkedHashMap<>();
-            map.forEach((k, x) -> out.put(String.valueOf(k), tag(x)));
-            return out;
-        }
-        if (v instanceof List<?> list) {
-            ArrayList<Object> out = new ArrayList<>();
-            list.forEach(x -> out.add(tag(x)));
-            return out;
-        }
-        if (v == null || v instanceof String || v instanceof Boolean) {
-            return v;
-        }
-        return Map.of("object", v.getClass().getName(), "string", v.toString());
-    }
-
+    /** A failure as a result's "error": class, message, JMS error code, XA code, cause. */
     private static Map<String, Object> describe(Exception e) {
         Map<String, Object> d = new LinkedHashMap<>();
         d.put("class", e.getClass().getName());
@@ -688,110 +577,5 @@ public final class JmsScenario {
             d.put("cause", cause.getClass().getName() + ": " + cause.getMessage());
         }
         return d;
-    }
-
-    // ------------------------------------------------------------------ JSON in and out
-
-    /** A parsed JSON value as plain Java: Map, List, String, Boolean, Long, Double or null. */
-    private static Object plain(JsonValue v) {
-        switch (v.getValueType()) {
-            case OBJECT: {
-                Map<String, Object> out = new LinkedHashMap<>();
-                ((JsonObject) v).forEach((k, x) -> out.put(k, plain(x)));
-                return out;
-            }
-            case ARRAY: {
-                List<Object> out = new ArrayList<>();
-                ((JsonArray) v).forEach(x -> out.add(plain(x)));
-                return out;
-            }
-            case STRING: return ((JsonString) v).getString();
-            case NUMBER: {
-                JsonNumber n = (JsonNumber) v;
-                return n.isIntegral() ? (Object) n.longValueExact() : (Object) n.doubleValue();
-            }
-            case TRUE: return Boolean.TRUE;
-            case FALSE: return Boolean.FALSE;
-            default: return null;
-        }
-    }
-
-    private static synchronized void emit(Map<String, Object> line) {
-        StringBuilder out = new StringBuilder();
-        write(out, line);
-        System.out.println(out);
-        System.out.flush();
-    }
-
-    private static void write(StringBuilder out, Object v) {
-        if (v instanceof Map<?, ?> map) {
-            out.append('{');
-            String sep = "";
-            for (Map.Entry<?, ?> e : map.entrySet()) {
-                out.append(sep);
-                write(out, String.valueOf(e.getKey()));
-                out.append(':');
-                write(out, e.getValue());
-                sep = ",";
-            }
-            out.append('}');
-        } else if (v instanceof List<?> list) {
-            out.append('[');
-            String sep = "";
-            for (Object x : list) {
-                out.append(sep);
-                write(out, x);
-                sep = ",";
-            }
-            out.append(']');
-        } else if (v instanceof String s) {
-            out.append('"');
-            for (char ch : s.toCharArray()) {
-                switch (ch) {
-                    case '"' -> out.append("\\\"");
-                    case '\\' -> out.append("\\\\");
-                    case '\n' -> out.append("\\n");
-                    case '\r' -> out.append("\\r");
-                    case '\t' -> out.append("\\t");
-                    default -> {
-                        if (ch < 0x20) {
-                            out.append(String.format("\\u%04x", (int) ch));
-                        } else {
-                            out.append(ch);
-                        }
-                    }
-                }
-            }
-            out.append('"');
-        } else if (v instanceof Double d && (d.isNaN() || d.isInfinite())) {
-            out.append('"').append(d).append('"');
-        } else {
-            out.append(v);  // null, Boolean, Long, Integer, Double
-        }
-    }
-
-    // ------------------------------------------------------------------ command fields
-
-    @SuppressWarnings("unchecked")
-    private static Map<String, Object> asMap(Object v) {
-        if (!(v instanceof Map)) {
-            throw new IllegalArgumentException("expected a JSON object, got " + v);
-        }
-        return (Map<String, Object>) v;
-    }
-
-    private static String str(Map<String, Object> c, String key, String dflt) {
-        Object v = c.get(key);
-        return v == null ? dflt : v.toString();
-    }
-
-    private static long num(Map<String, Object> c, String key, long dflt) {
-        Object v = c.get(key);
-        return v == null ? dflt : ((Number) v).longValue();
-    }
-
-    private static boolean bool(Map<String, Object> c, String key, boolean dflt) {
-        Object v = c.get(key);
-        return v == null ? dflt : (Boolean) v;
     }
 }

@@ -45,6 +45,7 @@ NOT_READ = {
     ("STOMP", "useEpoll"): "Twisted's reactor on Linux is epoll already",
     ("AMQP", "useEpoll"): "Twisted's reactor on Linux is epoll already",
     ("CORE", "useEpoll"): "Twisted's reactor on Linux is epoll already",
+    ("OPENWIRE", "useEpoll"): "Twisted's reactor on Linux is epoll already",
 }
 
 
@@ -171,7 +172,7 @@ def gateway(read: Callable[[Any], Any]):
 
 def served_over_tls(part: str, params: str) -> bool:
     """Whether the part's connections come through TLS: the stack's TLS layer over its factory."""
-    if part in ("STOMP", "AMQP", "CORE"):
+    if part in ("STOMP", "AMQP", "CORE", "OPENWIRE"):
         params = f"protocols={part}" + (f";{params}" if params else "")
     acceptor = loaded(params)
     built = build_stack(Factory(), acceptor, reactor=MemoryReactorClock(), connect_timeout=3.0)
@@ -218,7 +219,7 @@ CASES: dict[tuple[str, str], Case] = {
     ("GATEWAY", "routingTimeout"): Case("routingTimeout=1500", gateway(lambda f: f.connect_timeout), 1.5),
     ("GATEWAY", "routingMaxBytes"): Case("routingMaxBytes=5000", gateway(lambda f: f.max_buffered), 5000),
     # the adapters: what both read, then each one's own
-    **{(part, name): make(part) for part in ("STOMP", "AMQP", "CORE") for name, make in _SERVED.items()},
+    **{(part, name): make(part) for part in ("STOMP", "AMQP", "CORE", "OPENWIRE") for name, make in _SERVED.items()},
     ("STOMP", "stompMaxFramePayloadLength"): Case("stompMaxFramePayloadLength=500", stomp_refuses_a_1000_byte_frame, True),
     ("STOMP", "heartBeatToConnectionTtlModifier"): Case(
         "heartBeatToConnectionTtlModifier=3.5", adapter(lambda p: p.ttl_modifier), 3.5

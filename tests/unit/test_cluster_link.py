@@ -303,7 +303,7 @@ def test_client_may_give_up_while_awaiting_welcome():
 
 
 def test_preamble_goes_with_the_first_hello_only():
-    assert PREAMBLE == b"JNCL\x01\x02\x00\x00" and VERSION == (1, 2)
+    assert PREAMBLE == b"JNCL\x01\x03\x00\x00" and VERSION == (1, 3)
     data = LinkConnection(CLIENT).send(HELLO)
     assert data.startswith(PREAMBLE) and data[len(PREAMBLE):] == encode_frame(HELLO)
     client, _ = open_pair()

@@ -60,3 +60,35 @@ def test_a_half_sent_large_message_is_dropped_when_the_session_closes(tmp_path):
     assert len(os.listdir(tmp_path / "large")) == 1
     client.send(p.SessClose(channel_id=CH))
     assert os.listdir(tmp_path / "large") == []
+
+
+def test_sends_behind_a_durable_large_message_wait_for_its_files_sync(tmp_path):
+    from twisted.internet import defer
+
+    from tests.unit.test_core_messaging import send
+
+    broker = _node(tmp_path)
+    held = []
+
+    def in_thread(fn):  # the fsync's thread, held until the test lets it run
+        d = defer.Deferred()
+        held.append((fn, d))
+        return d
+
+    broker.server.large_messages.in_thread = in_thread
+    client = CoreClient(broker)
+    client.open()
+    create_queue(client)
+    _, headers = message(b"", "q", type=4, durable=True)
+    client.send(p.SessSendLarge(headers, channel_id=CH))
+    answer = client.send(p.SessSendContinuation(b"big" * 1000, False, 3000, True, 5, 1, channel_id=CH))
+    assert answer == []  # not confirmed before its file is on disk
+    assert send(client, b"after", rr=True, correlation=6) == []  # waits behind it
+    queue = broker.server.find_queue("q")
+    assert queue.message_count == 0
+    ((fn, d),) = held
+    d.callback(fn())
+    broker.run()
+    assert [ref.message.body for ref in queue.waiting()] == [b"", b"after"]
+    # and their confirmations come in that order
+    assert [x.correlation_id for x in client.take() if isinstance(x, p.NullResponse)] == [5, 6]

@@ -292,6 +292,13 @@ def test_absent_optional_headers_are_null():
         assert parse_filter(f"{name} IS NULL").matches(m), name
 
 
+def test_a_jms_clients_correlation_id_property_is_its_correlation_id():
+    assert parse_filter("JMSCorrelationID = 'c'").matches(msg(JMSCorrelationID="c"))
+    assert parse_filter("JMSCorrelationID IS NULL").matches(msg(JMSCorrelationID=b"c"))  # bytes: no text
+    m = Message("q", properties={"JMSCorrelationID": "p"}, correlation_id="f")
+    assert parse_filter("JMSCorrelationID = 'f'").matches(m)  # the field first
+
+
 def test_header_identifier_table_is_complete():
     assert {
         "AMQPriority",

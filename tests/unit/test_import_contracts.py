@@ -4,7 +4,8 @@ The contracts are the floors of docs/architecture.md: each package imports
 only the floors below it, the broker core and the gateway never import each
 other, ``protocols`` nothing of ours, each protocol's package stands alone,
 the pure floors use no Twisted, the pipeline only the event schema and
-routing, and no package's modules import each other in a circle.  The second
+routing, no package's modules import each other in a circle, and the broker
+core's CORE, STOMP and AMQP adapters import nothing of each other.  The second
 test shows each contract catches what it is for: one wrong-way import, written
 into a copy of the tree, breaks the contract named, while the copy without it
 keeps them all.
@@ -69,6 +70,13 @@ WRONG_WAY = [
     ("pipeline", "junction/pipeline/report.py", "from junction.gateway import build", "junction.gateway.build"),
     # a circle inside one package: the tables importing the board that imports them
     ("no-cycles", "junction/cli/tables.py", "from junction.cli import board", ".tables -> .board"),
+    # one protocol adapter of the broker core borrowing from another's
+    ("adapter-stomp", "junction/brokercore/stomp_subscriptions.py", "from junction.brokercore import core_large",
+     "junction.brokercore.core_large"),
+    ("adapter-amqp", "junction/brokercore/amqp_links.py", "from junction.brokercore import stomp_acks",
+     "junction.brokercore.stomp_acks"),
+    ("adapter-core", "junction/brokercore/core_sessions.py", "from junction.brokercore import amqp_links",
+     "junction.brokercore.amqp_links"),
 ]
 
 

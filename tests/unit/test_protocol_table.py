@@ -34,12 +34,12 @@ def test_built_in_rows_in_detection_order():
         "STOMP": (True, False, True),
         "CORE": (True, True, True),
         "MQTT": (False, False, False),
-        "OPENWIRE": (True, True, False),
+        "OPENWIRE": (True, True, True),
     }
 
 
 def test_the_three_lists_come_from_the_table():
-    assert SERVED_PROTOCOLS == frozenset({"STOMP", "AMQP", "CORE"})
+    assert SERVED_PROTOCOLS == frozenset({"STOMP", "AMQP", "CORE", "OPENWIRE"})
     assert ROUTED_PROTOCOLS == frozenset({"STOMP", "AMQP", "CORE", "OPENWIRE"})
     assert REDIRECTING_PROTOCOLS == frozenset({"AMQP", "CORE", "OPENWIRE"})
     assert PROTOCOL_FACTORIES["STOMP"] is StompFactory
@@ -63,7 +63,8 @@ def test_entries_are_frozen():
 def test_acceptor_part_defaults_to_the_name_when_served():
     assert registry.protocol("STOMP").part == "STOMP"
     assert registry.protocol("CORE").part == "CORE"
-    assert registry.protocol("OPENWIRE").part is None
+    assert registry.protocol("OPENWIRE").part == "OPENWIRE"
+    assert registry.protocol("MQTT").part is None
     assert dataclasses.replace(ENTRY, acceptor_part="STOMP").part == "STOMP"
 
 

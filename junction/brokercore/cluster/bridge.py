@@ -26,7 +26,9 @@ import logging
 from twisted.internet import error as tx_error
 from twisted.internet.protocol import ClientFactory, Protocol
 
+from junction.brokercore.cluster import large_forward
 from junction.brokercore.events import carry_trace
+from junction.brokercore.large_messages import NATIVE_KEY as LARGE_KEY
 from junction.brokercore.queue import Consumer
 from junction.brokercore.storage import quiet_failure
 from junction.model.message import encode_message
@@ -136,6 +138,8 @@ class Bridge:
         self._unacked: dict = {}
         #: seq -> when it was sent (call-timeout: how long an acknowledgement may take)
         self._sent_at: dict = {}
+        #: seq -> bytes of a large message's content charged to the window beyond its ref's size
+        self._extra: dict = {}
         self._nacked_calls: set = set()
         self.messages_sent = 0
         self.messages_acknowledged = 0
@@ -367,19 +371,43 @@ class Bridge:
         carry_trace(message, self.manager.node_id)
         out = message.copy()
         out.native = {k: v for k, v in message.native.items() if not k.startswith("cluster.")}
-        body = encode_message(out)
-        if len(body) > MAX_FORWARDED_BYTES:
+        large = LARGE_KEY in out.native
+        body = None
+        try:
+            if large:
+                # the body only this node's file holds goes inline (see large_forward)
+                room = MAX_FORWARDED_BYTES - len(encode_message(out))
+                large_forward.inline_body(
+                    self.manager.server, message, out, room=room, peer_version=self.peer_version
+                )
+            body = encode_message(out)
+            size = len(body)
+        except large_forward.TooLarge as exc:
+            size = exc.size
+        except OSError as exc:
+            log.error(
+                "cluster connection %s: the large message %s's file cannot be read (%s); dead-lettered",
+                self.connection.name, message.message_id, exc,
+            )
+            self._dead_letter(ref)
+            return
+        if body is None or size > MAX_FORWARDED_BYTES:
             # It can never cross: dead-letter it rather than jam the link (it would head every retry).
-            self.consumer.credit_messages += 1
-            self.sf_queue.reject(ref)
+            self._dead_letter(ref)
             log.warning(
-                "cluster connection %s: a message of %d bytes cannot be forwarded to %s (the link's limit is %d); "
-                "dead-lettered", self.connection.name, len(body), self.target_name, MAX_FORWARDED_BYTES,
+                "cluster connection %s: a %smessage of %d bytes cannot be forwarded to %s (the link's limit is %d); "
+                "dead-lettered", self.connection.name, "large " if large else "", size, self.target_name,
+                MAX_FORWARDED_BYTES,
             )
             return
         self._seq += 1
         seq = self._seq
         self._unacked[seq] = ref
+        extra = len(body) - ref.size
+        if large and extra > 0 and self.consumer.credit_bytes is not None:
+            # the content read from the file counts against the window like any body
+            self.consumer.credit_bytes -= extra
+            self._extra[seq] = extra
         self._sent_at[seq] = self.reactor.seconds()
         dup = None
         if self.config.use_duplicate_detection:
@@ -387,6 +415,13 @@ class Bridge:
             dup = f"{self.manager.node_id}:{incarnation}{message.message_id}".encode()
         self.messages_sent += 1
         protocol.send(wire.MessageFrame(seq=seq, route=route, duplicate_id=dup, body=body, create=create))
+
+    def _dead_letter(self, ref) -> None:
+        consumer = self.consumer
+        consumer.credit_messages += 1
+        if consumer.credit_bytes is not None:
+            consumer.credit_bytes += ref.size
+        self.sf_queue.reject(ref)
 
     def _acked(self, seqs) -> None:
         queue = self.sf_queue
@@ -403,11 +438,13 @@ class Bridge:
             stored = queue.acknowledge(ref)
             if stored is not None:
                 quiet_failure(stored)
+            extra = self._extra.pop(seq, 0)
             if self.consumer is not None:
-                self.consumer.add_credit(1, ref.size)
+                self.consumer.add_credit(1, ref.size + extra)
 
     def _nacked(self, seq: int, reason: str) -> None:
         self._sent_at.pop(seq, None)
+        extra = self._extra.pop(seq, 0)
         ref = self._unacked.pop(seq, None)
         if ref is None:
             return
@@ -420,7 +457,7 @@ class Bridge:
             if ref.consumer is not None:
                 self.sf_queue.cancel(ref, redelivered=False, delay=False)
             if consumer is not None:
-                consumer.add_credit(1, ref.size)
+                consumer.add_credit(1, ref.size + extra)
 
         call = self.reactor.callLater(max(self.config.retry_interval, 100) / 1000.0, back)
         self._nacked_calls.add(call)
@@ -497,6 +534,7 @@ class Bridge:
                 queue.cancel(ref, redelivered=False, delay=False)
         self._unacked.clear()
         self._sent_at.clear()
+        self._extra.clear()
         queue.remove_consumer(consumer)
 
     def status(self) -> dict:

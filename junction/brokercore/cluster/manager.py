@@ -31,6 +31,7 @@ from junction.brokercore.cluster.bindings import (
     select,
 )
 from junction.brokercore.cluster.connection import ClusterConnection
+from junction.brokercore.cluster.large_forward import store_incoming
 from junction.brokercore.cluster.redistribution import Redistribution
 from junction.brokercore.queue import QueueDefinition
 from junction.config.model import DEFAULT_CLUSTER_PASSWORD, DEFAULT_CLUSTER_USER
@@ -433,6 +434,17 @@ class ClusterManager:
                 return None
         message = decode_message(frame.body)
         message.message_id = 0
+        large_file = store_incoming(server, message)  # an inline large body: a file of this node's
+        try:
+            return self._store_received(message, frame, dup_key, behind_stores)
+        except BaseException:
+            if large_file is not None:
+                server.large_messages.delete(large_file)
+            raise
+
+    def _store_received(self, message, frame, dup_key, behind_stores: bool):
+        server = self.server
+        post_office = server.post_office
         create = getattr(frame, "create", None)
         if create is not None and create.queue not in server.queues:
             # scale-down: the queue comes along with its messages
@@ -476,6 +488,7 @@ class ClusterManager:
         if not queues:
             if dup_key is not None:
                 post_office.remember_id(dup_key[0], dup_key[1])
+            post_office._drop_large(message)
             return None
         if not message.durable and not behind_stores:
             # Nothing to wait for: the message is not journaled here (nor was it on the sender);

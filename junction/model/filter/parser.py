@@ -55,6 +55,15 @@ def _delivery_mode(m: Message) -> str:
     return "PERSISTENT" if m.durable else "NON_PERSISTENT"
 
 
+def _correlation_id(m: Message):
+    """A STOMP or AMQP producer's correlation id, else a JMS (CORE) client's, which that
+    client keeps in the ``JMSCorrelationID`` property."""
+    if m.correlation_id is not None:
+        return m.correlation_id
+    value = m.properties.get("JMSCorrelationID")
+    return value if value.__class__ is str else None
+
+
 #: Identifiers that read message headers rather than properties, with what
 #: they read.  They take precedence over a property of the same name.
 #: ``JMSMessageID`` and ``JMSType`` are plain properties of those names.
@@ -72,7 +81,7 @@ HEADER_IDENTIFIERS: dict[str, _Eval] = {
     "JMSTimestamp": lambda m: m.timestamp,
     "JMSExpiration": lambda m: m.expiration,
     "JMSDeliveryMode": _delivery_mode,
-    "JMSCorrelationID": lambda m: m.correlation_id,
+    "JMSCorrelationID": _correlation_id,
 }
 
 

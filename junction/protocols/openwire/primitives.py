@@ -35,7 +35,9 @@ __all__ = [
     "Long",
     "Short",
     "decode_primitive_map",
+    "decode_primitive_stream",
     "encode_primitive_map",
+    "encode_primitive_stream",
 ]
 
 NULL, BOOLEAN, BYTE, CHAR, SHORT, INTEGER, LONG, DOUBLE, FLOAT, STRING = range(10)
@@ -219,4 +221,23 @@ def encode_primitive_map(mapping: dict | None) -> bytes:
     """``mapping`` marshalled as a primitive map (None: the null map, count -1)."""
     e = Encoder(False, None)
     _write_map(e, mapping, 0)
+    return bytes(e.buf)
+
+
+def decode_primitive_stream(data: bytes, max_entries: int) -> list:
+    """The values of a StreamMessage body: typed values one after another, as a map's values."""
+    d = Decoder(data, 0, len(data), False, None)
+    out: list = []
+    while d.pos < d.end:
+        if len(out) >= max_entries:
+            raise MalformedCommand(f"a stream body of more than {max_entries} values")
+        out.append(_read_value(d, 0))
+    return out
+
+
+def encode_primitive_stream(values) -> bytes:
+    """``values`` as a StreamMessage body."""
+    e = Encoder(False, None)
+    for value in values:
+        _write_value(e, value, 0)
     return bytes(e.buf)

@@ -59,6 +59,7 @@ __all__ = [
     "message_head",
     "receipt_for",
     "security_error",
+    "streamed_head",
     "version_error_frame",
 ]
 
@@ -261,6 +262,19 @@ def encode_message(
     else:
         count -= 1
     return encode_plain("MESSAGE", "".join(parts), count, body)
+
+
+def streamed_head(frame: bytes, length: int) -> bytes:
+    """The head of a MESSAGE whose ``length``-byte body is written after it (then a NUL).
+
+    ``frame`` is the MESSAGE encoded with an empty body (by :func:`encode_message` or the
+    codec: no ``content-length`` line, ending in the blank line and the NUL); the head is
+    that frame up to its blank line with ``content-length`` as its last header, as the
+    codec writes a MESSAGE with a body.  For a body too large to hold in memory.
+    """
+    if not frame.endswith(b"\n\n\0"):
+        raise ValueError("not a frame with an empty body")
+    return b"%s\ncontent-length:%d\n\n" % (frame[:-3], length)
 
 
 def message_frame(

@@ -56,6 +56,7 @@ from __future__ import annotations
 from junction.protocols.amqp.message.decoder import SECTION_SYMBOLS, decode_message
 from junction.protocols.amqp.message.encoder import (
     HEADER_CACHE_SIZE,
+    body_head,
     encode_annotations,
     encode_application_properties,
     encode_body_data,
@@ -104,6 +105,7 @@ __all__ = [
     "decode_message",
     "encode_annotations",
     "encode_application_properties",
+    "body_head",
     "encode_body_data",
     "encode_body_sequence",
     "encode_body_value",

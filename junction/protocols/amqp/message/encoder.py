@@ -51,6 +51,7 @@ __all__ = [
     "HEADER_CACHE_SIZE",
     "encode_annotations",
     "encode_application_properties",
+    "body_head",
     "encode_body_data",
     "encode_body_sequence",
     "encode_body_value",
@@ -292,6 +293,15 @@ def encode_body_data(data: bytes | bytearray | memoryview) -> bytes:
     out = [_PREFIX[DATA]]
     _e_binary_field(out, data, 1)
     return b"".join(out)
+
+
+def body_head(size: int, *, text: bool) -> bytes:
+    """The start of a body section of ``size`` content bytes written after it in pieces (a
+    body too large to hold in memory): a data section's (``vbin32``) or, with ``text``, an
+    amqp-value string's (``str32-utf8``: ``size`` bytes of UTF-8).  At most 2**32 - 1 bytes."""
+    if not 0 <= size <= 0xFFFFFFFF:
+        raise ValueError(f"a body section holds at most 2**32 - 1 bytes, not {size}")
+    return _PREFIX[AMQP_VALUE if text else DATA] + (b"\xb1" if text else b"\xb0") + size.to_bytes(4, "big")
 
 
 def encode_body_value(value: Any) -> bytes:

@@ -30,8 +30,8 @@ _MiB = 1024 * 1024
 
 #: The first four bytes of every cluster link (``junction.protocols.detect`` knows them).
 MAGIC = b"JNCL"
-#: (major, minor) this module speaks.
-VERSION = (1, 2)
+#: (major, minor) this module speaks (1.3: MESSAGE bodies may carry a large message's content).
+VERSION = (1, 3)
 #: What a client sends first: magic, major, minor, two reserved zero bytes.
 PREAMBLE = MAGIC + bytes((VERSION[0], VERSION[1], 0, 0))
 PREAMBLE_BYTES = len(PREAMBLE)

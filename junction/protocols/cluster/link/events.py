@@ -189,7 +189,9 @@ class MessageFrame:
     ``route`` names the target queues as (origin node id, queue name) pairs;
     empty, it leaves the choice to the server.  ``duplicate_id`` lets the
     server drop a copy re-sent after a reconnect.  ``body`` is the encoded
-    message; this module never looks inside it.
+    message; this module never looks inside it.  (1.3: a large message's content may
+    be inside it, inline, marked ``core.large.inline`` in its native entries; see
+    docs/cluster-protocol.md, MESSAGE.)
     """
 
     seq: int
