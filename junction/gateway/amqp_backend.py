@@ -39,7 +39,7 @@ import logging
 
 from junction.edge.tls import certificate_login, peer_subject
 from junction.gateway.forward import ForwardHandshakeError
-from junction.gateway.side import ANSWERED, GatewaySide
+from junction.gateway.side import ANSWERED, FilteredTransport, GatewaySide
 from junction.protocols.amqp.opening import (
     DEFAULT_CONTAINER_ID,
     FORCED,
@@ -173,7 +173,7 @@ class _AmqpLogin:
         return None
 
 
-class _SaslFilteredTransport:
+class _SaslFilteredTransport(FilteredTransport):
     """The transport a locally served AMQP connection's broker core writes to.
 
     The core is given the client's login again (``sasl_client``'s initial
@@ -187,18 +187,9 @@ class _SaslFilteredTransport:
     """
 
     def __init__(self, transport, sasl_client: SaslClient, owner):
-        object.__setattr__(self, "_transport", transport)
+        super().__init__(transport)
         object.__setattr__(self, "_sasl_client", sasl_client)
         object.__setattr__(self, "_owner", owner)
-
-    def __getattr__(self, name):
-        return getattr(self._transport, name)
-
-    def __setattr__(self, name, value):  # e.g. ``transport.protocol = ...`` on a hand-over
-        setattr(self._transport, name, value)
-
-    def writeSequence(self, data) -> None:
-        self.write(b"".join(data))
 
     def write(self, data: bytes) -> None:
         sasl_client = self._sasl_client

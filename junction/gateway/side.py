@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import logging
 
-__all__ = ["ANSWERED", "Anonymous", "GatewaySide", "peer_of"]
+__all__ = ["ANSWERED", "Anonymous", "FilteredTransport", "GatewaySide", "peer_of"]
 
 log = logging.getLogger("junction.gateway")
 
@@ -46,6 +46,28 @@ def peer_of(transport) -> str:
         return "?"
     shown = f"[{host}]" if ":" in str(host) else str(host)
     return f"{shown}:{port}"
+
+
+class FilteredTransport:
+    """A client's transport as a local broker core sees it while the side filters what the
+    core writes (:meth:`GatewaySide.local_hand_off`): a subclass implements ``write``;
+    everything else, attributes set included (``transport.protocol = ...`` on a hand-over),
+    is the real transport's (``_transport``)."""
+
+    def __init__(self, transport):
+        object.__setattr__(self, "_transport", transport)
+
+    def __getattr__(self, name):
+        return getattr(self._transport, name)
+
+    def __setattr__(self, name, value):
+        setattr(self._transport, name, value)
+
+    def writeSequence(self, data) -> None:
+        self.write(b"".join(data))
+
+    def write(self, data: bytes) -> None:
+        raise NotImplementedError
 
 
 class Anonymous:

@@ -88,7 +88,10 @@ class ListenersService(NodeService):
                 "acceptor %s: protocols=CLUSTER, but this node %s", acceptor.name,
                 "routes connections on it (router=)" if acceptor.router else "has no cluster connection or cluster credentials",
             )
-        if not served and not (links and "CLUSTER" in protocols):
+        # a gateway listener routes what the protocol table routes, served here or not (a
+        # connection its router keeps local is refused when this node does not serve it)
+        routed_here = (acceptor.protocols or ROUTED_PROTOCOLS) & ROUTED_PROTOCOLS if acceptor.router else frozenset()
+        if not served and not routed_here and not (links and "CLUSTER" in protocols):
             return
         parts = {"LISTENER", "PROXY", "ADMISSION", *(protocol(name).part for name in served)}
         if acceptor.router:
@@ -117,10 +120,10 @@ class ListenersService(NodeService):
         connect_timeout = node.config.limits.connect_timeout / 1000.0
         factory = serving_factory(
             factories, reactor=node.reactor, acceptor_name=acceptor.name, sniff_timeout=connect_timeout
-        )
+        ) if factories else None
         what = ",".join(sorted(served | ({"cluster links"} if links else set())))
         if acceptor.router:
-            factory, what = self._gateway_factory(acceptor, served, factory)
+            factory, what = self._gateway_factory(acceptor, served, factory, routed_here)
         # node.factories keeps the acceptor's own factory (status, stop)
         stack = build_stack(factory, acceptor, reactor=node.reactor, connect_timeout=connect_timeout)
         if stack.tls is not None:
@@ -134,14 +137,14 @@ class ListenersService(NodeService):
         what += stack.described
         log.info("acceptor %s listening on %s:%d for %s", acceptor.name, acceptor.host, actual, what)
 
-    def _gateway_factory(self, acceptor, served, local_factory):
+    def _gateway_factory(self, acceptor, served, local_factory, routed):
         """The gateway listener of an acceptor with ``router=``, and what it does, for the log.
 
         Connections the router keeps local are handed to ``local_factory``
-        (the factory the acceptor would have had without ``router=``).
+        (the factory the acceptor would have had without ``router=``; None
+        when this node serves none of ``routed``, the protocols it routes).
         """
         node = self.node
-        routed = served & ROUTED_PROTOCOLS
         not_routed = served - ROUTED_PROTOCOLS
         if not_routed:
             log.warning(

@@ -20,6 +20,8 @@ def unimplemented_settings(config) -> list[str]:
     routed = ",".join(sorted(ROUTED_PROTOCOLS))
     # the client protocols protocols= accepts that the protocol table gives no gateway side
     not_routed = ",".join(sorted(set(PROTOCOLS) - {"CLUSTER"} - ROUTED_PROTOCOLS))
+    if not not_routed:  # every client protocol is routed: nothing to say
+        return problems
     for router in config.connection_routers:
         file, line = router.source
         problems.append(

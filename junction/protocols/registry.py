@@ -144,6 +144,8 @@ BUILT_IN: tuple[ProtocolEntry, ...] = (
     ProtocolEntry(
         "OPENWIRE",
         f"{_SIGNATURES}:openwire",
+        gateway="junction.gateway.openwire_side:OpenWireSide",
+        redirects=True,
         adapter="junction.brokercore.openwire_server:OpenWireFactory",
     ),
 )

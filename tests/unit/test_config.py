@@ -1661,11 +1661,8 @@ def test_connection_routers_warned_at_startup():
 
     cfg = parse_config(ROUTER_EXAMPLE, file="b.xml", env={"POOL_PASSWORD": "x"})
     warnings = [w for w in unimplemented_settings(cfg) if "connection router" in w]
-    assert warnings == [
-        f"b.xml:{line}: connection router {name!r}: routes AMQP,CORE,STOMP connections; OPENWIRE"
-        " connections on its acceptors are not routed by this build yet and are closed"
-        for name, line in (("simple-router", 11), ("defaults", 35), ("local-only", 42))
-    ]
+    # every client protocol protocols= accepts (AMQP, CORE, OPENWIRE, STOMP) is routed
+    assert warnings == []
 
 
 def test_security_cache_settings_are_read_as_artemis_names_them():

@@ -84,6 +84,17 @@ def test_the_gateway_answers_the_wireformatinfo_before_the_connectioninfo_arrive
     assert isinstance(client_reads(opening.data_to_send())[0], Negotiated)
 
 
+def test_the_offer_goes_out_with_its_own_frame_limit_not_the_openings():
+    """The client keeps to the settled MaxFrameSize for the whole connection: the backend's
+    limit, not the 64 KiB the opening reads before the login."""
+    offer = WireFormat(max_frame_size=10 * 1024 * 1024)
+    opening = OpenWireOpening(Logins(), offer=offer)
+    opening.receive_data(real("WFI"))
+    [negotiated] = client_reads(opening.data_to_send())
+    assert negotiated.peer.max_frame_size == 10 * 1024 * 1024
+    assert negotiated.settled.max_frame_size == 10 * 1024 * 1024
+
+
 def test_keep_alives_and_the_failover_connection_control_are_kept_for_the_replay():
     stream = (real("WFI") + encode_frame(ConnectionControl(fault_tolerant=True), TIGHT)
               + encode_frame(KeepAliveInfo(), TIGHT) + real("ConnectionInfo"))
@@ -150,7 +161,7 @@ def test_a_plain_tcp_client_is_not_redirected():
     opening.receive_data(real("WFI") + encode_frame(info, TIGHT))
     _, answer = client_reads(opening.redirect("r1", "h", 1))
     assert answer.exception.class_name == "java.lang.IllegalStateException"
-    assert "failover: URL" in answer.exception.message
+    assert answer.exception.message == "Client not fault tolerant"  # Artemis's words
 
 
 @pytest.mark.parametrize("status, text", [("REFUSED_UNAVAILABLE", "Connection router r1 is not ready"),

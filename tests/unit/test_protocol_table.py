@@ -34,14 +34,14 @@ def test_built_in_rows_in_detection_order():
         "STOMP": (True, False, True),
         "CORE": (True, True, True),
         "MQTT": (False, False, False),
-        "OPENWIRE": (False, False, True),
+        "OPENWIRE": (True, True, True),
     }
 
 
 def test_the_three_lists_come_from_the_table():
     assert SERVED_PROTOCOLS == frozenset({"STOMP", "AMQP", "CORE", "OPENWIRE"})
-    assert ROUTED_PROTOCOLS == frozenset({"STOMP", "AMQP", "CORE"})
-    assert REDIRECTING_PROTOCOLS == frozenset({"AMQP", "CORE"})
+    assert ROUTED_PROTOCOLS == frozenset({"STOMP", "AMQP", "CORE", "OPENWIRE"})
+    assert REDIRECTING_PROTOCOLS == frozenset({"AMQP", "CORE", "OPENWIRE"})
     assert PROTOCOL_FACTORIES["STOMP"] is StompFactory
     assert PROTOCOL_FACTORIES["AMQP"].__name__ == "AmqpFactory"
     assert PROTOCOL_FACTORIES["CORE"].__name__ == "CoreFactory"

@@ -61,7 +61,12 @@ from types import MappingProxyType
 
 from junction.protocols.errors import LocalProtocolError
 from junction.protocols.opening import Complete, Failed, Opening, Passthrough, refusal_description
-from junction.protocols.openwire.codec import Negotiated, OpenWireCodec, OpenWireLimits
+from junction.protocols.openwire.codec import (
+    Negotiated,
+    OpenWireCodec,
+    OpenWireLimits,
+    encode_frame,
+)
 from junction.protocols.openwire.commands import (
     ConnectionControl,
     ConnectionError,
@@ -71,11 +76,12 @@ from junction.protocols.openwire.commands import (
 )
 from junction.protocols.openwire.errors import OpenWireProtocolError
 from junction.protocols.openwire.marshal import JavaThrowable
-from junction.protocols.openwire.wireformat import WireFormat
+from junction.protocols.openwire.wireformat import SERVER_WIRE_FORMAT, WireFormat
 from junction.protocols.states import TableEnum
 
 __all__ = [
     "MAX_OPENING_COMMANDS",
+    "NOT_FAULT_TOLERANT",
     "OPENING_MAX_BYTES",
     "OPENING_MAX_FRAME_SIZE",
     "TRANSITIONS",
@@ -95,6 +101,10 @@ OPENING_MAX_FRAME_SIZE = 64 * 1024
 OPENING_MAX_BYTES = 4 * OPENING_MAX_FRAME_SIZE
 #: Commands before the ConnectionInfo (the real client sends one or two).
 MAX_OPENING_COMMANDS = 32
+
+#: Artemis's refusal of a redirect for a client without a ``failover:`` URL
+#: (``OpenWireConnection.processAddConnection``), word for word
+NOT_FAULT_TOLERANT = "Client not fault tolerant"
 
 _SECURITY = "java.lang.SecurityException"
 _ILLEGAL_STATE = "java.lang.IllegalStateException"
@@ -208,7 +218,10 @@ class OpenWireOpening(Opening):
 
     ``authenticate`` is called synchronously with the ConnectionInfo's
     :class:`OpenWireCredentials` and returns a principal, or None to refuse.
-    ``offer`` is the wire format the gateway offers (the backend's);
+    ``offer`` is the wire format the gateway offers (the backend's), its
+    ``MaxFrameSize`` included: the client keeps to the settled one for the
+    whole connection, so it is the backend's frame limit, not
+    :data:`OPENING_MAX_FRAME_SIZE` (which bounds only the frames read here);
     ``remote_address`` the client's, for the text of a refused login.
     """
 
@@ -216,7 +229,7 @@ class OpenWireOpening(Opening):
     PROTOCOL = "OpenWire"
     redirects = True
 
-    __slots__ = ("_authenticate", "_codec", "_max_bytes", "_remote_address", "_state", "_raw", "_commands",
+    __slots__ = ("_authenticate", "_offer", "_codec", "_max_bytes", "_remote_address", "_state", "_raw", "_commands",
                  "_info", "_out", "_failure")
 
     def __init__(self, authenticate: Callable[[OpenWireCredentials], object | None], *,
@@ -225,7 +238,8 @@ class OpenWireOpening(Opening):
         if type(max_bytes) is not int or max_bytes < 1:
             raise ValueError(f"max_bytes must be a positive int, not {max_bytes!r}")
         self._authenticate = authenticate
-        self._codec = OpenWireCodec(offer, OpenWireLimits(max_frame_size=OPENING_MAX_FRAME_SIZE))
+        self._offer = offer if offer is not None else SERVER_WIRE_FORMAT
+        self._codec = OpenWireCodec(self._offer, OpenWireLimits(max_frame_size=OPENING_MAX_FRAME_SIZE))
         self._max_bytes = max_bytes
         self._remote_address = remote_address
         self._state = _S.AWAIT_CONNECTION
@@ -271,7 +285,7 @@ class OpenWireOpening(Opening):
                 return [self._fail(_I.BAD_INPUT, f"more than {MAX_OPENING_COMMANDS} commands before the "
                                    "ConnectionInfo", "java.io.IOException")]
             if isinstance(command, Negotiated):
-                self._out += self._codec.initiate()
+                self._out += encode_frame(self._offer.info())  # the offer as given, not the opening's limit
                 self._transition(_I.KEPT)
             elif isinstance(command, (ConnectionControl, KeepAliveInfo)) and self._codec.wire_format:
                 self._transition(_I.KEPT)
@@ -331,11 +345,10 @@ class OpenWireOpening(Opening):
         return self._answer(self._reply(self._info, condition or _JMS, description or ""))
 
     def redirect(self, router_name: str, host: str, port: int) -> bytes:
-        """A ConnectionControl to ``tcp://host:port`` for a ``failover:`` client; else an IllegalStateException."""
+        """A ConnectionControl to ``tcp://host:port`` for a ``failover:`` client; else Artemis's
+        IllegalStateException (:data:`NOT_FAULT_TOLERANT`: the real client shows that text)."""
         if not self.fault_tolerant:
-            return self._answer(self._reply(self._info, _ILLEGAL_STATE,
-                                            f"Connection router {router_name} cannot redirect a client that "
-                                            "did not connect with a failover: URL"))
+            return self._answer(self._reply(self._info, _ILLEGAL_STATE, NOT_FAULT_TOLERANT))
         uri = f"tcp://{host}:{port}"
         control = ConnectionControl(connected_brokers=uri, reconnect_to=uri, rebalance_connection=True)
         return self._answer(self._codec.send(control))

@@ -1,0 +1,367 @@
+"""OpenWire through the gateway, on the wire: forwarded, redirected, refused.
+
+The targets are real Artemis brokers (their main acceptor speaks OpenWire, and AMQP for the
+pool's readiness probe); the client is a raw socket writing OpenWire frames as the real
+ActiveMQ Classic 5.17 client does (its WireFormatInfo offers tight encoding and the cache;
+a ``failover:`` URL sends ``ConnectionControl{faultTolerant}`` first and marks its
+ConnectionInfo ``faultTolerant``), read with the project's codec as the client would.
+
+* forwarded: the gateway answers the WireFormatInfo itself, so the target's own is dropped:
+  the client reads exactly one WireFormatInfo, then the target's Response to its
+  ConnectionInfo; the target has the client's ``clientId`` (a second connection to it with
+  the same id is refused with Artemis's ``InvalidClientIDException``);
+* redirected: a ConnectionControl naming the target (``reconnectTo``, ``connectedBrokers``,
+  ``rebalanceConnection``); a client without ``failover:`` gets an IllegalStateException;
+* refused: an ExceptionResponse to the ConnectionInfo with Artemis's text (not ready,
+  rejected; a bad password: ``java.lang.SecurityException`` with AMQ229031).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import shutil
+import socket
+import subprocess
+from collections.abc import Iterator
+from types import SimpleNamespace
+
+import pytest
+
+from junction.protocols.openwire.codec import Negotiated, OpenWireCodec
+from junction.protocols.openwire.commands import (
+    ConnectionControl,
+    ConnectionInfo,
+    ExceptionResponse,
+    Response,
+)
+from junction.protocols.openwire.structures import ConnectionId
+from junction.protocols.openwire.wireformat import WireFormat
+from tests.artemis.broker import router_xml as artemis_router_xml
+from tests.harness import REPO_ROOT, BrokerProcess, free_port
+from tests.integration import test_gateway_routing as routing
+
+pytestmark = pytest.mark.timeout(60)
+
+#: the one user of the Artemis targets, also a user of the gateway (it checks the login first)
+USER, PASSWORD = "app", routing.PASSWORDS["app"]
+#: seconds any one expected thing may take
+TIMEOUT = 15.0
+#: what the real 5.17 client offers (tight, the cache on; it settles uncached with Artemis)
+CLIENT_OFFER = WireFormat(cache_enabled=True)
+_ids = itertools.count(1)
+#: Debian's ActiveMQ Classic 5.17 client (libactivemq-java), the smallest classpath it runs on
+CLASSIC_CLASSPATH = ":".join(
+    f"/usr/share/java/{jar}.jar"
+    for jar in ("activemq-client", "geronimo-jms_1.1_spec", "hawtbuf", "slf4j-api", "geronimo-j2ee-management-1.1-spec")
+)
+GATEWAY_CLIENT = REPO_ROOT / "tests" / "java" / "openwire" / "GatewayClient.java"
+#: seconds one run of the real client may take (its receives wait 10 s at most)
+CLIENT_TIMEOUT = 40.0
+
+
+def pool_router(name: str, targets: list, *, local_filter: str | None = None, policy: str | None = "FIRST_ELEMENT") -> str:
+    """A CLIENT_ID router over ``targets``, probed with the Artemis targets' own login."""
+    parts = ["<key-type>CLIENT_ID</key-type>"]
+    if local_filter is not None:
+        parts.append(f"<local-target-filter>{local_filter}</local-target-filter>")
+    if policy is not None:
+        parts.append(f'<policy name="{policy}"/>')
+    if targets:
+        refs = "".join(f"<connector-ref>{t.name}</connector-ref>" for t in targets)
+        parts.append(
+            f"<pool><username>{USER}</username><password>{PASSWORD}</password><check-period>200</check-period>"
+            f"<quorum-timeout>500</quorum-timeout><static-connectors>{refs}</static-connectors></pool>"
+        )
+    return f'<connection-router name="{name}">{"".join(parts)}</connection-router>'
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory, artemis_dist) -> Iterator[SimpleNamespace]:
+    """Two Artemis targets and a gateway with a routed OpenWire acceptor per router:
+
+    ``rfwd``   CLIENT_ID, FIRST_ELEMENT over a1, a2, ``routerMode=forward``
+    ``rredir`` CLIENT_ID, FIRST_ELEMENT over a2, a1, ``routerMode=redirect``
+    ``rdown``  CLIENT_ID over a target nothing listens on: not ready
+    ``rnone``  CLIENT_ID, local filter ``tenantA``, no policy and no pool: rejected
+    ``rlocal`` CLIENT_ID, local filter ``tenantB-.*``: kept local, served by the gateway's own node
+    """
+    from tests.artemis.broker import ArtemisBroker
+
+    made: list = []
+    try:
+        artemis = []
+        for name in ("a1", "a2"):
+            a = ArtemisBroker(artemis_dist, tmp_path_factory.mktemp("ow-targets"), name, user=USER, password=PASSWORD)
+            made.append(a)
+            artemis.append(a.start())
+        targets = [SimpleNamespace(name=a.name, gateway_in_port=a.core_port, artemis=a) for a in artemis]
+        down = SimpleNamespace(name="down", gateway_in_port=free_port())  # never listened on
+        routers = {
+            "rfwd": pool_router("rfwd", targets),
+            "rredir": pool_router("rredir", targets[::-1]),
+            "rdown": pool_router("rdown", [down]),
+            "rnone": pool_router("rnone", [], local_filter="tenantA", policy=None),
+            "rlocal": pool_router("rlocal", targets, local_filter="tenantB-.*"),
+        }
+        protocols = {r: "OPENWIRE;routerMode=redirect" for r in routers}
+        protocols["rfwd"] = "OPENWIRE;routerMode=forward"
+
+        def factory(name: str, **kwargs) -> BrokerProcess:
+            b = BrokerProcess(tmp_path_factory.mktemp("ow-gateway"), name=name, **kwargs)
+            made.append(b)
+            return b
+
+        gateway = routing.make_gateway(factory, "gateway", [*targets, down], routers, protocols=protocols).start()
+        for r in ("rfwd", "rredir"):
+            routing.wait_ready(gateway, r, a1=True, a2=True)
+        yield SimpleNamespace(gateway=gateway, a1=targets[0], a2=targets[1], made=made)
+    finally:
+        for b in reversed(made):
+            b.stop()
+
+
+@pytest.fixture
+def w(request, world) -> SimpleNamespace:
+    request.node._junction_brokers = list(world.made)  # their log tails go with a failure report
+    return world
+
+
+class RawClient:
+    """One OpenWire connection written frame by frame, read with the codec as the client reads."""
+
+    def __init__(self, address) -> None:
+        self.sock = socket.create_connection(address, timeout=TIMEOUT)
+        self.codec = OpenWireCodec(CLIENT_OFFER)
+        self.commands: list = []
+        self.closed = False
+
+    def open(self, client_id: str, *, password: str = PASSWORD, failover: bool = False) -> None:
+        """The real client's opening: WireFormatInfo, [ConnectionControl], ConnectionInfo."""
+        self.sock.sendall(self.codec.initiate())
+        self.read_until(lambda c: isinstance(c, Negotiated))
+        out = b""
+        if failover:
+            out += self.codec.send(ConnectionControl(command_id=0, fault_tolerant=True))
+        info = ConnectionInfo(
+            command_id=1, response_required=True, connection_id=ConnectionId(f"ID:raw-{next(_ids)}"),
+            client_id=client_id, user_name=USER, password=password, fault_tolerant=failover,
+        )
+        self.sock.sendall(out + self.codec.send(info))
+
+    def read_until(self, done) -> object:
+        """Read until a command satisfies ``done``; that command (AssertionError at EOF)."""
+        while True:
+            for c in self.commands:
+                if done(c):
+                    return c
+            data = self.sock.recv(65536)
+            if not data:
+                self.closed = True
+                raise AssertionError(f"closed; read {self.commands}")
+            self.commands += self.codec.receive_data(data)
+
+    def answer(self):
+        """The Response (or ExceptionResponse) to the ConnectionInfo."""
+        return self.read_until(lambda c: isinstance(c, Response) and c.correlation_id == 1)
+
+    def read_to_eof(self) -> list:
+        try:
+            while True:
+                data = self.sock.recv(65536)
+                if not data:
+                    break
+                self.commands += self.codec.receive_data(data)
+        except ConnectionResetError:
+            pass
+        self.closed = True
+        return self.commands
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@pytest.fixture
+def raw() -> Iterator:
+    made: list[RawClient] = []
+
+    def make(address) -> RawClient:
+        c = RawClient(address)
+        made.append(c)
+        return c
+
+    yield make
+    for c in made:
+        c.close()
+
+
+def wire_format_infos(commands) -> int:
+    return sum(isinstance(c, Negotiated) or type(c).__name__ == "WireFormatInfo" for c in commands)
+
+
+@pytest.fixture(scope="session")
+def classic(tmp_path_factory):
+    """Runs ``GatewayClient.java`` (compiled here, against Debian's client) once: its JSON result."""
+    if shutil.which("javac") is None or not all(os.path.exists(jar) for jar in CLASSIC_CLASSPATH.split(":")):
+        pytest.fail("the real ActiveMQ Classic client needs a JDK and libactivemq-java (./test.sh installs them)")
+    out = tmp_path_factory.mktemp("openwire-classes")
+    subprocess.run(
+        ["javac", "--release", "17", "-encoding", "UTF-8", "-cp", CLASSIC_CLASSPATH, "-d", str(out), str(GATEWAY_CLIENT)],
+        check=True, capture_output=True, timeout=120,
+    )
+
+    def run(url: str, client_id: str, queue: str, *, password: str = PASSWORD, count: int = 3) -> dict:
+        done = subprocess.run(
+            ["java", "-Xmx64m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", f"{CLASSIC_CLASSPATH}:{out}",
+             "GatewayClient", url, USER, password, client_id, queue, str(count)],
+            capture_output=True, text=True, timeout=CLIENT_TIMEOUT,
+        )
+        lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
+        assert lines, f"no result (exit {done.returncode}): {done.stdout}{done.stderr[-2000:]}"
+        return json.loads(lines[-1])
+
+    return run
+
+
+def address_url(address) -> str:
+    host, port = address
+    return f"tcp://{host}:{port}"
+
+
+# --------------------------------------------------------------------------- forwarded
+
+
+def test_forwarded_the_target_answers_the_connectioninfo_and_has_the_client_id(w, raw):
+    client_id = f"fwd-{next(_ids)}"
+    c = raw(w.gateway.routed["rfwd"])
+    c.open(client_id)
+    answer = c.answer()
+    assert type(answer) is Response, answer
+    # one WireFormatInfo (the gateway's): the target's was dropped, not passed on
+    assert wire_format_infos(c.commands) == 1, c.commands
+    # the target (FIRST_ELEMENT: a1) holds the client id: a second connection with it is refused there
+    again = raw(("127.0.0.1", w.a1.artemis.core_port))
+    again.open(client_id)
+    refused = again.answer()
+    assert isinstance(refused, ExceptionResponse), refused
+    assert refused.exception.class_name == "javax.jms.InvalidClientIDException"
+
+
+def test_kept_local_the_gateways_own_node_answers_and_its_wireformatinfo_is_not_passed_on(w, raw):
+    c = raw(w.gateway.routed["rlocal"])
+    c.open(f"tenantB-{next(_ids)}")
+    answer = c.answer()
+    assert type(answer) is Response, answer
+    assert wire_format_infos(c.commands) == 1, c.commands
+
+
+# --------------------------------------------------------------------------- redirected
+
+
+def test_redirected_a_failover_client_gets_a_connection_control_naming_the_target(w, raw):
+    c = raw(w.gateway.routed["rredir"])
+    c.open(f"redir-{next(_ids)}", failover=True)
+    commands = c.read_to_eof()
+    controls = [x for x in commands if isinstance(x, ConnectionControl)]
+    target = f"tcp://127.0.0.1:{w.a2.artemis.core_port}"
+    assert [(x.reconnect_to, x.connected_brokers, x.rebalance_connection) for x in controls] == [
+        (target, target, True)
+    ]
+    assert not [x for x in commands if isinstance(x, Response)]
+
+
+def test_redirect_without_failover_is_refused_with_an_illegal_state_exception(w, raw):
+    c = raw(w.gateway.routed["rredir"])
+    c.open(f"plain-{next(_ids)}")
+    answer = c.answer()
+    assert isinstance(answer, ExceptionResponse)
+    assert answer.exception.class_name == "java.lang.IllegalStateException"
+    assert answer.exception.message == "Client not fault tolerant"  # Artemis's words
+    c.read_to_eof()
+    assert not [x for x in c.commands if isinstance(x, ConnectionControl)]
+
+
+# --------------------------------------------------------------------------- refused
+
+
+@pytest.mark.parametrize(
+    ("router", "text"),
+    [("rdown", "Connection router rdown is not ready"),
+     ("rnone", "Connection router rnone rejected this connection")],
+)  # fmt: skip
+def test_refused_with_artemis_text(w, raw, router, text):
+    c = raw(w.gateway.routed[router])
+    c.open(f"tenantB-{next(_ids)}", failover=True)
+    answer = c.answer()
+    assert isinstance(answer, ExceptionResponse), answer
+    assert (answer.exception.class_name, answer.exception.message) == ("javax.jms.JMSException", text)
+    c.read_to_eof()
+    assert c.closed
+
+
+def test_a_bad_password_gets_artemis_security_exception(w, raw):
+    c = raw(w.gateway.routed["rfwd"])
+    c.open(f"bad-{next(_ids)}", password="wrong")
+    answer = c.answer()
+    assert isinstance(answer, ExceptionResponse), answer
+    assert answer.exception.class_name == "java.lang.SecurityException"
+    assert answer.exception.message.startswith("AMQ229031: Unable to validate user from /127.0.0.1:")
+    assert answer.exception.message.endswith(f"Username: {USER}; SSL certificate subject DN: unavailable")
+
+
+# --------------------------------------------------------------------------- the real client
+
+
+def test_the_real_client_forwarded_sends_and_receives_through_the_gateway(w, classic):
+    result = classic(address_url(w.gateway.routed["rfwd"]), f"jfwd-{next(_ids)}", f"q.jfwd.{next(_ids)}")
+    assert result["ok"] is True, result
+    assert result["received"] == ["m0", "m1", "m2"]
+    assert result["remote"].endswith(f":{w.gateway.routed['rfwd'][1]}")  # it stayed on the gateway
+
+
+def test_the_real_failover_client_is_redirected_to_the_target_the_router_chose(w, classic):
+    url = f"failover:({address_url(w.gateway.routed['rredir'])})?randomize=false&maxReconnectAttempts=5&timeout=10000"
+    result = classic(url, f"jredir-{next(_ids)}", f"q.jredir.{next(_ids)}")
+    assert result["ok"] is True, result
+    assert result["received"] == ["m0", "m1", "m2"]
+    assert result["remote"].endswith(f":{w.a2.artemis.core_port}")  # FIRST_ELEMENT of a2, a1
+
+
+@pytest.mark.parametrize(
+    ("router", "text"),
+    [("rdown", "Connection router rdown is not ready"),
+     ("rnone", "Connection router rnone rejected this connection")],
+)  # fmt: skip
+def test_the_real_client_refused_gets_the_routers_reason(w, classic, router, text):
+    result = classic(address_url(w.gateway.routed[router]), f"tenantB-{next(_ids)}", "q.refused")
+    assert result["ok"] is False, result
+    assert (result["class"], result["message"]) == ("javax.jms.JMSException", text)
+
+
+def test_the_real_client_with_a_bad_password_gets_artemis_security_error(w, classic):
+    result = classic(address_url(w.gateway.routed["rfwd"]), f"jbad-{next(_ids)}", "q.bad", password="wrong")
+    assert result["ok"] is False, result
+    assert result["class"] == "javax.jms.JMSSecurityException", result
+    assert result["message"].startswith("AMQ229031: Unable to validate user from /127.0.0.1:")
+
+
+def test_real_artemis_redirects_the_same_client_alike(w, classic, artemis_factory):
+    """The reference: Artemis's own CLIENT_ID router on its OpenWire acceptor moves the same
+    failover: client to its target, and refuses the same plain tcp: client."""
+    b = artemis_factory("b", user=USER, password=PASSWORD).start()
+    a = artemis_factory(
+        "a", user=USER, password=PASSWORD, router="r",
+        extra_core_xml=artemis_router_xml("r", {"b": b.url}, user=USER, password=PASSWORD),
+    ).start()  # fmt: skip
+    failover = f"failover:({a.url})?randomize=false&maxReconnectAttempts=5&timeout=10000"
+    moved = classic(failover, f"jart-{next(_ids)}", f"q.jart.{next(_ids)}")
+    assert moved["ok"] is True, moved
+    assert moved["received"] == ["m0", "m1", "m2"]
+    assert moved["remote"].endswith(f":{b.core_port}")
+    plain = classic(a.url, f"jart-{next(_ids)}", "q.jart.plain")
+    ours = classic(address_url(w.gateway.routed["rredir"]), f"jplain-{next(_ids)}", "q.jplain")
+    assert plain == ours == {
+        "ok": False, "class": "javax.jms.JMSException", "message": "Client not fault tolerant",
+        "cause": "java.lang.IllegalStateException: Client not fault tolerant",
+    }  # fmt: skip
