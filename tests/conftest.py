@@ -62,11 +62,14 @@ in a full run).  A test that sets its own ``deadline`` still gets it.
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Callable, Iterator
 
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tests import harness
 from tests.artemis import ArtemisBroker, ArtemisDist, JmsClient, compile_sources, fetch
 from tests.artemis.broker import ORDERLY_EXIT
 from tests.childproc import ChildProcess
@@ -301,3 +304,10 @@ def classic_module(request: pytest.FixtureRequest, tmp_path_factory) -> Iterator
     errors = _stop_peers([b])
     if errors:
         pytest.fail("Classic broker: " + "; ".join(errors), pytrace=False)
+
+
+def pytest_unconfigure(config):
+    """The run's port claims (tests/harness.claim_port) go with the run: the controller (or the
+    only process) removes their directory; a worker leaves it to the controller."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        shutil.rmtree(harness._claims_dir(), ignore_errors=True)

@@ -53,6 +53,7 @@ import secrets
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -130,6 +131,28 @@ def port_range(
     return ports[index * size : (index + 1) * size]
 
 
+def _claims_dir() -> str:
+    """Where this test run's processes claim ports: one directory per run (the xdist
+    controller's pid for its workers, this process's own without xdist)."""
+    run = os.getppid() if os.environ.get("PYTEST_XDIST_WORKER") else os.getpid()
+    return os.path.join(tempfile.gettempdir(), f"junction-test-ports-{run}")
+
+
+def claim_port(port: int) -> bool:
+    """Claim ``port`` for this process among the run's worker processes (a file made with
+    O_EXCL): False when another process of the run has it.  Ports a test picks by arithmetic
+    (``junction up --port-offset``) may fall in another worker's slice of :func:`port_range`;
+    claimed, that worker's :func:`free_port` never hands them out, even while the port is
+    briefly free (a node restarting)."""
+    directory = _claims_dir()
+    os.makedirs(directory, exist_ok=True)
+    try:
+        os.close(os.open(os.path.join(directory, str(port)), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True
+
+
 def _bindable(host: str, port: int) -> bool:
     """Whether ``host:port`` can be bound and listened on right now (then released)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -161,7 +184,7 @@ def free_port(host: str = LOOPBACK) -> int:
             start = _port_rng.randrange(len(ports))
             for i in range(min(PORT_TRIES, len(ports))):
                 port = ports[(start + i) % len(ports)]
-                if port not in _handed_out and _bindable(host, port):
+                if port not in _handed_out and _bindable(host, port) and claim_port(port):
                     _handed_out.add(port)
                     return port
         else:  # no room below the ephemeral range: the kernel's choice

@@ -31,7 +31,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.harness import REPO_ROOT, wait_for
+from tests.harness import REPO_ROOT, claim_port, wait_for
 from tests.integration.test_appliance import APPLIANCE, SHIPPED_PORTS, TIMEOUT, status
 
 pytestmark = pytest.mark.timeout(120)
@@ -57,7 +57,8 @@ def free_offset() -> int:
     pick = random.SystemRandom()
     for _ in range(200):
         offset = pick.randint(1, 65535 - max(SHIPPED_PORTS))
-        if all(_bindable(p + offset) for p in SHIPPED_PORTS):
+        # claimed too, so that the other test workers never pick a moved port (see claim_port)
+        if all(_bindable(p + offset) for p in SHIPPED_PORTS) and all(claim_port(p + offset) for p in SHIPPED_PORTS):
             return offset
     raise RuntimeError("no port offset with every moved port free")
 
