@@ -48,10 +48,13 @@ def client_sees_shutdown(broker, stop, jms: JmsClient, user: str, password: str)
         [
             {"op": "connect", "url": broker.url, "user": user, "password": password},
             {"op": "send", "queue": new_name("shutdown"), "body": "ready"},
-            {"op": "receive", "queue": new_name("shutdown.empty"), "timeout": 30000},
+            {"op": "consumer", "id": "c", "queue": new_name("shutdown.empty")},
+            {"op": "receive", "consumer": "c", "timeout": 30000},
         ]
     )
-    wait_for(lambda: len(run.results) >= 2, 30, what="the scenario ready")
+    # the consumer made (its CREATECONSUMER answered) before the stop: the client is then only
+    # waiting, not inside a blocking call that the stop would fail instead of its ExceptionListener
+    wait_for(lambda: len(run.results) >= 3, 30, what="the scenario ready")
     stop()
     event = run.wait_event(lambda e: e.get("event") == "exception", timeout=20)
     run.kill()
