@@ -19,11 +19,7 @@ ConnectionInfo ``faultTolerant``), read with the project's codec as the client w
 from __future__ import annotations
 
 import itertools
-import json
-import os
-import shutil
 import socket
-import subprocess
 from collections.abc import Iterator
 from types import SimpleNamespace
 
@@ -39,7 +35,7 @@ from junction.protocols.openwire.commands import (
 from junction.protocols.openwire.structures import ConnectionId
 from junction.protocols.openwire.wireformat import WireFormat
 from tests.artemis.broker import router_xml as artemis_router_xml
-from tests.harness import REPO_ROOT, BrokerProcess, free_port
+from tests.harness import BrokerProcess, free_port, queue_status, wait_queue
 from tests.integration import test_gateway_routing as routing
 
 pytestmark = pytest.mark.timeout(60)
@@ -51,14 +47,6 @@ TIMEOUT = 15.0
 #: what the real 5.17 client offers (tight, the cache on; it settles uncached with Artemis)
 CLIENT_OFFER = WireFormat(cache_enabled=True)
 _ids = itertools.count(1)
-#: Debian's ActiveMQ Classic 5.17 client (libactivemq-java), the smallest classpath it runs on
-CLASSIC_CLASSPATH = ":".join(
-    f"/usr/share/java/{jar}.jar"
-    for jar in ("activemq-client", "geronimo-jms_1.1_spec", "hawtbuf", "slf4j-api", "geronimo-j2ee-management-1.1-spec")
-)
-GATEWAY_CLIENT = REPO_ROOT / "tests" / "java" / "openwire" / "GatewayClient.java"
-#: seconds one run of the real client may take (its receives wait 10 s at most)
-CLIENT_TIMEOUT = 40.0
 
 
 def pool_router(name: str, targets: list, *, local_filter: str | None = None, policy: str | None = "FIRST_ELEMENT") -> str:
@@ -200,28 +188,42 @@ def wire_format_infos(commands) -> int:
     return sum(isinstance(c, Negotiated) or type(c).__name__ == "WireFormatInfo" for c in commands)
 
 
-@pytest.fixture(scope="session")
-def classic(tmp_path_factory):
-    """Runs ``GatewayClient.java`` (compiled here, against Debian's client) once: its JSON result."""
-    if shutil.which("javac") is None or not all(os.path.exists(jar) for jar in CLASSIC_CLASSPATH.split(":")):
-        pytest.fail("the real ActiveMQ Classic client needs a JDK and libactivemq-java (./test.sh installs them)")
-    out = tmp_path_factory.mktemp("openwire-classes")
-    subprocess.run(
-        ["javac", "--release", "17", "-encoding", "UTF-8", "-cp", CLASSIC_CLASSPATH, "-d", str(out), str(GATEWAY_CLIENT)],
-        check=True, capture_output=True, timeout=120,
-    )
+def scenario(url: str, client_id: str, queue: str, *, password: str = PASSWORD, count: int = 3, keep: int = 0) -> list:
+    """The real client's run through the gateway: connect (the client id set before the
+    connection's first use, so its ConnectionInfo carries it), send ``count`` texts ``m<i>`` to
+    ``queue``, receive all but ``keep`` of them back, say where it is connected now."""
+    return [
+        {"op": "connect", "url": url, "user": USER, "password": password, "clientId": client_id},
+        {"op": "send", "queue": queue, "body": "m{i}", "count": count},
+        {"op": "receive", "queue": queue, "count": count - keep},
+        {"op": "info"},
+    ]
 
-    def run(url: str, client_id: str, queue: str, *, password: str = PASSWORD, count: int = 3) -> dict:
-        done = subprocess.run(
-            ["java", "-Xmx64m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", f"{CLASSIC_CLASSPATH}:{out}",
-             "GatewayClient", url, USER, password, client_id, queue, str(count)],
-            capture_output=True, text=True, timeout=CLIENT_TIMEOUT,
-        )
-        lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
-        assert lines, f"no result (exit {done.returncode}): {done.stdout}{done.stderr[-2000:]}"
-        return json.loads(lines[-1])
+
+@pytest.fixture
+def classic(openwire_client):
+    """``run(url, client_id, queue, password=, count=, keep=)``: the real client's outcome,
+    ``{"ok": True, "remote": <where it ended>, "received": [...]}`` or the failed command's
+    error (``{"ok": False, "class", "message", "cause"}``)."""
+
+    def run(url: str, client_id: str, queue: str, **kwargs) -> dict:
+        return outcome(openwire_client.run(scenario(url, client_id, queue, **kwargs), check=False))
 
     return run
+
+
+def javax(text: str | None) -> str | None:
+    """The 6.x client's ``jakarta.jms`` classes named as the 5.17 client's ``javax.jms`` ones."""
+    return text.replace("jakarta.jms.", "javax.jms.") if text is not None else None
+
+
+def outcome(results: list) -> dict:
+    """A scenario's results in short: where it ended and what it received, or why it failed."""
+    last = results[-1]
+    if not last["ok"]:
+        error = last["error"]
+        return {"ok": False, "class": javax(error["class"]), "message": error["message"], "cause": javax(error.get("cause"))}
+    return {"ok": True, "remote": last["remoteAddress"], "received": [m["body"] for m in results[2]["messages"]]}
 
 
 def address_url(address) -> str:
@@ -365,3 +367,151 @@ def test_real_artemis_redirects_the_same_client_alike(w, classic, artemis_factor
         "ok": False, "class": "javax.jms.JMSException", "message": "Client not fault tolerant",
         "cause": "java.lang.IllegalStateException: Client not fault tolerant",
     }  # fmt: skip
+
+
+# --------------------------------------------------------------------------- Junction nodes as targets
+
+
+def make_node(factory, name: str) -> BrokerProcess:
+    """A Junction broker core (not started) whose ``gateway-in`` acceptor takes OpenWire (and
+    AMQP, for the pool's readiness probe), with the gateway's users: a redirected client logs
+    in to it directly."""
+    port = free_port()
+    node = factory(
+        name, security=True, users=routing.USERS,
+        extra_acceptors_xml=f'<acceptor name="gateway-in">tcp://127.0.0.1:{port}?protocols=AMQP,OPENWIRE</acceptor>',
+    )  # fmt: skip
+    node.gateway_in_port = port
+    return node
+
+
+@pytest.fixture(scope="module")
+def nodes_world(tmp_path_factory) -> Iterator[SimpleNamespace]:
+    """Two Junction nodes, j1 and j2, and a gateway with a routed OpenWire acceptor per router:
+
+    ``jfwd``   CLIENT_ID, FIRST_ELEMENT over j1, j2, ``routerMode=forward``
+    ``jredir`` CLIENT_ID, CONSISTENT_HASH over j1, j2, ``routerMode=redirect``
+    ``jdown``  CLIENT_ID over a node never started: not ready
+    ``jnone``  CLIENT_ID, local filter ``tenantA``, no policy and no pool: rejected
+    """
+    made: list = []
+
+    def factory(name: str, **kwargs) -> BrokerProcess:
+        b = BrokerProcess(tmp_path_factory.mktemp("ow-nodes"), name=name, **kwargs)
+        made.append(b)
+        return b
+
+    try:
+        j1, j2, down = (make_node(factory, n) for n in ("j1", "j2", "jdown-node"))
+        j1.start()
+        j2.start()
+        routers = {
+            "jfwd": pool_router("jfwd", [j1, j2]),
+            "jredir": pool_router("jredir", [j1, j2], policy="CONSISTENT_HASH"),
+            "jdown": pool_router("jdown", [down]),
+            "jnone": pool_router("jnone", [], local_filter="tenantA", policy=None),
+        }
+        protocols = {r: "OPENWIRE;routerMode=redirect" for r in routers}
+        protocols["jfwd"] = "OPENWIRE;routerMode=forward"
+        gateway = routing.make_gateway(factory, "gateway", [j1, j2, down], routers, protocols=protocols).start()
+        for r in ("jfwd", "jredir"):
+            routing.wait_ready(gateway, r, j1=True, j2=True)
+        yield SimpleNamespace(gateway=gateway, j1=j1, j2=j2, made=[b for b in made if b is not down])
+    finally:
+        for b in reversed(made):
+            b.stop()
+
+
+@pytest.fixture
+def jw(request, nodes_world) -> SimpleNamespace:
+    request.node._junction_brokers = list(nodes_world.made)
+    return nodes_world
+
+
+def chosen(jw, router: str, client_id: str) -> BrokerProcess:
+    """The node ``router`` picks for ``client_id``, as the gateway's management API answers."""
+    target = jw.gateway.get_json(f"/api/routers/{router}/target?key={client_id}")
+    return {"j1": jw.j1, "j2": jw.j2}[target["connector"]["name"]]
+
+
+def test_junction_nodes_forwarded_the_node_answers_and_has_the_client_id(jw, raw):
+    client_id = f"jfwd-raw-{next(_ids)}"
+    c = raw(jw.gateway.routed["jfwd"])
+    c.open(client_id)
+    answer = c.answer()
+    assert type(answer) is Response, answer
+    assert wire_format_infos(c.commands) == 1, c.commands  # the gateway's; the node's dropped
+    again = raw(("127.0.0.1", jw.j1.gateway_in_port))  # FIRST_ELEMENT: j1 holds the id
+    again.open(client_id)
+    refused = again.answer()
+    assert isinstance(refused, ExceptionResponse), refused
+    assert refused.exception.class_name == "javax.jms.InvalidClientIDException"
+
+
+def test_junction_nodes_the_real_client_forwarded_works_on_the_first_node(jw, classic):
+    queue = f"q.jfwd.{next(_ids)}"
+    result = classic(address_url(jw.gateway.routed["jfwd"]), f"jfwd-{next(_ids)}", queue, keep=1)
+    assert result["ok"] is True, result
+    assert result["received"] == ["m0", "m1"]
+    assert result["remote"].endswith(f":{jw.gateway.routed['jfwd'][1]}")  # it stayed on the gateway
+    wait_queue(jw.j1, queue, message_count=1)  # the one left is on j1 (FIRST_ELEMENT), not on j2
+    assert queue_status(jw.j2, queue) is None
+
+
+def test_junction_nodes_redirected_a_raw_failover_client_gets_the_chosen_nodes_address(jw, raw):
+    client_id = f"jredir-raw-{next(_ids)}"
+    node = chosen(jw, "jredir", client_id)
+    c = raw(jw.gateway.routed["jredir"])
+    c.open(client_id, failover=True)
+    controls = [x for x in c.read_to_eof() if isinstance(x, ConnectionControl)]
+    target = f"tcp://127.0.0.1:{node.gateway_in_port}"
+    assert [(x.reconnect_to, x.connected_brokers, x.rebalance_connection) for x in controls] == [
+        (target, target, True)
+    ]
+
+
+def test_junction_nodes_the_real_failover_client_lands_on_the_node_its_client_id_chose(jw, classic):
+    """CONSISTENT_HASH of the client id: client ids are tried until both nodes have been chosen
+    (each has odds of one half per id), and each client's message is in its chosen node's queue."""
+    landed = {}
+    for _ in range(30):
+        client_id = f"jredir-{next(_ids)}"
+        node = chosen(jw, "jredir", client_id)
+        if node.name in landed:
+            continue
+        queue = f"q.jredir.{next(_ids)}"
+        url = f"failover:({address_url(jw.gateway.routed['jredir'])})?randomize=false&maxReconnectAttempts=5&timeout=10000"
+        result = classic(url, client_id, queue, keep=1)
+        assert result["ok"] is True, result
+        assert result["received"] == ["m0", "m1"]
+        assert result["remote"] == f"tcp://127.0.0.1:{node.gateway_in_port}", (client_id, node.name)
+        wait_queue(node, queue, message_count=1)
+        other = jw.j2 if node is jw.j1 else jw.j1
+        assert queue_status(other, queue) is None
+        landed[node.name] = client_id
+        if len(landed) == 2:
+            break
+    assert sorted(landed) == ["j1", "j2"], landed
+
+
+@pytest.mark.parametrize(
+    ("router", "text"),
+    [("jdown", "Connection router jdown is not ready"),
+     ("jnone", "Connection router jnone rejected this connection")],
+)  # fmt: skip
+def test_junction_nodes_the_real_client_refused_gets_the_routers_reason(jw, classic, router, text):
+    result = classic(address_url(jw.gateway.routed[router]), f"tenantB-{next(_ids)}", "q.refused")
+    assert result["ok"] is False, result
+    assert (result["class"], result["message"]) == ("javax.jms.JMSException", text)
+
+
+def test_junction_nodes_a_client_id_in_use_on_the_node_is_refused_by_it_through_the_gateway(jw, classic, raw):
+    """The node's own refusal reaches a forwarded client: its client id is in use there."""
+    client_id = f"jtaken-{next(_ids)}"
+    holder = raw(("127.0.0.1", jw.j1.gateway_in_port))
+    holder.open(client_id)
+    assert type(holder.answer()) is Response
+    result = classic(address_url(jw.gateway.routed["jfwd"]), client_id, "q.taken")
+    assert result["ok"] is False, result
+    assert result["class"] == "javax.jms.InvalidClientIDException", result
+    assert result["message"] == f"AMQ229004: Client ID {client_id} is already in use", result
