@@ -1,10 +1,12 @@
 """OpenWire through the gateway, on the wire: forwarded, redirected, refused.
 
 The targets are real Artemis brokers (their main acceptor speaks OpenWire, and AMQP for the
-pool's readiness probe); the client is a raw socket writing OpenWire frames as the real
-ActiveMQ Classic 5.17 client does (its WireFormatInfo offers tight encoding and the cache;
-a ``failover:`` URL sends ``ConnectionControl{faultTolerant}`` first and marks its
-ConnectionInfo ``faultTolerant``), read with the project's codec as the client would.
+pool's readiness probe), and Junction nodes (an acceptor taking OPENWIRE and AMQP); the
+clients are the real ActiveMQ Classic ones (both, by ``OpenWireScenario``: the
+``openwire_client`` fixture) and a raw socket writing OpenWire frames as the real 5.17 client
+does (its WireFormatInfo offers tight encoding and the cache; a ``failover:`` URL sends
+``ConnectionControl{faultTolerant}`` first and marks its ConnectionInfo ``faultTolerant``),
+read with the project's codec as the client would.
 
 * forwarded: the gateway answers the WireFormatInfo itself, so the target's own is dropped:
   the client reads exactly one WireFormatInfo, then the target's Response to its
@@ -14,6 +16,11 @@ ConnectionInfo ``faultTolerant``), read with the project's codec as the client w
   ``rebalanceConnection``); a client without ``failover:`` gets an IllegalStateException;
 * refused: an ExceptionResponse to the ConnectionInfo with Artemis's text (not ready,
   rejected; a bad password: ``java.lang.SecurityException`` with AMQ229031).
+
+With Junction nodes as targets the redirect is proved by where the client ends: a
+``CONSISTENT_HASH`` router on the client id names a node for each id (the gateway's
+management API answers which), and the real ``failover:`` client's message is in that node's
+queue and not in the other's.
 """
 
 from __future__ import annotations
