@@ -379,14 +379,14 @@ def test_real_artemis_redirects_the_same_client_alike(w, classic, artemis_factor
 # --------------------------------------------------------------------------- Junction nodes as targets
 
 
-def make_node(factory, name: str) -> BrokerProcess:
+def make_node(factory, name: str, protocols: str = "AMQP,OPENWIRE") -> BrokerProcess:
     """A Junction broker core (not started) whose ``gateway-in`` acceptor takes OpenWire (and
     AMQP, for the pool's readiness probe), with the gateway's users: a redirected client logs
     in to it directly."""
     port = free_port()
     node = factory(
         name, security=True, users=routing.USERS,
-        extra_acceptors_xml=f'<acceptor name="gateway-in">tcp://127.0.0.1:{port}?protocols=AMQP,OPENWIRE</acceptor>',
+        extra_acceptors_xml=f'<acceptor name="gateway-in">tcp://127.0.0.1:{port}?protocols={protocols}</acceptor>',
     )  # fmt: skip
     node.gateway_in_port = port
     return node
@@ -400,6 +400,7 @@ def nodes_world(tmp_path_factory) -> Iterator[SimpleNamespace]:
     ``jredir`` CLIENT_ID, CONSISTENT_HASH over j1, j2, ``routerMode=redirect``
     ``jdown``  CLIENT_ID over a node never started: not ready
     ``jnone``  CLIENT_ID, local filter ``tenantA``, no policy and no pool: rejected
+    ``jnoow``  CLIENT_ID, forward to j3, whose acceptor takes AMQP and STOMP (not OpenWire)
     """
     made: list = []
 
@@ -410,20 +411,23 @@ def nodes_world(tmp_path_factory) -> Iterator[SimpleNamespace]:
 
     try:
         j1, j2, down = (make_node(factory, n) for n in ("j1", "j2", "jdown-node"))
-        j1.start()
-        j2.start()
+        j3 = make_node(factory, "j3", protocols="AMQP,STOMP")
+        for node in (j1, j2, j3):
+            node.start()
         routers = {
             "jfwd": pool_router("jfwd", [j1, j2]),
             "jredir": pool_router("jredir", [j1, j2], policy="CONSISTENT_HASH"),
             "jdown": pool_router("jdown", [down]),
             "jnone": pool_router("jnone", [], local_filter="tenantA", policy=None),
+            "jnoow": pool_router("jnoow", [j3]),
         }
         protocols = {r: "OPENWIRE;routerMode=redirect" for r in routers}
-        protocols["jfwd"] = "OPENWIRE;routerMode=forward"
-        gateway = routing.make_gateway(factory, "gateway", [j1, j2, down], routers, protocols=protocols).start()
+        protocols["jfwd"] = protocols["jnoow"] = "OPENWIRE;routerMode=forward"
+        gateway = routing.make_gateway(factory, "gateway", [j1, j2, j3, down], routers, protocols=protocols).start()
         for r in ("jfwd", "jredir"):
             routing.wait_ready(gateway, r, j1=True, j2=True)
-        yield SimpleNamespace(gateway=gateway, j1=j1, j2=j2, made=[b for b in made if b is not down])
+        routing.wait_ready(gateway, "jnoow", j3=True)
+        yield SimpleNamespace(gateway=gateway, j1=j1, j2=j2, j3=j3, made=[b for b in made if b is not down])
     finally:
         for b in reversed(made):
             b.stop()
@@ -522,3 +526,15 @@ def test_junction_nodes_a_client_id_in_use_on_the_node_is_refused_by_it_through_
     assert result["ok"] is False, result
     assert result["class"] == "javax.jms.InvalidClientIDException", result
     assert result["message"] == f"AMQ229004: Client ID {client_id} is already in use", result
+
+
+def test_junction_nodes_a_node_not_taking_openwire_refuses_at_once_and_the_client_is_told(jw, classic):
+    """A forward to a node whose acceptor does not serve OpenWire: the node closes the
+    connection, and the gateway refuses the client then (not after its 10 s handshake timeout)."""
+    result = classic(address_url(jw.gateway.routed["jnoow"]), f"jnoow-{next(_ids)}", "q.noow")
+    assert result["ok"] is False, result
+    assert (result["class"], result["message"]) == (
+        "javax.jms.JMSException",
+        f"Connection router jnoow: target j3 (127.0.0.1:{jw.j3.gateway_in_port}) refused the connection: "
+        "the target closed the connection during the handshake",
+    )
