@@ -27,10 +27,12 @@ from __future__ import annotations
 
 import itertools
 import socket
+import subprocess
 from collections.abc import Iterator
 from types import SimpleNamespace
 
 import pytest
+import trustme
 
 from junction.protocols.openwire.codec import Negotiated, OpenWireCodec
 from junction.protocols.openwire.commands import (
@@ -538,3 +540,51 @@ def test_junction_nodes_a_node_not_taking_openwire_refuses_at_once_and_the_clien
         f"Connection router jnoow: target j3 (127.0.0.1:{jw.j3.gateway_in_port}) refused the connection: "
         "the target closed the connection during the handshake",
     )
+
+
+# --------------------------------------------------------------------------- a TLS target
+
+
+def test_the_real_failover_client_is_redirected_to_a_tls_node_over_ssl(broker_factory, openwire_clients, raw, tmp_path):
+    """A target whose connector has ``sslEnabled=true`` is named ``ssl://host:port`` in the
+    redirect, and the real 5.17 client, trusting the node's CA through its JVM, follows it
+    over TLS to that node (whose acceptor takes TLS only; told ``tcp://``, as Artemis would
+    say, the client's plain connections fail there)."""
+    ca = trustme.CA()
+    key_pem, ca_pem, trust = tmp_path / "node.pem", tmp_path / "ca.pem", tmp_path / "trust.p12"
+    ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(key_pem))
+    ca.cert_pem.write_to_path(str(ca_pem))
+    subprocess.run(["keytool", "-importcert", "-noprompt", "-alias", "ca", "-file", str(ca_pem), "-keystore",
+                    str(trust), "-storetype", "PKCS12", "-storepass", "trust-secret"],
+                   check=True, capture_output=True, timeout=60)  # fmt: skip
+    port = free_port()
+    node = broker_factory(
+        "jtls", security=True, users=routing.USERS,
+        extra_acceptors_xml=f'<acceptor name="gateway-in">tcp://127.0.0.1:{port}?protocols=AMQP,OPENWIRE;'
+                            f"sslEnabled=true;keyStorePath={key_pem}</acceptor>",
+    ).start()  # fmt: skip
+    node.gateway_in_port = port
+    gateway = routing.make_gateway(
+        broker_factory, "gateway", [node], {"rtls": pool_router("rtls", [node])},
+        protocols={"rtls": "OPENWIRE;routerMode=redirect"},
+        connector_params={"jtls": f"sslEnabled=true;trustStorePath={ca_pem}"},
+    ).start()  # fmt: skip
+    routing.wait_ready(gateway, "rtls", jtls=True)
+    c = raw(gateway.routed["rtls"])
+    c.open(f"jtls-raw-{next(_ids)}", failover=True)
+    [control] = [x for x in c.read_to_eof() if isinstance(x, ConnectionControl)]
+    assert (control.reconnect_to, control.connected_brokers) == (f"ssl://127.0.0.1:{port}",) * 2
+    client = openwire_clients("5.17", tmp_path / "openwire")
+    client.jvm_options += (f"-Djavax.net.ssl.trustStore={trust}", "-Djavax.net.ssl.trustStorePassword=trust-secret")
+    try:
+        url = f"failover:({address_url(gateway.routed['rtls'])})?randomize=false&maxReconnectAttempts=5&timeout=10000"
+        queue = f"q.jtls.{next(_ids)}"
+        result = outcome(client.run(scenario(url, f"jtls-{next(_ids)}", queue, keep=1), check=False))
+    finally:
+        client.close()
+    assert result["ok"] is True, result
+    assert result["received"] == ["m0", "m1"]
+    assert result["remote"] == f"tcp://127.0.0.1:{port}"  # (the client's SSL transport says tcp:// too)
+    wait_queue(node, queue, message_count=1)
+    [acceptor] = [a for a in node.status()["acceptors"] if a["name"] == "gateway-in"]
+    assert acceptor["tls"]["handshakes_failed"] == 0
