@@ -278,10 +278,18 @@ class _Side(Protocol):
 
     # -- IHalfCloseableProtocol -------------------------------------------------
     def readConnectionLost(self) -> None:
-        """The peer of this side sent FIN: pass the half-close on."""
+        """The peer of this side sent FIN: pass the half-close on.
+
+        During a handshake (the target side, ``intercept`` set) there is no one to pass it to:
+        the target closed before answering, so the handshake fails now (not at its timeout)."""
         if self.read_closed:
             return
         self.read_closed = True
+        intercept, self.intercept = self.intercept, None
+        if intercept is not None:
+            intercept.connection_lost(None)
+            self.transport.loseConnection()
+            return
         self.splice._read_closed(self)
 
     def writeConnectionLost(self) -> None:

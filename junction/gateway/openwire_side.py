@@ -11,7 +11,10 @@ listener's ``routingMaxBytes``.
 
 * redirect (OpenWire's native one, ``routerMode`` ``auto`` or ``redirect``):
   a ConnectionControl with ``reconnectTo`` and ``connectedBrokers`` naming
-  the target's connector and ``rebalanceConnection``, then close; a client
+  the target's connector (``ssl://host:port`` when it has ``sslEnabled=true``,
+  where Artemis always writes ``tcp://``; the connector's other parameters are
+  the gateway's own TLS stores, not the client's, and are not sent) and
+  ``rebalanceConnection``, then close; a client
   whose ConnectionInfo is not ``faultTolerant`` (no ``failover:`` URL) cannot
   follow it and gets Artemis's IllegalStateException instead;
 * forward and local: the replay (every byte the client sent) goes to the
@@ -73,11 +76,20 @@ class OpenWireSide(GatewaySide):
                 return security.login(credentials.username, credentials.password, subject)
             return self.anonymous(credentials.username or None)
 
+        def redirect_scheme(host: str, port: int) -> str:
+            """``ssl`` when the routed target's connector has TLS (``sslEnabled=true``), else ``tcp``."""
+            decision = getattr(connection, "decision", None)
+            connector = getattr(getattr(getattr(decision, "result", None), "target", None), "connector", None)
+            if connector is None or (str(connector.host), int(connector.port)) != (host, port):
+                return "tcp"
+            return "ssl" if getattr(connector, "tls", None) is not None else "tcp"
+
         return OpenWireOpening(
             authenticate,
             offer=self.offer,
             max_bytes=min(factory.max_buffered, OPENING_MAX_BYTES),
             remote_address=f"/{connection.peer}",
+            redirect_scheme=redirect_scheme,
         )
 
     def forward_handshake(self, connection):

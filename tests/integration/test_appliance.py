@@ -3,8 +3,9 @@
 The test copies ``etc/appliance`` (the README's run command starts exactly
 these files) into its own folder and moves every port to a free one, then
 runs ``python -m junction up --etc DIR --no-status`` as a process.  Through
-the gateway's STOMP, AMQP and multi-protocol ports real stomp.py and
-python-qpid-proton clients send and receive (the core sees each client's own
+the gateway's STOMP, AMQP and multi-protocol ports real stomp.py,
+python-qpid-proton, Artemis JMS (CORE) and ActiveMQ Classic (OpenWire) clients
+send and receive (the core sees each client's own
 address, sent by the gateway in a PROXY protocol header); a broker core killed with
 SIGKILL is restarted by the supervisor and still has what it acknowledged;
 SIGTERM stops every node and the supervisor exits 0.  Nothing is
@@ -31,6 +32,7 @@ from proton.utils import BlockingConnection
 
 from junction.cli import main as junction_main
 from junction.cli.status_table import StatusFetchError, fetch_status
+from tests.classic import CLIENTS as CLASSIC_CLIENTS
 from tests.harness import REPO_ROOT, free_port, wait_for
 from tests.integration.test_stomp_clients import Client
 
@@ -355,3 +357,56 @@ def test_the_real_artemis_jms_client_reaches_the_appliance_on_its_multi_protocol
     gw = status(world.ports[8161])
     decisions = {a["name"]: a.get("decisions") for a in gw["acceptors"]}
     assert decisions["all"] == {"forwarded": 1}
+
+
+def test_the_real_activemq_classic_client_reaches_the_appliance_on_its_multi_protocol_port(appliance, openwire_clients, tmp_path):
+    """An ActiveMQ Classic application pointed at the appliance (OpenWire on 61616, sniffed) is
+    forwarded to the user's core, with both real clients (Debian's 5.17 and the 6.x): a queue, a
+    topic, and a durable subscription that keeps what was published while its subscriber was
+    away, across a reconnect through the gateway.  What it sent an AMQP consumer reads there."""
+    world = appliance
+    wait_all_ready(world)
+    url = f"tcp://127.0.0.1:{world.ports[61616]}"
+    for name in sorted(CLASSIC_CLIENTS):
+        client = openwire_clients(name, tmp_path / f"openwire-{name}")
+        try:
+            tag = name.replace(".", "")
+            connect = {"op": "connect", "url": url, "user": "admin", "password": "admin", "clientId": f"app-{tag}"}
+            results = client.run(
+                [
+                    connect,
+                    {"op": "send", "queue": f"ow.orders.{tag}", "body": "order {i}", "count": 3},
+                    {"op": "receive", "queue": f"ow.orders.{tag}", "count": 2},
+                    {"op": "consumer", "id": "news", "topic": f"ow.news.{tag}"},
+                    {"op": "consumer", "id": "away", "topic": f"ow.events.{tag}", "durable": "audit"},
+                    {"op": "send", "topic": f"ow.news.{tag}", "body": "news {i}", "count": 2},
+                    {"op": "receive", "consumer": "news", "count": 2},
+                    {"op": "close_consumer", "id": "away"},
+                    {"op": "send", "topic": f"ow.events.{tag}", "body": "while away {i}", "count": 2},
+                    {"op": "close"},
+                    connect,  # a new connection through the gateway, to the same core
+                    {"op": "receive", "topic": f"ow.events.{tag}", "durable": "audit", "count": 2},
+                    {"op": "unsubscribe", "name": "audit"},
+                ]
+            )
+        finally:
+            client.close()
+        first, *_, again, kept, _ = results
+        for opened in (first, again):
+            assert (opened["remoteAddress"], opened["clientId"], opened["protocolVersion"]) == (
+                url, f"app-{tag}", 12), opened
+        assert [m["body"] for m in results[2]["messages"]] == ["order 0", "order 1"]
+        assert [m["body"] for m in results[6]["messages"]] == ["news 0", "news 1"]
+        assert [m["body"] for m in kept["messages"]] == ["while away 0", "while away 1"]
+        assert holder(world, f"ow.orders.{tag}") in world.cores  # on one core, the user's
+        conn = amqp(world.ports[5672])
+        try:
+            receiver = conn.create_receiver(f"ow.orders.{tag}")
+            m = receiver.receive(timeout=TIMEOUT)
+            receiver.accept()
+        finally:
+            conn.close()
+        assert (m.body, (m.annotations or {}).get("x-opt-jms-msg-type")) == ("order 2", 5)
+    gw = status(world.ports[8161])
+    decisions = {a["name"]: a.get("decisions") for a in gw["acceptors"]}
+    assert decisions["all"] == {"forwarded": 2 * len(CLASSIC_CLIENTS)}  # two connections per client

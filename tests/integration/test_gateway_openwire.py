@@ -1,10 +1,12 @@
 """OpenWire through the gateway, on the wire: forwarded, redirected, refused.
 
 The targets are real Artemis brokers (their main acceptor speaks OpenWire, and AMQP for the
-pool's readiness probe); the client is a raw socket writing OpenWire frames as the real
-ActiveMQ Classic 5.17 client does (its WireFormatInfo offers tight encoding and the cache;
-a ``failover:`` URL sends ``ConnectionControl{faultTolerant}`` first and marks its
-ConnectionInfo ``faultTolerant``), read with the project's codec as the client would.
+pool's readiness probe), and Junction nodes (an acceptor taking OPENWIRE and AMQP); the
+clients are the real ActiveMQ Classic ones (both, by ``OpenWireScenario``: the
+``openwire_client`` fixture) and a raw socket writing OpenWire frames as the real 5.17 client
+does (its WireFormatInfo offers tight encoding and the cache; a ``failover:`` URL sends
+``ConnectionControl{faultTolerant}`` first and marks its ConnectionInfo ``faultTolerant``),
+read with the project's codec as the client would.
 
 * forwarded: the gateway answers the WireFormatInfo itself, so the target's own is dropped:
   the client reads exactly one WireFormatInfo, then the target's Response to its
@@ -14,20 +16,23 @@ ConnectionInfo ``faultTolerant``), read with the project's codec as the client w
   ``rebalanceConnection``); a client without ``failover:`` gets an IllegalStateException;
 * refused: an ExceptionResponse to the ConnectionInfo with Artemis's text (not ready,
   rejected; a bad password: ``java.lang.SecurityException`` with AMQ229031).
+
+With Junction nodes as targets the redirect is proved by where the client ends: a
+``CONSISTENT_HASH`` router on the client id names a node for each id (the gateway's
+management API answers which), and the real ``failover:`` client's message is in that node's
+queue and not in the other's.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
-import os
-import shutil
 import socket
 import subprocess
 from collections.abc import Iterator
 from types import SimpleNamespace
 
 import pytest
+import trustme
 
 from junction.protocols.openwire.codec import Negotiated, OpenWireCodec
 from junction.protocols.openwire.commands import (
@@ -39,7 +44,7 @@ from junction.protocols.openwire.commands import (
 from junction.protocols.openwire.structures import ConnectionId
 from junction.protocols.openwire.wireformat import WireFormat
 from tests.artemis.broker import router_xml as artemis_router_xml
-from tests.harness import REPO_ROOT, BrokerProcess, free_port
+from tests.harness import BrokerProcess, free_port, queue_status, wait_queue
 from tests.integration import test_gateway_routing as routing
 
 pytestmark = pytest.mark.timeout(60)
@@ -51,14 +56,6 @@ TIMEOUT = 15.0
 #: what the real 5.17 client offers (tight, the cache on; it settles uncached with Artemis)
 CLIENT_OFFER = WireFormat(cache_enabled=True)
 _ids = itertools.count(1)
-#: Debian's ActiveMQ Classic 5.17 client (libactivemq-java), the smallest classpath it runs on
-CLASSIC_CLASSPATH = ":".join(
-    f"/usr/share/java/{jar}.jar"
-    for jar in ("activemq-client", "geronimo-jms_1.1_spec", "hawtbuf", "slf4j-api", "geronimo-j2ee-management-1.1-spec")
-)
-GATEWAY_CLIENT = REPO_ROOT / "tests" / "java" / "openwire" / "GatewayClient.java"
-#: seconds one run of the real client may take (its receives wait 10 s at most)
-CLIENT_TIMEOUT = 40.0
 
 
 def pool_router(name: str, targets: list, *, local_filter: str | None = None, policy: str | None = "FIRST_ELEMENT") -> str:
@@ -200,28 +197,42 @@ def wire_format_infos(commands) -> int:
     return sum(isinstance(c, Negotiated) or type(c).__name__ == "WireFormatInfo" for c in commands)
 
 
-@pytest.fixture(scope="session")
-def classic(tmp_path_factory):
-    """Runs ``GatewayClient.java`` (compiled here, against Debian's client) once: its JSON result."""
-    if shutil.which("javac") is None or not all(os.path.exists(jar) for jar in CLASSIC_CLASSPATH.split(":")):
-        pytest.fail("the real ActiveMQ Classic client needs a JDK and libactivemq-java (./test.sh installs them)")
-    out = tmp_path_factory.mktemp("openwire-classes")
-    subprocess.run(
-        ["javac", "--release", "17", "-encoding", "UTF-8", "-cp", CLASSIC_CLASSPATH, "-d", str(out), str(GATEWAY_CLIENT)],
-        check=True, capture_output=True, timeout=120,
-    )
+def scenario(url: str, client_id: str, queue: str, *, password: str = PASSWORD, count: int = 3, keep: int = 0) -> list:
+    """The real client's run through the gateway: connect (the client id set before the
+    connection's first use, so its ConnectionInfo carries it), send ``count`` texts ``m<i>`` to
+    ``queue``, receive all but ``keep`` of them back, say where it is connected now."""
+    return [
+        {"op": "connect", "url": url, "user": USER, "password": password, "clientId": client_id},
+        {"op": "send", "queue": queue, "body": "m{i}", "count": count},
+        {"op": "receive", "queue": queue, "count": count - keep},
+        {"op": "info"},
+    ]
 
-    def run(url: str, client_id: str, queue: str, *, password: str = PASSWORD, count: int = 3) -> dict:
-        done = subprocess.run(
-            ["java", "-Xmx64m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", f"{CLASSIC_CLASSPATH}:{out}",
-             "GatewayClient", url, USER, password, client_id, queue, str(count)],
-            capture_output=True, text=True, timeout=CLIENT_TIMEOUT,
-        )
-        lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
-        assert lines, f"no result (exit {done.returncode}): {done.stdout}{done.stderr[-2000:]}"
-        return json.loads(lines[-1])
+
+@pytest.fixture
+def classic(openwire_client):
+    """``run(url, client_id, queue, password=, count=, keep=)``: the real client's outcome,
+    ``{"ok": True, "remote": <where it ended>, "received": [...]}`` or the failed command's
+    error (``{"ok": False, "class", "message", "cause"}``)."""
+
+    def run(url: str, client_id: str, queue: str, **kwargs) -> dict:
+        return outcome(openwire_client.run(scenario(url, client_id, queue, **kwargs), check=False))
 
     return run
+
+
+def javax(text: str | None) -> str | None:
+    """The 6.x client's ``jakarta.jms`` classes named as the 5.17 client's ``javax.jms`` ones."""
+    return text.replace("jakarta.jms.", "javax.jms.") if text is not None else None
+
+
+def outcome(results: list) -> dict:
+    """A scenario's results in short: where it ended and what it received, or why it failed."""
+    last = results[-1]
+    if not last["ok"]:
+        error = last["error"]
+        return {"ok": False, "class": javax(error["class"]), "message": error["message"], "cause": javax(error.get("cause"))}
+    return {"ok": True, "remote": last["remoteAddress"], "received": [m["body"] for m in results[2]["messages"]]}
 
 
 def address_url(address) -> str:
@@ -365,3 +376,215 @@ def test_real_artemis_redirects_the_same_client_alike(w, classic, artemis_factor
         "ok": False, "class": "javax.jms.JMSException", "message": "Client not fault tolerant",
         "cause": "java.lang.IllegalStateException: Client not fault tolerant",
     }  # fmt: skip
+
+
+# --------------------------------------------------------------------------- Junction nodes as targets
+
+
+def make_node(factory, name: str, protocols: str = "AMQP,OPENWIRE") -> BrokerProcess:
+    """A Junction broker core (not started) whose ``gateway-in`` acceptor takes OpenWire (and
+    AMQP, for the pool's readiness probe), with the gateway's users: a redirected client logs
+    in to it directly."""
+    port = free_port()
+    node = factory(
+        name, security=True, users=routing.USERS,
+        extra_acceptors_xml=f'<acceptor name="gateway-in">tcp://127.0.0.1:{port}?protocols={protocols}</acceptor>',
+    )  # fmt: skip
+    node.gateway_in_port = port
+    return node
+
+
+@pytest.fixture(scope="module")
+def nodes_world(tmp_path_factory) -> Iterator[SimpleNamespace]:
+    """Two Junction nodes, j1 and j2, and a gateway with a routed OpenWire acceptor per router:
+
+    ``jfwd``   CLIENT_ID, FIRST_ELEMENT over j1, j2, ``routerMode=forward``
+    ``jredir`` CLIENT_ID, CONSISTENT_HASH over j1, j2, ``routerMode=redirect``
+    ``jdown``  CLIENT_ID over a node never started: not ready
+    ``jnone``  CLIENT_ID, local filter ``tenantA``, no policy and no pool: rejected
+    ``jnoow``  CLIENT_ID, forward to j3, whose acceptor takes AMQP and STOMP (not OpenWire)
+    """
+    made: list = []
+
+    def factory(name: str, **kwargs) -> BrokerProcess:
+        b = BrokerProcess(tmp_path_factory.mktemp("ow-nodes"), name=name, **kwargs)
+        made.append(b)
+        return b
+
+    try:
+        j1, j2, down = (make_node(factory, n) for n in ("j1", "j2", "jdown-node"))
+        j3 = make_node(factory, "j3", protocols="AMQP,STOMP")
+        for node in (j1, j2, j3):
+            node.start()
+        routers = {
+            "jfwd": pool_router("jfwd", [j1, j2]),
+            "jredir": pool_router("jredir", [j1, j2], policy="CONSISTENT_HASH"),
+            "jdown": pool_router("jdown", [down]),
+            "jnone": pool_router("jnone", [], local_filter="tenantA", policy=None),
+            "jnoow": pool_router("jnoow", [j3]),
+        }
+        protocols = {r: "OPENWIRE;routerMode=redirect" for r in routers}
+        protocols["jfwd"] = protocols["jnoow"] = "OPENWIRE;routerMode=forward"
+        gateway = routing.make_gateway(factory, "gateway", [j1, j2, j3, down], routers, protocols=protocols).start()
+        for r in ("jfwd", "jredir"):
+            routing.wait_ready(gateway, r, j1=True, j2=True)
+        routing.wait_ready(gateway, "jnoow", j3=True)
+        yield SimpleNamespace(gateway=gateway, j1=j1, j2=j2, j3=j3, made=[b for b in made if b is not down])
+    finally:
+        for b in reversed(made):
+            b.stop()
+
+
+@pytest.fixture
+def jw(request, nodes_world) -> SimpleNamespace:
+    request.node._junction_brokers = list(nodes_world.made)
+    return nodes_world
+
+
+def chosen(jw, router: str, client_id: str) -> BrokerProcess:
+    """The node ``router`` picks for ``client_id``, as the gateway's management API answers."""
+    target = jw.gateway.get_json(f"/api/routers/{router}/target?key={client_id}")
+    return {"j1": jw.j1, "j2": jw.j2}[target["connector"]["name"]]
+
+
+def test_junction_nodes_forwarded_the_node_answers_and_has_the_client_id(jw, raw):
+    client_id = f"jfwd-raw-{next(_ids)}"
+    c = raw(jw.gateway.routed["jfwd"])
+    c.open(client_id)
+    answer = c.answer()
+    assert type(answer) is Response, answer
+    assert wire_format_infos(c.commands) == 1, c.commands  # the gateway's; the node's dropped
+    again = raw(("127.0.0.1", jw.j1.gateway_in_port))  # FIRST_ELEMENT: j1 holds the id
+    again.open(client_id)
+    refused = again.answer()
+    assert isinstance(refused, ExceptionResponse), refused
+    assert refused.exception.class_name == "javax.jms.InvalidClientIDException"
+
+
+def test_junction_nodes_the_real_client_forwarded_works_on_the_first_node(jw, classic):
+    queue = f"q.jfwd.{next(_ids)}"
+    result = classic(address_url(jw.gateway.routed["jfwd"]), f"jfwd-{next(_ids)}", queue, keep=1)
+    assert result["ok"] is True, result
+    assert result["received"] == ["m0", "m1"]
+    assert result["remote"].endswith(f":{jw.gateway.routed['jfwd'][1]}")  # it stayed on the gateway
+    wait_queue(jw.j1, queue, message_count=1)  # the one left is on j1 (FIRST_ELEMENT), not on j2
+    assert queue_status(jw.j2, queue) is None
+
+
+def test_junction_nodes_redirected_a_raw_failover_client_gets_the_chosen_nodes_address(jw, raw):
+    client_id = f"jredir-raw-{next(_ids)}"
+    node = chosen(jw, "jredir", client_id)
+    c = raw(jw.gateway.routed["jredir"])
+    c.open(client_id, failover=True)
+    controls = [x for x in c.read_to_eof() if isinstance(x, ConnectionControl)]
+    target = f"tcp://127.0.0.1:{node.gateway_in_port}"
+    assert [(x.reconnect_to, x.connected_brokers, x.rebalance_connection) for x in controls] == [
+        (target, target, True)
+    ]
+
+
+def test_junction_nodes_the_real_failover_client_lands_on_the_node_its_client_id_chose(jw, classic):
+    """CONSISTENT_HASH of the client id: client ids are tried until both nodes have been chosen
+    (each has odds of one half per id), and each client's message is in its chosen node's queue."""
+    landed = {}
+    for _ in range(30):
+        client_id = f"jredir-{next(_ids)}"
+        node = chosen(jw, "jredir", client_id)
+        if node.name in landed:
+            continue
+        queue = f"q.jredir.{next(_ids)}"
+        url = f"failover:({address_url(jw.gateway.routed['jredir'])})?randomize=false&maxReconnectAttempts=5&timeout=10000"
+        result = classic(url, client_id, queue, keep=1)
+        assert result["ok"] is True, result
+        assert result["received"] == ["m0", "m1"]
+        assert result["remote"] == f"tcp://127.0.0.1:{node.gateway_in_port}", (client_id, node.name)
+        wait_queue(node, queue, message_count=1)
+        other = jw.j2 if node is jw.j1 else jw.j1
+        assert queue_status(other, queue) is None
+        landed[node.name] = client_id
+        if len(landed) == 2:
+            break
+    assert sorted(landed) == ["j1", "j2"], landed
+
+
+@pytest.mark.parametrize(
+    ("router", "text"),
+    [("jdown", "Connection router jdown is not ready"),
+     ("jnone", "Connection router jnone rejected this connection")],
+)  # fmt: skip
+def test_junction_nodes_the_real_client_refused_gets_the_routers_reason(jw, classic, router, text):
+    result = classic(address_url(jw.gateway.routed[router]), f"tenantB-{next(_ids)}", "q.refused")
+    assert result["ok"] is False, result
+    assert (result["class"], result["message"]) == ("javax.jms.JMSException", text)
+
+
+def test_junction_nodes_a_client_id_in_use_on_the_node_is_refused_by_it_through_the_gateway(jw, classic, raw):
+    """The node's own refusal reaches a forwarded client: its client id is in use there."""
+    client_id = f"jtaken-{next(_ids)}"
+    holder = raw(("127.0.0.1", jw.j1.gateway_in_port))
+    holder.open(client_id)
+    assert type(holder.answer()) is Response
+    result = classic(address_url(jw.gateway.routed["jfwd"]), client_id, "q.taken")
+    assert result["ok"] is False, result
+    assert result["class"] == "javax.jms.InvalidClientIDException", result
+    assert result["message"] == f"AMQ229004: Client ID {client_id} is already in use", result
+
+
+def test_junction_nodes_a_node_not_taking_openwire_refuses_at_once_and_the_client_is_told(jw, classic):
+    """A forward to a node whose acceptor does not serve OpenWire: the node closes the
+    connection, and the gateway refuses the client then (not after its 10 s handshake timeout)."""
+    result = classic(address_url(jw.gateway.routed["jnoow"]), f"jnoow-{next(_ids)}", "q.noow")
+    assert result["ok"] is False, result
+    assert (result["class"], result["message"]) == (
+        "javax.jms.JMSException",
+        f"Connection router jnoow: target j3 (127.0.0.1:{jw.j3.gateway_in_port}) refused the connection: "
+        "the target closed the connection during the handshake",
+    )
+
+
+# --------------------------------------------------------------------------- a TLS target
+
+
+def test_the_real_failover_client_is_redirected_to_a_tls_node_over_ssl(broker_factory, openwire_clients, raw, tmp_path):
+    """A target whose connector has ``sslEnabled=true`` is named ``ssl://host:port`` in the
+    redirect, and the real 5.17 client, trusting the node's CA through its JVM, follows it
+    over TLS to that node (whose acceptor takes TLS only; told ``tcp://``, as Artemis would
+    say, the client's plain connections fail there)."""
+    ca = trustme.CA()
+    key_pem, ca_pem, trust = tmp_path / "node.pem", tmp_path / "ca.pem", tmp_path / "trust.p12"
+    ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(key_pem))
+    ca.cert_pem.write_to_path(str(ca_pem))
+    subprocess.run(["keytool", "-importcert", "-noprompt", "-alias", "ca", "-file", str(ca_pem), "-keystore",
+                    str(trust), "-storetype", "PKCS12", "-storepass", "trust-secret"],
+                   check=True, capture_output=True, timeout=60)  # fmt: skip
+    port = free_port()
+    node = broker_factory(
+        "jtls", security=True, users=routing.USERS,
+        extra_acceptors_xml=f'<acceptor name="gateway-in">tcp://127.0.0.1:{port}?protocols=AMQP,OPENWIRE;'
+                            f"sslEnabled=true;keyStorePath={key_pem}</acceptor>",
+    ).start()  # fmt: skip
+    node.gateway_in_port = port
+    gateway = routing.make_gateway(
+        broker_factory, "gateway", [node], {"rtls": pool_router("rtls", [node])},
+        protocols={"rtls": "OPENWIRE;routerMode=redirect"},
+        connector_params={"jtls": f"sslEnabled=true;trustStorePath={ca_pem}"},
+    ).start()  # fmt: skip
+    routing.wait_ready(gateway, "rtls", jtls=True)
+    c = raw(gateway.routed["rtls"])
+    c.open(f"jtls-raw-{next(_ids)}", failover=True)
+    [control] = [x for x in c.read_to_eof() if isinstance(x, ConnectionControl)]
+    assert (control.reconnect_to, control.connected_brokers) == (f"ssl://127.0.0.1:{port}",) * 2
+    client = openwire_clients("5.17", tmp_path / "openwire")
+    client.jvm_options += (f"-Djavax.net.ssl.trustStore={trust}", "-Djavax.net.ssl.trustStorePassword=trust-secret")
+    try:
+        url = f"failover:({address_url(gateway.routed['rtls'])})?randomize=false&maxReconnectAttempts=5&timeout=10000"
+        queue = f"q.jtls.{next(_ids)}"
+        result = outcome(client.run(scenario(url, f"jtls-{next(_ids)}", queue, keep=1), check=False))
+    finally:
+        client.close()
+    assert result["ok"] is True, result
+    assert result["received"] == ["m0", "m1"]
+    assert result["remote"] == f"tcp://127.0.0.1:{port}"  # (the client's SSL transport says tcp:// too)
+    wait_queue(node, queue, message_count=1)
+    [acceptor] = [a for a in node.status()["acceptors"] if a["name"] == "gateway-in"]
+    assert acceptor["tls"]["handshakes_failed"] == 0

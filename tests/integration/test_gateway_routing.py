@@ -132,15 +132,20 @@ def make_gateway(
     routers: dict[str, str],
     *,
     protocols: dict[str, str] | None = None,
+    connector_params: dict[str, str] | None = None,
 ) -> BrokerProcess:
     """A gateway node (not started): ``routers`` maps router name -> :func:`router_xml`.
 
     Each router gets its own routed acceptor (``protocols`` maps a router to
     its acceptor's ``protocols=...;params``, default ``STOMP``);
-    ``gateway.routed[router]`` is its ``(host, port)``.
+    ``gateway.routed[router]`` is its ``(host, port)``.  ``connector_params``
+    maps a core's name to its connector's URL parameters (``sslEnabled=true;...``).
     """
+    params = connector_params or {}
     connectors = "".join(
-        f'<connector name="{c.name}">tcp://127.0.0.1:{c.gateway_in_port}</connector>' for c in cores
+        f'<connector name="{c.name}">tcp://127.0.0.1:{c.gateway_in_port}'
+        f"{'?' + params[c.name] if c.name in params else ''}</connector>"
+        for c in cores
     )
     core_xml = (
         f"<connectors>{connectors}</connectors>"

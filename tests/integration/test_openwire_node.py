@@ -1,19 +1,16 @@
 """A Junction node serving OpenWire, driven by the real ActiveMQ Classic client (5.17).
 
-``tests/java/openwire/OwNodeCheck.java`` runs one named check per call with the
-Debian client jar and prints ``OK <check> ...``; each test starts a real node
-(``junction run``) with a ``protocols=OPENWIRE`` acceptor and security on.
-Raw-socket cases send bytes no real client sends (bad input).
+The client runs scenarios of ``tests/java/openwire/OpenWireScenario.java`` (Debian's client:
+:mod:`tests.classic.client` documents the commands); each test starts a real node
+(``junction run``) with a ``protocols=OPENWIRE`` acceptor and security on.  Raw-socket cases
+send bytes no real client sends (bad input).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
-import shutil
 import socket
 import struct
-import subprocess
 import sys
 import time
 
@@ -31,25 +28,18 @@ from junction.protocols.openwire.commands import (
 )
 from junction.protocols.openwire.structures import ConnectionId, ProducerId, SessionId
 from junction.protocols.openwire.wireformat import SERVER_WIRE_FORMAT
-from tests.harness import free_port
+from tests.harness import free_port, wait_for
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SOURCE = os.path.join(ROOT, "tests", "java", "openwire", "OwNodeCheck.java")
-#: the Debian ActiveMQ Classic client (libactivemq-java) and what it needs
-CLASSPATH = ":".join(f"/usr/share/java/{jar}" for jar in (
-    "activemq-client.jar", "geronimo-jms_1.1_spec.jar", "hawtbuf.jar", "slf4j-api.jar",
-    "geronimo-j2ee-management-1.1-spec.jar"))
 USERS = {"app": ("app-secret", "app")}
-TIMEOUT = 50
+#: the client of these tests: Debian's 5.17 (test_openwire_node_peers.py runs both)
+CLIENT = "5.17"
 
 
-@pytest.fixture(scope="module")
-def classes(tmp_path_factory):
-    if shutil.which("javac") is None or not os.path.exists("/usr/share/java/activemq-client.jar"):
-        pytest.fail("the ActiveMQ Classic client (libactivemq-java) and a JDK are needed")
-    out = tmp_path_factory.mktemp("owcheck")
-    subprocess.run(["javac", "-d", str(out), "-cp", CLASSPATH, SOURCE], check=True, timeout=TIMEOUT)
-    return str(out)
+@pytest.fixture
+def ow(openwire_clients, tmp_path):
+    client = openwire_clients(CLIENT, tmp_path / "openwire")
+    yield client
+    client.close()
 
 
 @pytest.fixture
@@ -66,71 +56,240 @@ def node(broker_factory):
     return broker
 
 
-def run(classes, node, check, user="app", password="app-secret") -> str:
-    url = f"tcp://127.0.0.1:{node.ow_port}"
-    done = subprocess.run(["java", "-cp", f"{CLASSPATH}:{classes}", "OwNodeCheck", url, user, password, check],
-                          capture_output=True, text=True, timeout=TIMEOUT)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout.strip().splitlines()[-1]
+def connect(node, client_id=None, *, options="", password="app-secret", port=None) -> dict:
+    """The scenario's connect command to the node's OpenWire acceptor (``options``: a URL query)."""
+    url = f"tcp://127.0.0.1:{port or node.ow_port}{options}"
+    command = {"op": "connect", "url": url, "user": "app", "password": password}
+    if client_id is not None:
+        command["clientId"] = client_id
+    return command
 
 
-def test_login_is_checked_with_artemis_refusal(classes, node):
-    assert run(classes, node, "login") == "OK login accepted"
-    refused = run(classes, node, "login", password="wrong")
-    assert refused.startswith("REFUSED javax.jms.JMSSecurityException AMQ229031: Unable to validate user from 127.0.0.1:")
-    assert "Username: app;" in refused
+def bodies(result: dict) -> list:
+    return [m["body"] for m in result["messages"]]
 
 
-def test_an_acceptor_without_protocols_sniffs_openwire_beside_the_others(classes, node):
-    node.ow_port = node.multi_port
-    assert run(classes, node, "queue") == "OK queue 20"
+def refusal(results: list) -> tuple[str, str]:
+    """The failed last command's exception class and message."""
+    assert results[-1]["ok"] is False, results
+    error = results[-1]["error"]
+    return error["class"], error["message"]
+
+
+def test_login_is_checked_with_artemis_refusal(ow, node):
+    assert ow.run([connect(node), {"op": "close"}])[0]["ok"]
+    cls, message = refusal(ow.run([connect(node, password="wrong")], check=False))
+    assert cls == "javax.jms.JMSSecurityException"
+    assert message.startswith("AMQ229031: Unable to validate user from 127.0.0.1:")
+    assert "Username: app;" in message
+
+
+def test_an_acceptor_without_protocols_sniffs_openwire_beside_the_others(ow, node):
+    queue_scenario(ow, node, port=node.multi_port)
     got = _stomp(node.multi_port, until=b"CONNECTED")
     assert got.startswith(b"CONNECTED")
 
 
-def test_a_client_id_in_use_is_refused_then_reusable(classes, node):
-    assert run(classes, node, "clientid") == "OK clientid InvalidClientIDException reusable"
+def test_a_client_id_in_use_is_refused_then_reusable(ow, node):
+    holder = ow.start([connect(node, "cid-dup"), {"op": "receive", "queue": "ow.release", "timeout": 30000},
+                       {"op": "close"}])  # fmt: skip
+    wait_for(lambda: holder.results, 30, what="the first connection with the client id")
+    assert holder.results[0]["ok"], holder.results
+    cls, message = refusal(ow.run([connect(node, "cid-dup")], check=False))
+    assert (cls, message) == ("javax.jms.InvalidClientIDException", "AMQ229004: Client ID cid-dup is already in use")
+    ow.run([connect(node, "cid-release"), {"op": "send", "queue": "ow.release", "body": "go"}])
+    assert bodies(holder.wait()[1]) == ["go"]  # and then it closed, synchronously
+    assert ow.run([connect(node, "cid-dup"), {"op": "close"}])[0]["clientId"] == "cid-dup"
 
 
-def test_queue_send_and_consume_with_properties_and_unique_ids(classes, node):
-    assert run(classes, node, "queue") == "OK queue 20"
+def queue_scenario(ow, node, port=None) -> None:
+    text = "hello {i} \u00e9\U0001f600"
+    results = ow.run([
+        connect(node, "cid-q", port=port),
+        {"op": "send", "queue": "ow.q1", "body": text, "count": 20, "indexProperty": "i",
+         "properties": {"k": "v", "l": {"long": 1 << 40}}},
+        {"op": "send", "queue": "ow.q1", "type": "bytes", "body": "AQID"},
+        {"op": "receive", "queue": "ow.q1", "count": 21},
+        {"op": "receive", "queue": "ow.q1", "timeout": 300},
+    ])  # fmt: skip
+    got = results[3]["messages"]
+    assert [m["body"] for m in got[:20]] == [text.replace("{i}", str(i)) for i in range(20)]
+    assert [{k: m["properties"].get(k) for k in ("k", "l", "i")} for m in got[:20]] == [
+        {"k": "v", "l": {"long": 1 << 40}, "i": {"long": i}} for i in range(20)
+    ]  # the properties sent (the node adds its own: __AMQ_CID, JMSXUserID)
+    assert len({m["id"] for m in got}) == 21
+    assert (got[20]["type"], got[20]["body"]) == ("bytes", "AQID")
+    assert results[4]["messages"] == []  # the queue is empty
 
 
-def test_local_transactions_commit_and_rollback(classes, node):
-    assert run(classes, node, "transacted") == "OK transacted"
+def test_queue_send_and_consume_with_properties_and_unique_ids(ow, node):
+    queue_scenario(ow, node)
 
 
-def test_topic_subscribers_and_a_durable_subscription(classes, node):
-    assert run(classes, node, "topic") == "OK topic"
+def test_local_transactions_commit_and_rollback(ow, node):
+    results = ow.run([
+        connect(node, "cid-tx"),
+        {"op": "session", "transacted": True},
+        {"op": "send", "queue": "ow.tx", "body": "rolled back"},
+        {"op": "rollback"},
+        {"op": "send", "queue": "ow.tx", "body": "committed"},
+        {"op": "commit"},
+        {"op": "consumer", "id": "c", "queue": "ow.tx"},
+        {"op": "receive", "consumer": "c"},
+        {"op": "rollback"},
+        {"op": "receive", "consumer": "c"},
+        {"op": "commit"},
+        {"op": "receive", "consumer": "c", "timeout": 300},
+        connect(node, "cid-tx-after"),
+        {"op": "receive", "queue": "ow.tx", "timeout": 500},
+    ])  # fmt: skip
+    first, again = results[7]["messages"], results[9]["messages"]
+    assert [(m["body"], m["redelivered"]) for m in first + again] == [("committed", False), ("committed", True)]
+    assert results[11]["messages"] == []  # acked by the commit
+    assert results[13]["messages"] == []  # the redelivered one was acked for good
 
 
-def test_prefetch_zero_pulls(classes, node):
-    assert run(classes, node, "pull") == "OK pull"
+def test_topic_subscribers_and_a_durable_subscription(ow, node):
+    results = ow.run([
+        connect(node, "cid-t"),
+        {"op": "consumer", "id": "plain", "topic": "ow.t1"},
+        {"op": "consumer", "id": "durable", "topic": "ow.t1", "durable": "sub1"},
+        {"op": "send", "topic": "ow.t1", "body": "to all"},
+        {"op": "receive", "consumer": "plain"},
+        {"op": "receive", "consumer": "durable"},
+        {"op": "close_consumer", "id": "durable"},
+        {"op": "send", "topic": "ow.t1", "body": "kept"},
+        {"op": "receive", "topic": "ow.t1", "durable": "sub1"},
+        {"op": "unsubscribe", "name": "sub1"},
+    ])  # fmt: skip
+    assert bodies(results[4]) == bodies(results[5]) == ["to all"]  # both subscribers
+    assert bodies(results[8]) == ["kept"]  # the durable subscription kept a message
 
 
-def test_browsers_show_without_taking(classes, node):
-    assert run(classes, node, "browse") == "OK browse 5 2 5"
+def test_prefetch_zero_pulls(ow, node):
+    results = ow.run([
+        connect(node, "cid-pull"),
+        {"op": "session", "ack": "client"},
+        {"op": "consumer", "id": "p", "queue": "ow.pull?consumer.prefetchSize=0"},
+        {"op": "receive", "consumer": "p", "timeout": 0},
+        {"op": "receive", "consumer": "p", "timeout": 200},
+        {"op": "send", "queue": "ow.pull", "body": "pulled"},
+        {"op": "receive", "consumer": "p"},
+        {"op": "acknowledge"},
+    ])  # fmt: skip
+    assert results[3]["messages"] == results[4]["messages"] == []  # nothing yet, nor within a timeout
+    assert bodies(results[6]) == ["pulled"]
 
 
-def test_the_client_poison_ack_dead_letters_after_its_redeliveries(classes, node):
+def test_browsers_show_without_taking(ow, node):
+    results = ow.run([
+        connect(node, "cid-browse"),
+        {"op": "send", "queue": "ow.browse", "body": "b{i}", "count": 5, "indexProperty": "n"},
+        {"op": "browse", "queue": "ow.browse"},
+        {"op": "browse", "queue": "ow.browse", "selector": "n = 1 OR n = 3"},
+        {"op": "receive", "queue": "ow.browse", "count": 6, "timeout": 1000},
+    ])  # fmt: skip
+    assert bodies(results[2]) == [f"b{i}" for i in range(5)]
+    assert bodies(results[3]) == ["b1", "b3"]
+    assert bodies(results[4]) == [f"b{i}" for i in range(5)]
+
+
+def test_the_client_poison_ack_dead_letters_after_its_redeliveries(ow, node):
     # the client redelivers from its own buffer 6 times (maximumRedeliveries), then POISON
-    assert run(classes, node, "poison") == "OK poison 7"
+    redeliveries = [c for _ in range(7) for c in ({"op": "receive", "consumer": "c", "timeout": 2000}, {"op": "rollback"})]
+    results = ow.run([
+        connect(node, "cid-poison", options="?jms.redeliveryPolicy.initialRedeliveryDelay=0"),
+        {"op": "session", "transacted": True},
+        {"op": "send", "queue": "ow.poison", "body": "bad"},
+        {"op": "commit"},
+        {"op": "consumer", "id": "c", "queue": "ow.poison"},
+        *redeliveries,
+        {"op": "receive", "consumer": "c", "timeout": 2000},
+        {"op": "close_consumer", "id": "c"},
+        {"op": "receive", "queue": "DLQ"},
+        {"op": "commit"},
+    ])  # fmt: skip
+    deliveries = [m for r in results[5:19:2] for m in r["messages"]]
+    assert [(m["body"], m["deliveryCount"]) for m in deliveries] == [("bad", {"int": n}) for n in range(1, 8)]
+    assert results[19]["messages"] == []  # no eighth delivery
+    assert bodies(results[21]) == ["bad"]  # dead-lettered
 
 
-def test_every_jms_body_type_group_fields_and_compression(classes, node):
-    assert run(classes, node, "bodies") == "OK bodies"
+def test_every_jms_body_type_group_fields_and_compression(ow, node):
+    big = "compressible " * 2000
+    entries = {"i": {"int": 7}, "l": {"long": 1 << 40}, "s": "text", "b": True, "h": {"short": 3},
+               "y": {"byte": 2}, "d": {"double": 1.5}, "f": {"float": 2.5}, "c": {"char": "x"},
+               "a": {"bytes": "CQg="}}  # fmt: skip
+    stream = [{"int": 1}, "two", False, {"long": 4}]
+    results = ow.run([
+        connect(node, "cid-bodies", options="?jms.useCompression=true"),
+        {"op": "send", "queue": "ow.bodies", "type": "map", "body": entries,
+         "properties": {"JMSXGroupID": "g1", "JMSXGroupSeq": {"int": 3}}},
+        {"op": "send", "queue": "ow.bodies", "type": "stream", "body": stream},
+        {"op": "send", "queue": "ow.bodies", "type": "object", "body": "a serialized object"},
+        {"op": "send", "queue": "ow.bodies", "body": big},
+        {"op": "send", "queue": "ow.bodies", "type": "message"},
+        {"op": "receive", "queue": "ow.bodies", "count": 5},
+    ])  # fmt: skip
+    got = results[6]["messages"]
+    assert [m["type"] for m in got] == ["map", "stream", "object", "text", "message"]
+    assert got[0]["body"] == entries
+    assert (got[0]["groupId"], got[0]["properties"]["JMSXGroupSeq"]) == ("g1", {"int": 3})
+    assert got[1]["body"] == stream
+    assert got[2]["body"] == "a serialized object"  # java.lang: trusted by the client's default
+    assert got[3]["body"] == big  # compressed by the client, inflated by the node
 
 
-def test_producer_window_is_opened_by_producer_acks(classes, node):
-    assert run(classes, node, "window") == "OK window 50"
+def test_producer_window_is_opened_by_producer_acks(ow, node):
+    # a producer window: without the broker's ProducerAcks the 3rd async send blocks for ever
+    results = ow.run([
+        connect(node, "cid-window", options="?jms.producerWindowSize=2048"),
+        {"op": "send", "queue": "ow.window", "body": "w{i}", "count": 50, "persistent": False},
+        {"op": "receive", "queue": "ow.window", "count": 51, "timeout": 1000, "brief": True},
+    ])  # fmt: skip
+    assert bodies(results[2]) == [f"w{i}" for i in range(50)]
 
 
-def test_keep_alives_hold_an_idle_connection(classes, node):
-    assert run(classes, node, "keepalive") == "OK keepalive"
+def test_keep_alives_hold_an_idle_connection(ow, node):
+    # the client fails a connection that hears nothing for 1 s: the broker's keep-alives keep it
+    run = ow.start([
+        connect(node, "cid-keepalive",
+                options="?wireFormat.maxInactivityDuration=1000&wireFormat.maxInactivityDurationInitalDelay=500"),
+        {"op": "receive", "queue": "ow.keepalive.idle", "timeout": 3500},  # the idle period under test
+        {"op": "send", "queue": "ow.keepalive", "body": "alive"},
+    ])  # fmt: skip
+    results = run.wait()
+    assert results[1]["messages"] == [] and results[2]["sent"] == 1
+    assert not [e for e in run.events if e["event"] in ("exception", "interrupted")], run.events
 
 
-def test_selectors_no_local_and_temporary_queues(classes, node):
-    assert run(classes, node, "selectors") == "OK selectors 2"
+def test_selectors_no_local_and_temporary_queues(ow, node):
+    colors = ("blue", "red", "green", "red")
+    first = ow.start([
+        connect(node, "cid-sel"),
+        {"op": "consumer", "id": "red", "queue": "ow.sel", "selector": "color = 'red'"},
+        *({"op": "send", "queue": "ow.sel", "body": c, "properties": {"color": c}} for c in colors),
+        {"op": "receive", "consumer": "red", "count": 3, "timeout": 1000},
+        {"op": "close_consumer", "id": "red"},
+        {"op": "consumer", "id": "local", "topic": "ow.nolocal", "noLocal": True},
+        {"op": "send", "topic": "ow.nolocal", "body": "mine"},
+        {"op": "receive", "consumer": "local", "timeout": 500},
+        {"op": "receive", "consumer": "local", "timeout": 20000},
+        {"op": "temp_queue", "id": "t"},
+        {"op": "send", "queue": "ow.requests", "body": "ask", "replyToTemp": "t"},
+        {"op": "receive", "temp": "t", "timeout": 20000},
+    ])  # fmt: skip
+    wait_for(lambda: len(first.results) >= 11, 30, what="the noLocal subscriber waiting for another's message")
+    ow.run([
+        connect(node, "cid-sel-other"),
+        {"op": "send", "topic": "ow.nolocal", "body": "theirs"},
+        {"op": "serve", "queue": "ow.requests", "timeout": 20000},  # replies on the temporary queue
+    ])  # fmt: skip
+    results = first.wait()
+    assert [(m["body"], m["properties"]["color"]) for m in results[6]["messages"]] == [("red", "red")] * 2
+    assert results[10]["messages"] == []  # noLocal: not our own
+    assert bodies(results[11]) == ["theirs"]  # noLocal: another connection's
+    assert bodies(results[14]) == ["re: ask"]  # the temporary queue, written by the other connection
 
 
 def _stomp(port: int, *frames: bytes, until: bytes, deadline: float = 10.0) -> bytes:
@@ -147,14 +306,16 @@ def _stomp(port: int, *frames: bytes, until: bytes, deadline: float = 10.0) -> b
         return got
 
 
-def test_stomp_reads_what_openwire_sent_and_back(classes, node):
-    assert run(classes, node, "produce-cross") == "OK produce-cross"
+def test_stomp_reads_what_openwire_sent_and_back(ow, node):
+    ow.run([connect(node, "cid-cross"), {"op": "send", "queue": "ow.to.stomp", "body": "from openwire \u00e9",
+                                         "properties": {"color": "red"}, "correlationId": "corr-1"}])
     got = _stomp(node.stomp_port, b"SUBSCRIBE\nid:1\ndestination:ow.to.stomp\nack:auto\n\n\0",
                  until="from openwire \u00e9".encode())
     assert b"MESSAGE\n" in got and b"color:red" in got and b"correlation-id:corr-1" in got
     _stomp(node.stomp_port, b"SEND\ndestination:ow.from.stomp\ndestination-type:ANYCAST\ncolor:blue\nreceipt:r1\n\nhello stomp\0",
            until=b"RECEIPT")
-    assert run(classes, node, "consume-cross") == "OK consume-cross text:hello stomp blue"
+    [m] = ow.run([connect(node, "cid-cross2"), {"op": "receive", "queue": "ow.from.stomp"}])[1]["messages"]
+    assert (m["type"], m["body"], m["properties"]["color"]) == ("text", "hello stomp", "blue")
 
 
 def _read_until(sock, codec, kind, deadline=5.0):

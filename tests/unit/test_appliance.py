@@ -14,6 +14,7 @@ import itertools
 import os
 import re
 import shutil
+from types import SimpleNamespace
 
 import pytest
 from twisted.internet import error
@@ -23,7 +24,10 @@ from twisted.python.failure import Failure
 from junction.appliance import supervisor as sup
 from junction.appliance.folder import ApplianceErrors, child_specs, load_appliance
 from junction.appliance.supervisor import ChildSpec, ChildState, Supervisor
+from junction.brokercore.openwire_server import OpenWireProtocol
 from junction.cli.board import format_board
+from junction.gateway.openwire_side import OpenWireSide
+from junction.protocols.registry import OPENWIRE
 
 ETC = os.path.join(os.path.dirname(__file__), "..", "..", "etc", "appliance")
 _pids = itertools.count(1000)
@@ -199,6 +203,26 @@ def test_the_shipped_appliance_is_a_gateway_and_three_cores():
     assert gateway.management_url == "http://127.0.0.1:8161"
     specs = child_specs(nodes, ETC)
     assert all(s.argv[1:4] == ("-m", "junction", "run") and "--supervised" in s.argv for s in specs)
+
+
+def test_the_shipped_gateway_offers_openwire_clients_what_the_cores_settle_on():
+    """A forwarded OpenWire client settles its wire format with the gateway (which answers its
+    WireFormatInfo), while the core behind settles with the same client WireFormatInfo,
+    replayed: the two offers must be the same, or the client and the core would read each
+    other's frames by different rules (encoding, cache, frame size, inactivity)."""
+    nodes = {n.name: n.config for n in load_appliance(ETC)}
+    gateway = nodes.pop("gateway")
+    [listener] = [a for a in gateway.acceptors if a.name == "all"]
+    assert not listener.protocols  # every protocol, OpenWire sniffed
+    factory = SimpleNamespace(params=listener.params, default_max_frame=gateway.limits.max_frame_size)
+    offer = OpenWireSide(factory, OPENWIRE).offer
+    server = SimpleNamespace(batch_writes=lambda: None, reactor=Clock(), security=None)
+    assert sorted(nodes) == ["core1", "core2", "core3"]
+    for core in nodes.values():
+        [acceptor] = [a for a in core.acceptors if a.name == "gateway-in"]
+        assert "OPENWIRE" in acceptor.protocols, core.name
+        served = OpenWireProtocol(server, acceptor=acceptor, limits=core.limits, reactor=Clock()).codec.offer
+        assert served == offer, core.name
 
 
 def test_every_problem_in_the_folder_is_reported_at_once(tmp_path):

@@ -21,6 +21,7 @@ from junction.gateway.forward import (
     DEFAULT_CONNECT_TIMEOUT,
     FORWARD_BUFFER_SIZE,
     ForwardConnectError,
+    ForwardHandshakeError,
     Splice,
     connect_and_forward,
 )
@@ -358,3 +359,32 @@ def test_write_through_leaves_other_transports_to_their_write():
     finally:
         server.socket.close()
         peer.close()
+
+
+# -- a handshake with the target ----------------------------------------------------------
+
+
+class Waiting:
+    """A handshake that writes nothing and waits for an answer that never comes."""
+
+    def start(self) -> bytes:
+        return b""
+
+    def feed(self, data: bytes):
+        return None
+
+
+def test_a_target_half_closing_during_the_handshake_fails_it_at_once(reactor):
+    """A target that sends FIN before answering (a node whose acceptor does not serve the
+    client's protocol closes so) fails the handshake then, not at the timeout; the gateway
+    closes its side of the target connection too."""
+    client = client_wire()
+    d = connect_and_forward(client, b"opening", TARGET, reactor, handshake=Waiting(), timeout=10)
+    side, target = connect_target(reactor)
+    assert target.value() == b"opening" and not d.called
+    side.readConnectionLost()
+    failure = outcome(d)
+    assert failure.check(ForwardHandshakeError), failure
+    assert failure.value.reason == "the target closed the connection during the handshake"
+    assert target.disconnecting
+    assert not reactor.getDelayedCalls()  # the handshake timer is cancelled

@@ -1,15 +1,20 @@
-"""The OpenWire gateway side's filters: the backend's first frame (its WireFormatInfo) is dropped."""
+"""The OpenWire gateway side: the backend's first frame (its WireFormatInfo) is dropped; a
+redirect names the routed target's transport (``ssl://`` for a connector with TLS)."""
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import pytest
 
 from junction.gateway.forward import ForwardHandshakeError
-from junction.gateway.openwire_side import _DropWireFormatInfo, _FirstFrameDropped
+from junction.gateway.openwire_side import OpenWireSide, _DropWireFormatInfo, _FirstFrameDropped
 from junction.protocols.openwire.codec import encode_frame
-from junction.protocols.openwire.commands import Response
+from junction.protocols.openwire.commands import ConnectionControl, Response
 from junction.protocols.openwire.opening import OPENING_MAX_FRAME_SIZE
 from junction.protocols.openwire.wireformat import SERVER_WIRE_FORMAT, WireFormat
+from junction.protocols.registry import OPENWIRE
+from tests.unit.test_openwire_opening import OPENING, client_reads
 
 WFI = encode_frame(SERVER_WIRE_FORMAT.info())
 AFTER = encode_frame(Response(correlation_id=1), WireFormat())
@@ -65,3 +70,22 @@ def test_a_local_core_whose_first_frame_is_too_large_is_cut_off():
     real = Transport()
     _FirstFrameDropped(real).write((OPENING_MAX_FRAME_SIZE + 1).to_bytes(4, "big"))
     assert real.aborted and real.written == b""
+
+
+def redirected_to(connector) -> str:
+    """What a failover: client routed to ``connector`` is told to reconnect to."""
+    side = OpenWireSide(SimpleNamespace(params={}, default_max_frame=1 << 20, security=None, max_buffered=1 << 20), OPENWIRE)
+    decision = SimpleNamespace(result=SimpleNamespace(target=SimpleNamespace(connector=connector)))
+    opening = side.opening(SimpleNamespace(transport=Transport(), peer="127.0.0.1:5000", decision=decision))
+    opening.receive_data(OPENING)  # the real failover: client's WireFormatInfo and ConnectionInfo
+    [control] = [c for c in client_reads(opening.redirect("r", connector.host, connector.port))
+                 if isinstance(c, ConnectionControl)]
+    assert control.connected_brokers == control.reconnect_to
+    return control.reconnect_to
+
+
+def test_a_redirect_to_a_tls_target_says_ssl_and_to_a_plain_one_tcp():
+    tls = SimpleNamespace(host="core1.example", port=61617, tls=object())  # sslEnabled=true
+    plain = SimpleNamespace(host="core2.example", port=61618, tls=None)
+    assert redirected_to(tls) == "ssl://core1.example:61617"
+    assert redirected_to(plain) == "tcp://core2.example:61618"

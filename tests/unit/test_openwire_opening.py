@@ -155,6 +155,19 @@ def test_redirect_a_failover_client():
         opening.refuse("r1", "REFUSED_UNAVAILABLE")
 
 
+@pytest.mark.parametrize(("scheme", "host", "uri"), [
+    ("ssl", "gw.example", "ssl://gw.example:61617"),  # a target whose connector has TLS
+    ("tcp", "::1", "tcp://[::1]:61617"),  # an IPv6 host in brackets, as the client parses a URI
+])  # fmt: skip
+def test_redirect_names_the_targets_transport(scheme, host, uri):
+    asked = []
+    opening = OpenWireOpening(Logins(), redirect_scheme=lambda h, p: asked.append((h, p)) or scheme)
+    opening.receive_data(OPENING)
+    _, control = client_reads(opening.redirect("r1", host, 61617))
+    assert (control.reconnect_to, control.connected_brokers) == (uri, uri)
+    assert asked == [(host, 61617)]
+
+
 def test_a_plain_tcp_client_is_not_redirected():
     info = ConnectionInfo(command_id=1, response_required=True, connection_id=ConnectionId("c"), client_id="x")
     opening = OpenWireOpening(Logins())

@@ -230,14 +230,18 @@ class OpenWireOpening(Opening):
     redirects = True
 
     __slots__ = ("_authenticate", "_offer", "_codec", "_max_bytes", "_remote_address", "_state", "_raw", "_commands",
-                 "_info", "_out", "_failure")
+                 "_info", "_out", "_failure", "_redirect_scheme")
 
     def __init__(self, authenticate: Callable[[OpenWireCredentials], object | None], *,
                  offer: WireFormat | None = None, max_bytes: int = OPENING_MAX_BYTES,
-                 remote_address: str | None = None):
+                 remote_address: str | None = None,
+                 redirect_scheme: Callable[[str, int], str] | None = None):
         if type(max_bytes) is not int or max_bytes < 1:
             raise ValueError(f"max_bytes must be a positive int, not {max_bytes!r}")
         self._authenticate = authenticate
+        #: the client transport a redirect names for ``(host, port)``: ``tcp``, or ``ssl`` for
+        #: a target whose connector has TLS (the client takes its TLS settings from its own JVM)
+        self._redirect_scheme = redirect_scheme
         self._offer = offer if offer is not None else SERVER_WIRE_FORMAT
         self._codec = OpenWireCodec(self._offer, OpenWireLimits(max_frame_size=OPENING_MAX_FRAME_SIZE))
         self._max_bytes = max_bytes
@@ -345,11 +349,13 @@ class OpenWireOpening(Opening):
         return self._answer(self._reply(self._info, condition or _JMS, description or ""))
 
     def redirect(self, router_name: str, host: str, port: int) -> bytes:
-        """A ConnectionControl to ``tcp://host:port`` for a ``failover:`` client; else Artemis's
+        """A ConnectionControl to ``tcp://host:port`` (``ssl://`` when ``redirect_scheme`` says
+        so; an IPv6 host in brackets) for a ``failover:`` client; else Artemis's
         IllegalStateException (:data:`NOT_FAULT_TOLERANT`: the real client shows that text)."""
         if not self.fault_tolerant:
             return self._answer(self._reply(self._info, _ILLEGAL_STATE, NOT_FAULT_TOLERANT))
-        uri = f"tcp://{host}:{port}"
+        scheme = self._redirect_scheme(host, port) if self._redirect_scheme is not None else "tcp"
+        uri = f"{scheme}://{f'[{host}]' if ':' in host else host}:{port}"
         control = ConnectionControl(connected_brokers=uri, reconnect_to=uri, rebalance_connection=True)
         return self._answer(self._codec.send(control))
 
