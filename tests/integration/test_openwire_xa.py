@@ -317,3 +317,20 @@ def test_branch_prepared_over_core_finished_over_openwire(request: pytest.Fixtur
     results = t.run([t.connect("xa_connect"), {"op": "xa_recover"}, {"op": "xa_commit", "xid": branch}])
     assert own_xids(results[1], {branch["gtrid"]}) == [branch["gtrid"]]
     assert drained(t, queue) == ["over CORE", "marker"]
+
+
+def test_suspend_and_resume_then_one_phase_commit(target: Target):
+    """``end(TMSUSPEND)`` and ``start(TMRESUME)`` send END and BEGIN again (OpenWire has no
+    flags): the branch goes on, and its one-phase commit delivers what it sent before and
+    after, once."""
+    t = target
+    queue = new_name("resume")
+    branch = xid(new_name("resumed"))
+    t.run([
+        t.connect("xa_connect"),
+        {"op": "xa_start", "xid": branch}, {"op": "send", "queue": queue, "body": "before"},
+        {"op": "xa_end", "xid": branch, "flags": "suspend"},
+        {"op": "xa_start", "xid": branch, "flags": "resume"}, {"op": "send", "queue": queue, "body": "after"},
+        {"op": "xa_end", "xid": branch}, {"op": "xa_commit", "xid": branch, "onePhase": True},
+    ])  # fmt: skip
+    assert drained(t, queue) == ["before", "after", "marker"]
