@@ -119,7 +119,8 @@ class OpenWireXa:
         #: the connection's side of the resource manager; no branch is ever its *current* one:
         #: every send and ack names its branch
         self.xa = XaSession(protocol.session)
-        #: Xid -> the acks this connection enlisted in that branch
+        #: Xid -> the acks this connection enlisted in that branch (live branches only: at most
+        #: the node's ``MAX_BRANCHES``, each bounded by its consumers' prefetches)
         self.enlisted: dict[tuple, _Enlisted] = {}
 
     # -- sends and acks inside a branch ------------------------------------------------------
@@ -133,8 +134,17 @@ class OpenWireXa:
             raise errors.TransactionError(f"Transaction '{_text(xid)}' {what}. {XA_CODE_MARKER}{code}")
         enlisted = self.enlisted.get(xid)
         if enlisted is None or enlisted.branch is not branch:
+            self._forget_finished()
             enlisted = self.enlisted[xid] = _Enlisted(self, branch)
         return branch.tx, enlisted
+
+    def _forget_finished(self) -> None:
+        """Drop the acks of branches finished elsewhere or by their timeout: the map holds
+        live branches only."""
+        branches = self.xa.rm.branches
+        for xid, enlisted in list(self.enlisted.items()):
+            if branches.get(xid) is not enlisted.branch:
+                del self.enlisted[xid]
 
     # -- TransactionInfo ---------------------------------------------------------------------
     def handle(self, info) -> None:
