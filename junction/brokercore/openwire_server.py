@@ -17,6 +17,7 @@ goes where the connection's state table
   has it; a producer with a window (``ProducerInfo.windowSize`` > 0) gets a
   ProducerAck for every message it did not wait for, once it is safe;
 * consumers, dispatches, acks and pulls: :mod:`.openwire_consumers`;
+* XA transactions (a TransactionInfo naming an XATransactionId, RECOVER): :mod:`.openwire_xa`;
 * messages to and from the model: :mod:`.openwire_convert`.
 
 What the table refuses is answered with its ``error_reply`` (an
@@ -37,6 +38,7 @@ from twisted.internet.protocol import Protocol
 
 from junction.brokercore.openwire_consumers import OpenWireConsumers
 from junction.brokercore.openwire_convert import to_model
+from junction.brokercore.openwire_xa import OpenWireXa, is_xa
 from junction.brokercore.session import ConnectionInfo as SessionConnection
 from junction.brokercore.session import ServerSession
 from junction.edge.acceptor import AcceptorFactory, apply_socket_options, prefixes
@@ -159,6 +161,8 @@ class OpenWireProtocol(OpenWireConsumers, Protocol):
         self.client_id: str | None = None
         #: open local transactions: the client's LocalTransactionId -> (Transaction, acks held)
         self.transactions: dict = {}
+        #: the connection's XA calls (:mod:`.openwire_xa`), from its first
+        self.xa: OpenWireXa | None = None
         self.monitor: InactivityMonitor | None = None
         self._timer = None
         self._connect_timer = None
@@ -222,6 +226,8 @@ class OpenWireProtocol(OpenWireConsumers, Protocol):
         for tx, _acks in self.transactions.values():
             self.session.rollback(tx)
         self.transactions.clear()
+        if self.xa is not None:
+            self.xa.close()
         self.close_consumers()
         ids = _CLIENT_IDS.get(self.server)
         if ids is not None and self.client_id is not None and ids.get(self.client_id) is self:
@@ -452,14 +458,23 @@ class OpenWireProtocol(OpenWireConsumers, Protocol):
 
     # -- transactions ---------------------------------------------------------------------------------
     def _transaction(self, txid):
+        if is_xa(txid):
+            return self._xa().entry(txid)
         entry = self.transactions.get(txid)
         if entry is None:
             raise errors.TransactionError(f"Transaction '{txid}' has not been started.")
         return entry
 
+    def _xa(self) -> OpenWireXa:
+        if self.xa is None:
+            self.xa = OpenWireXa(self)
+        return self.xa
+
     def _on_transaction(self, info: TransactionInfo) -> None:
         txid = info.transaction_id
         kind = info.type
+        if is_xa(txid) or kind == TransactionType.RECOVER:
+            return self._xa().handle(info)
         if kind == TX_BEGIN:
             if txid in self.transactions:
                 raise errors.TransactionError(f"Transaction '{txid}' has already been started.")
@@ -483,7 +498,7 @@ class OpenWireProtocol(OpenWireConsumers, Protocol):
                 self.rolled_back(acks)
             self.respond(info)
         else:
-            raise errors.TransactionError(f"TransactionInfo type {kind} is not served (XA is not)")
+            raise errors.TransactionError(f"TransactionInfo type {kind} is not served for a local transaction")
 
     def _commit_failed(self, failure, info) -> None:
         self.refuse(info, "javax.jms.TransactionRolledBackException", f"commit failed: {failure.value}")

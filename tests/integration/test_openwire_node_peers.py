@@ -4,9 +4,9 @@ The scenario functions of ``test_openwire_peers.py`` (run there against the real
 Artemis brokers) run here unchanged against a node (a real ``junction run``) with an
 ``OPENWIRE`` acceptor: differential testing, as ``test_core_jms.py`` does for CORE.  The node
 announces temporary destinations to advisory consumers (as Classic does), and takes STOMP
-queues by bare name with an ANYCAST header (as Artemis does).  Not run here: the XA scenario
-(XA over OpenWire is not served yet) and Artemis's redirect (the node sends no
-ConnectionControl yet).
+queues by bare name with an ANYCAST header (as Artemis does).  The kill -9 scenarios (10,000
+synchronous sends; XA branches prepared, then recovered) kill and restart the test's own
+node.  Not run here: Artemis's redirect (the node sends no ConnectionControl yet).
 """
 
 from __future__ import annotations
@@ -82,3 +82,7 @@ def test_stomp_to_openwire_and_back(junction: Target):
 
 def test_sync_persistent_sends_survive_kill9(junction: Target):
     peers.test_sync_persistent_sends_survive_kill9(junction)
+
+
+def test_xa_prepared_survives_kill9_then_recovered(junction: Target):
+    peers.test_xa_prepared_survives_kill9_then_recovered(junction)

@@ -144,13 +144,18 @@ def target(request: pytest.FixtureRequest, openwire_client: OpenWireClient) -> T
 @pytest.fixture(params=PEERS)
 def own_target(request: pytest.FixtureRequest, openwire_client: OpenWireClient) -> Target:
     """A peer of the test's own (for kill -9), with one of the two clients."""
-    if request.param == "classic":
+    return own_peer(request, request.param, openwire_client)
+
+
+def own_peer(request: pytest.FixtureRequest, kind: str, client: OpenWireClient) -> Target:
+    """A new peer (``classic`` or ``artemis``) of the test's own, started, with ``client``."""
+    if kind == "classic":
         broker = request.getfixturevalue("classic_factory")("crashy").start()
     else:
         broker = request.getfixturevalue("artemis_factory")(
             "crashy", protocols="CORE,OPENWIRE", extra_core_xml=ARTEMIS_SYNC_JOURNAL
         ).start()
-    return peer_target(request.param, broker, openwire_client)
+    return peer_target(kind, broker, client)
 
 
 def bodies(result: dict) -> list:
