@@ -32,7 +32,13 @@ from junction.protocols.openwire.commands import (
     SessionInfo,
 )
 from junction.protocols.openwire.messages import MessageDispatch
-from junction.protocols.openwire.structures import ActiveMQQueue, ConnectionId, ConsumerId, ProducerId, SessionId
+from junction.protocols.openwire.structures import (
+    ActiveMQQueue,
+    ConnectionId,
+    ConsumerId,
+    ProducerId,
+    SessionId,
+)
 from junction.protocols.openwire.wireformat import SERVER_WIRE_FORMAT
 from tests.harness import free_port
 

@@ -76,6 +76,10 @@ def test_message_groups_two_consumers(junction: Target):
     peers.test_message_groups_two_consumers(junction)
 
 
+def test_exclusive_consumer(junction: Target):
+    peers.test_exclusive_consumer(junction)
+
+
 def test_stomp_to_openwire_and_back(junction: Target):
     peers.test_stomp_to_openwire_and_back(junction)
 

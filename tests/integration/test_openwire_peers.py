@@ -22,7 +22,10 @@ assertion is what both guarantee and the test says what differs and why:
 * ``JMSXDeliveryCount`` among the property names (the 6.x client lists it, 5.17 does not):
   the scenarios compare the properties they sent, and the count by ``deliveryCount``;
 * the STOMP destination of a queue (``/queue/q`` on Classic; ``q`` with an ANYCAST header on
-  Artemis): :attr:`Target.stomp_queue_prefix`.
+  Artemis): :attr:`Target.stomp_queue_prefix`;
+* whether an exclusive consumer (``consumer.exclusive=true``) gets a queue's messages alone:
+  Classic honours it, Artemis's OpenWire adapter never reads ConsumerInfo's ``exclusive`` (its
+  queues are exclusive only by their own attribute): :attr:`Target.exclusive_consumers`.
 
 A send replayed by the ``failover:`` transport after a kill -9 is recognised as a duplicate
 by both peers: none is allowed.
@@ -101,6 +104,9 @@ class Target:
     #: and ``subscription-type:ANYCAST`` on a SUBSCRIBE)
     stomp_port: int | None = None
     stomp_queue_prefix: str = "/queue/"
+    #: whether the broker gives an exclusive consumer (ConsumerInfo ``exclusive``) a queue's
+    #: messages alone: Classic does; Artemis ignores the flag and shares them round-robin
+    exclusive_consumers: bool = True
 
     def url(self, *, failover: bool = False, wire: dict | None = None, **jms: Any) -> str:
         """The client URL: ``tcp://host:port?wireFormat.x=..&jms.y=..``, or with ``failover``
@@ -131,7 +137,7 @@ def peer_target(kind: str, broker: Any, client: OpenWireClient) -> Target:
     return Target(
         kind, broker, broker.host, port, client,
         temp_advisories=kind == "classic", stomp_port=broker.stomp_port,
-        stomp_queue_prefix="/queue/" if kind == "classic" else "",
+        stomp_queue_prefix="/queue/" if kind == "classic" else "", exclusive_consumers=kind == "classic",
     )  # fmt: skip
 
 
@@ -459,6 +465,40 @@ def test_message_groups_two_consumers(target: Target):
         mine = [m for m in got if m["groupId"] == group]
         assert [int(m["body"]) for m in mine] == list(range(g, 40, len(groups))), group
         assert len({m["consumer"] for m in mine}) == 1, f"group {group} went to two consumers"
+
+
+def test_exclusive_consumer(target: Target):
+    """Two consumers of a queue, the second exclusive (``queue?consumer.exclusive=true``, the
+    client's destination option, sent as ConsumerInfo ``exclusive``): every message goes to
+    the exclusive one while it is open, though it came second; closed, it gives back what it
+    held unread, and the other gets the rest, in order.  Nothing is lost or received twice.
+
+    Artemis ignores the flag (its OpenWire adapter never reads it): there the two consumers
+    share the messages; the test asserts that difference, and that nothing is lost there either."""
+    queue = new_name("exclusive")
+    results = target.run(
+        [
+            target.connect(),
+            {"op": "consumer", "id": "plain", "queue": queue},
+            {"op": "session"},
+            {"op": "consumer", "id": "exclusive", "queue": f"{queue}?consumer.exclusive=true"},
+            {"op": "send", "queue": queue, "body": "m{i}", "count": 10},
+            {"op": "receive", "consumers": ["plain", "exclusive"], "count": 4, "timeout": 2000},
+            {"op": "close_consumer", "id": "exclusive"},
+            {"op": "send", "queue": queue, "body": "marker"},
+            {"op": "receive", "consumer": "plain", "count": 20, "until": "marker"},
+        ]
+    )
+    first, rest = results[5]["messages"], bodies(results[8])
+    received = [m["body"] for m in first] + rest
+    assert rest[-1] == "marker"
+    assert sorted(received) == sorted([f"m{i}" for i in range(10)] + ["marker"])  # each once
+    assert {m["destination"] for m in first} == {f"queue://{queue}"}
+    if target.exclusive_consumers:
+        assert [(m["consumer"], m["body"]) for m in first] == [("exclusive", f"m{i}") for i in range(4)]
+        assert rest == [f"m{i}" for i in range(4, 10)] + ["marker"]
+    else:
+        assert {m["consumer"] for m in first} == {"plain", "exclusive"}
 
 
 class _StompInbox(stomp.ConnectionListener):
