@@ -593,6 +593,7 @@ class ServerSession(SessionQueues):
                     durable=durable,
                     subscription=durable,
                     temporary=not durable,
+                    exclusive=server.settings.resolve(address).default_exclusive_queue,
                 )
             )
             if durable:

@@ -150,3 +150,38 @@ def test_a_queue_that_is_not_exclusive_shares_round_robin():
     _consumer(queue, b)
     _send(broker, 4)
     assert (_bodies(a), _bodies(b)) == ([0, 2], [1, 3])
+
+
+# -- where the attribute comes from: broker.xml and the address setting ---------------------------
+
+
+def test_a_declared_queue_takes_its_attribute_else_the_address_setting():
+    from junction.config.model import AddressConfig, AddressSettings, QueueConfig
+    from junction.model.message import RoutingType
+
+    any_ = RoutingType.ANYCAST
+
+    def declared(name, **attributes):
+        given = frozenset(k.replace("_", "-") for k in attributes)
+        return AddressConfig(name, frozenset({any_}), (QueueConfig(name, any_, given=given, **attributes),))
+
+    broker = Broker(
+        address_settings=[AddressSettings(match="excl.#", default_exclusive_queue=True)],
+        addresses=[declared("plain.given", exclusive=True), declared("excl.default"),
+                   declared("excl.not", exclusive=False), declared("plain.default")],
+    )
+    exclusive = {name: broker.server.find_queue(name).definition.exclusive
+                 for name in ("plain.given", "excl.default", "excl.not", "plain.default")}
+    assert exclusive == {"plain.given": True, "excl.default": True, "excl.not": False, "plain.default": False}
+    # what auto-create-queues makes, and a subscription's queue, take the address setting
+    session = broker.session(client_id="c")
+    a, b = [], []
+    session.create_consumer("excl.auto", lambda sc, ref: a.append(ref), routing_type=any_)
+    session.create_consumer("excl.auto", lambda sc, ref: b.append(ref), routing_type=any_)
+    assert broker.server.find_queue("excl.auto").definition.exclusive is True
+    topic = session.create_consumer("excl.topic", lambda sc, ref: None, routing_type=RoutingType.MULTICAST)
+    assert topic.queue.definition.exclusive is True
+    for i in range(3):
+        session.submit(Message(address="excl.auto", body=b"%d" % i), any_)
+    broker.run()
+    assert (_bodies(a), _bodies(b)) == ([0, 1, 2], [])
