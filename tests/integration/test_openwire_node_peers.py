@@ -86,3 +86,7 @@ def test_stomp_to_openwire_and_back(junction: Target):
 
 def test_sync_persistent_sends_survive_kill9(junction: Target):
     peers.test_sync_persistent_sends_survive_kill9(junction)
+
+
+def test_a_consumer_goes_on_after_a_failover_reconnect(junction: Target):
+    peers.test_a_consumer_goes_on_after_a_failover_reconnect(junction)
