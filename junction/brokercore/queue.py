@@ -404,13 +404,13 @@ class Queue:
         consumers = self.consumers
         while self._count:
             if len(consumers) == 1:
-                # _next_consumer() for the usual single consumer
+                # _round_robin() for the usual single consumer
                 consumer = consumers[0]
                 if not consumer.has_credit():
                     return
                 self._rr = 1
             else:
-                consumer = self._next_consumer()
+                consumer = self._round_robin()  # not exclusive: deliver_now chose this path
                 if consumer is None:
                     return
             ref = self._pop_next()
