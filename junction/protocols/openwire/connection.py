@@ -55,7 +55,10 @@ What is refused, and why (Classic's ``TransportConnection`` and Artemis's
 Session ``-1`` is every connection's default session, open without a
 SessionInfo: the client's advisory consumer lives there.  An ack for a
 consumer that is not registered is ignored, as Classic ignores it (a consumer
-closed while its acks were on the way).
+closed while its acks were on the way).  A ConsumerControl, which a broker
+usually sends, is handled from the client too: the failover transport sends
+one to restore a consumer's prefetch after a reconnect (the adapter ignores
+one for a consumer it does not have).
 """
 
 from __future__ import annotations
