@@ -286,7 +286,7 @@ class OpenWireConsumers:
                 state.pull_timer = None
                 used = len(state.delivered) - len(state.credited)
                 state.server_consumer.set_credit(max(0, prefetch - used))
-                state.server_consumer.queue.deliver_soon()
+                state.server_consumer.deliver_now()  # before what the client sent next
         self.respond(control)
 
     # -- pulls -----------------------------------------------------------------------------------------

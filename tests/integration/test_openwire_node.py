@@ -269,7 +269,8 @@ def _dispatches(sock, codec, until, deadline: float = 5.0) -> list:
 def test_a_consumer_control_from_the_client_restores_its_prefetch(node):
     """What the failover transport does after a reconnect: it re-creates a consumer with a
     prefetch of 0, then sends a ConsumerControl with the real prefetch; the consumer is then
-    fed up to that window (before, the node took the command for a broker's and closed)."""
+    fed up to that window, less what it holds unacknowledged (before, the node took the
+    command for a broker's and closed)."""
     _stomp(node.stomp_port, *(b"SEND\ndestination:ow.control\ndestination-type:ANYCAST\n\nm%d\0" % i
                                for i in range(3)),
            b"SEND\ndestination:ow.control\ndestination-type:ANYCAST\nreceipt:r\n\nm3\0", until=b"RECEIPT")
@@ -282,13 +283,18 @@ def test_a_consumer_control_from_the_client_restores_its_prefetch(node):
                                              destination=ActiveMQQueue("ow.control"), prefetch_size=0)))
         answer = _read_until(sock, codec, Response)
         assert answer.correlation_id == 3 and not isinstance(answer, ExceptionResponse)
+        # a keep-alive's echo comes after what the node dispatched for the command before it,
+        # even when both come in one read: sent together
         sock.sendall(codec.send(ConsumerControl(command_id=4, consumer_id=consumer, prefetch=2,
-                                                destination=ActiveMQQueue("ow.control"))))
-        # a keep-alive's echo comes after whatever the node dispatched before it read it
-        sock.sendall(codec.send(KeepAliveInfo(command_id=5, response_required=True)))
+                                                destination=ActiveMQQueue("ow.control")))
+                     + codec.send(KeepAliveInfo(command_id=5, response_required=True)))
         got = _dispatches(sock, codec, until=KeepAliveInfo)
         assert [d.message.content[-2:] for d in got] == [b"m0", b"m1"]  # the window: two, unacknowledged
         assert all(d.consumer_id == consumer for d in got)
+        # a window of three counts the two still unacknowledged: one more
+        sock.sendall(codec.send(ConsumerControl(command_id=6, consumer_id=consumer, prefetch=3))
+                     + codec.send(KeepAliveInfo(command_id=7, response_required=True)))
+        assert [d.message.content[-2:] for d in _dispatches(sock, codec, until=KeepAliveInfo)] == [b"m2"]
 
 
 def test_a_silent_connection_is_closed_after_the_inactivity_duration(node):
