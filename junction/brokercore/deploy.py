@@ -83,7 +83,9 @@ def deploy_addresses(server, addresses, *, exact: bool = False) -> tuple[list[st
                 durable=qc.durable,
                 max_consumers=qc.max_consumers,
                 purge_on_no_consumers=qc.purge_on_no_consumers,
-                exclusive=qc.exclusive,
+                # absent, Artemis's default-exclusive-queue of the address
+                exclusive=(qc.exclusive if "exclusive" in qc.given
+                           else server.settings.resolve(addr.name).default_exclusive_queue),
                 user=qc.user,
             )
             try:

@@ -61,10 +61,12 @@ def subscription_queue_name(client_id: str, subscription: str) -> str:
 class _Consumer:
     """One OpenWire consumer: its ServerConsumer and its unacknowledged deliveries."""
 
-    __slots__ = ("info", "server_consumer", "delivered", "credited", "pull_timer")
+    __slots__ = ("info", "prefetch", "server_consumer", "delivered", "credited", "pull_timer")
 
     def __init__(self, info):
         self.info = info
+        #: the prefetch now: the ConsumerInfo's, until a ConsumerControl changes it
+        self.prefetch = info.prefetch_size
         self.server_consumer = None
         #: broker sequence id -> ref, oldest first (bounded by the prefetch)
         self.delivered: OrderedDict = OrderedDict()
@@ -119,6 +121,8 @@ class OpenWireConsumers:
             selector = f"({selector}) AND {local}" if selector else local
         kwargs = dict(selector=selector, credit_messages=max(0, prefetch), ack_returns_credit=False,
                       priority=info.priority)
+        if routing is RoutingType.ANYCAST and info.exclusive:
+            kwargs["exclusive"] = True  # Classic's exclusive consumer (a topic's queue is the consumer's own)
         try:
             if routing is RoutingType.MULTICAST:
                 if info.subscription_name:
@@ -214,7 +218,7 @@ class OpenWireConsumers:
                 state.credited.discard(key)
             else:
                 fresh += 1
-        if fresh and state.info.prefetch_size > 0:
+        if fresh and state.prefetch > 0:
             state.server_consumer.add_credit(fresh)
 
     def on_ack(self, ack) -> None:
@@ -226,7 +230,7 @@ class OpenWireConsumers:
         if kind == AckType.DELIVERED:
             fresh = [k for k in keys if k not in state.credited]
             state.credited.update(fresh)
-            if fresh and state.info.prefetch_size > 0:
+            if fresh and state.prefetch > 0:
                 state.server_consumer.add_credit(len(fresh))
             return self.respond(ack)
         refs = [state.delivered.pop(k) for k in keys]
@@ -259,10 +263,36 @@ class OpenWireConsumers:
                 # its credit came back with the ack: a second ack gives none
                 state.credited.add(ref.message.message_id)
 
+    # -- ConsumerControl ----------------------------------------------------------------------------
+    def on_consumer_control(self, control) -> None:
+        """A client's ConsumerControl: its consumer's prefetch is now ``prefetch``.
+
+        The failover transport sends one after a reconnect: it re-creates each consumer with a
+        prefetch of 0 while the reconnect is under way, then restores the real prefetch this way
+        (Classic's ``ConnectionStateTracker``; Artemis's ``updateConsumer`` serves it).  The
+        window is the new prefetch less the deliveries it still counts; 0 is pull mode.  The
+        command's other flags (close, start, stop, flush) are the broker's to send, not the
+        client's: ignored, as Artemis ignores them.
+        """
+        state = self.consumers.get(control.consumer_id)
+        if state is not None and not state.server_consumer.closed:
+            prefetch = max(0, control.prefetch)
+            state.prefetch = prefetch
+            if prefetch == 0:
+                state.server_consumer.set_credit(0)
+            else:
+                if state.pull_timer is not None and state.pull_timer.active():
+                    state.pull_timer.cancel()
+                state.pull_timer = None
+                used = len(state.delivered) - len(state.credited)
+                state.server_consumer.set_credit(max(0, prefetch - used))
+                state.server_consumer.deliver_now()  # before what the client sent next
+        self.respond(control)
+
     # -- pulls -----------------------------------------------------------------------------------------
     def on_pull(self, pull) -> None:
         state = self.consumers.get(pull.consumer_id)
-        if state is None or state.info.prefetch_size > 0:
+        if state is None or state.prefetch > 0:
             return self.respond(pull)
         before = len(state.delivered)
         sc = state.server_consumer

@@ -50,6 +50,7 @@ from junction.protocols.openwire.codec import OpenWireCodec, OpenWireLimits
 from junction.protocols.openwire.commands import (
     BrokerInfo,
     ConnectionInfo,
+    ConsumerControl,
     ConsumerInfo,
     DestinationInfo,
     DestinationOperation,
@@ -525,6 +526,7 @@ class OpenWireProtocol(OpenWireConsumers, Protocol):
         ConsumerInfo: OpenWireConsumers.on_consumer,
         MessageAck: OpenWireConsumers.on_ack,
         MessagePull: OpenWireConsumers.on_pull,
+        ConsumerControl: OpenWireConsumers.on_consumer_control,
         TransactionInfo: _on_transaction,
         DestinationInfo: _on_destination,
         RemoveSubscriptionInfo: _on_remove_subscription,

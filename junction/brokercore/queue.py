@@ -17,6 +17,7 @@ import itertools
 from collections import deque
 from dataclasses import dataclass, field
 
+from junction.brokercore.exclusive import ExclusiveDispatch
 from junction.brokercore.scheduled import SCHEDULED_DELIVERY, ScheduledRefs, delivery_time
 from junction.model.message import Message, RoutingType
 
@@ -85,7 +86,8 @@ class Consumer:
     """A consumer on a queue, as a protocol session creates it.
 
     ``deliver(ref)`` is called for each reference handed over; it must not
-    re-enter the queue.  Credit: ``credit_messages``/``credit_bytes`` of
+    re-enter the queue.  ``exclusive``: while it is attached, the queue's
+    messages go to it alone (:mod:`~junction.brokercore.exclusive`).  Credit: ``credit_messages``/``credit_bytes`` of
     ``None`` mean unlimited; otherwise each delivery consumes credit and the
     protocol session returns it (:meth:`add_credit`) as the client acks or asks
     for more.  ``paused`` stops deliveries while the connection cannot write
@@ -105,6 +107,7 @@ class Consumer:
         credit_messages: int | None = None,
         credit_bytes: int | None = None,
         priority: int = 0,
+        exclusive: bool = False,
     ):
         self.id = next(self._ids)
         self.queue = queue
@@ -113,6 +116,7 @@ class Consumer:
         self.credit_messages = credit_messages
         self.credit_bytes = credit_bytes
         self.priority = priority
+        self.exclusive = exclusive
         self.paused = False
         self.closed = False
         #: refs delivered and not yet acked or cancelled, in delivery order
@@ -191,6 +195,8 @@ class Queue:
         self._avoiding = False
         #: consumers with an end_batch handed references in the current pass
         self._batch: list[Consumer] = []
+        #: exclusive dispatch, while the queue is exclusive or has an exclusive consumer
+        self._exclusive: ExclusiveDispatch | None = ExclusiveDispatch(True) if definition.exclusive else None
         self.messages_added = 0
         self.messages_acknowledged = 0
         self.messages_expired = 0
@@ -275,6 +281,10 @@ class Queue:
     def add_consumer(self, consumer: Consumer) -> None:
         self.consumers.append(consumer)
         self._prioritised = len({c.priority for c in self.consumers}) > 1
+        if consumer.exclusive and self._exclusive is None:
+            self._exclusive = ExclusiveDispatch(False)
+        if self._exclusive is not None:
+            self._exclusive.consumer_added(consumer)
         self.deliver_soon()
         changed = getattr(self.owner, "consumers_changed", None)
         if changed is not None:
@@ -286,6 +296,11 @@ class Queue:
         if consumer in self.consumers:
             self.consumers.remove(consumer)
         self._prioritised = len({c.priority for c in self.consumers}) > 1
+        exclusive = self._exclusive
+        if exclusive is not None:
+            exclusive.consumer_removed(consumer, self.consumers)
+            if not exclusive.needed(self.consumers):
+                self._exclusive = None
         refs = list(consumer.in_flight.values())
         consumer.in_flight.clear()
         # Back at the head in their original order: add_head in reverse.
@@ -326,7 +341,12 @@ class Queue:
             return
         self._delivering = True
         try:
-            if self._avoiding or any(c.filter is not None for c in self.consumers):
+            exclusive = self._exclusive
+            if exclusive is not None:
+                # one consumer may take each ref: the scanning path asks for it per ref
+                if not exclusive.blocked():
+                    self._deliver_with_selectors()
+            elif self._avoiding or any(c.filter is not None for c in self.consumers):
                 self._deliver_with_selectors()
             else:
                 self._deliver_simple()
@@ -343,6 +363,13 @@ class Queue:
             consumer.end_batch()
 
     def _next_consumer(self, message: Message | None = None, avoid=None) -> Consumer | None:
+        """The consumer to hand ``message`` to now: the exclusive holder (see
+        :mod:`~junction.brokercore.exclusive`), else the next round-robin."""
+        if self._exclusive is not None:
+            return self._exclusive.choose(self._round_robin, message, avoid)
+        return self._round_robin(message, avoid)
+
+    def _round_robin(self, message: Message | None = None, avoid=None) -> Consumer | None:
         """The next consumer with credit (that accepts ``message``), round-robin among
         those of the highest consumer priority that can take it (Artemis's rule: a
         lower-priority consumer gets messages only while no higher one has credit)."""
@@ -377,13 +404,13 @@ class Queue:
         consumers = self.consumers
         while self._count:
             if len(consumers) == 1:
-                # _next_consumer() for the usual single consumer
+                # _round_robin() for the usual single consumer
                 consumer = consumers[0]
                 if not consumer.has_credit():
                     return
                 self._rr = 1
             else:
-                consumer = self._next_consumer()
+                consumer = self._round_robin()  # not exclusive: deliver_now chose this path
                 if consumer is None:
                     return
             ref = self._pop_next()
@@ -430,7 +457,7 @@ class Queue:
                     self._scan_cursor = (lane_no, index)
                     self._schedule_pass()
                     return
-                if not any(c.has_credit() for c in self.consumers):
+                if not self._can_take():
                     return  # credit coming back schedules a full pass
                 ref = lane[index]
                 scanned += 1
@@ -449,6 +476,12 @@ class Queue:
         if cursor is not None and self._rescan:
             self._rescan = False
             self._schedule_pass()
+
+    def _can_take(self) -> bool:
+        """Some consumer the queue may hand a reference to has credit."""
+        if self._exclusive is not None and self._exclusive.holder is not None:
+            return self._exclusive.holder.has_credit()
+        return any(c.has_credit() for c in self.consumers)
 
     def _hand_over(self, ref: MessageRef, consumer: Consumer) -> None:
         ref.delivery_count += 1

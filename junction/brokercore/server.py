@@ -333,6 +333,7 @@ class BrokerServer:
                 auto_created=True,
                 max_consumers=settings.default_max_consumers,
                 purge_on_no_consumers=settings.default_purge_on_no_consumers,
+                exclusive=settings.default_exclusive_queue,
             )
         )
 

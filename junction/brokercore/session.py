@@ -124,7 +124,7 @@ class ServerConsumer:
     delivered to this consumer (a protocol may buffer a pass's frames).
     """
 
-    def __init__(self, session, queue, on_delivery, *, filter=None, auto_ack=False, credit_messages=None, credit_bytes=None, owns_queue=False, on_batch_end=None, ack_returns_credit=True, priority=0):
+    def __init__(self, session, queue, on_delivery, *, filter=None, auto_ack=False, credit_messages=None, credit_bytes=None, owns_queue=False, on_batch_end=None, ack_returns_credit=True, priority=0, exclusive=False):
         self.session = session
         self.queue = queue
         self.on_delivery = on_delivery
@@ -140,6 +140,7 @@ class ServerConsumer:
             credit_messages=credit_messages,
             credit_bytes=credit_bytes,
             priority=priority,
+            exclusive=exclusive,
         )
         self.consumer.end_batch = on_batch_end
         self.closed = False
@@ -454,6 +455,7 @@ class ServerSession(SessionQueues):
         priority: int = 0,
         durable_subscription: bool = True,
         shared_subscription: bool = False,
+        exclusive: bool = False,
     ) -> ServerConsumer:
         """Subscribe to an address or queue, Artemis style.
 
@@ -466,6 +468,8 @@ class ServerSession(SessionQueues):
         shared subscription, removed when its last consumer leaves.
         ``shared_subscription``: other consumers may share the queue, so a
         changed selector is refused while any are attached.
+        ``exclusive``: the queue's messages go to this consumer alone while it is
+        attached (:mod:`~junction.brokercore.exclusive`).
         """
         server = self.server
         flt = None
@@ -548,6 +552,7 @@ class ServerSession(SessionQueues):
             on_batch_end=on_batch_end,
             ack_returns_credit=ack_returns_credit,
             priority=priority,
+            exclusive=exclusive,
         )
         self.consumers.add(consumer)
         # A consumer created while the connection cannot write starts paused too.
@@ -588,6 +593,7 @@ class ServerSession(SessionQueues):
                     durable=durable,
                     subscription=durable,
                     temporary=not durable,
+                    exclusive=server.settings.resolve(address).default_exclusive_queue,
                 )
             )
             if durable:

@@ -269,7 +269,6 @@ UNIMPLEMENTED: dict[str, dict] = {
         "last-value-queue": Warned(),
         "default-last-value-key": Warned(),
         "default-non-destructive": Warned(),
-        "default-exclusive-queue": Warned(),
         "default-consumer-window-size": Warned(),
         "slow-consumer-threshold": Warned(),
         "slow-consumer-policy": Warned(),
@@ -287,7 +286,6 @@ UNIMPLEMENTED: dict[str, dict] = {
         "delay-before-dispatch": DefaultOnly(integer(0, minus_one=True, long=True), -1),
         "enabled": DefaultOnly(boolean, True),
         # read into the model, without effect yet: warned at start
-        "exclusive": Warned(),
         "last-value": Warned(),
         "last-value-key": Warned(),
         "non-destructive": Warned(),

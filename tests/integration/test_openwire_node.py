@@ -20,13 +20,22 @@ from junction.protocols.openwire.codec import Negotiated, OpenWireCodec
 from junction.protocols.openwire.commands import (
     BrokerInfo,
     ConnectionInfo,
+    ConsumerControl,
+    ConsumerInfo,
     ExceptionResponse,
     KeepAliveInfo,
     ProducerInfo,
     Response,
     SessionInfo,
 )
-from junction.protocols.openwire.structures import ConnectionId, ProducerId, SessionId
+from junction.protocols.openwire.messages import MessageDispatch
+from junction.protocols.openwire.structures import (
+    ActiveMQQueue,
+    ConnectionId,
+    ConsumerId,
+    ProducerId,
+    SessionId,
+)
 from junction.protocols.openwire.wireformat import SERVER_WIRE_FORMAT
 from tests.harness import free_port, wait_for
 
@@ -401,6 +410,52 @@ def test_a_command_only_a_broker_sends_ends_only_that_connection(node):
     assert _read_until(good, good_codec, Response).correlation_id == 2
     bad.close()
     good.close()
+
+
+def _dispatches(sock, codec, until, deadline: float = 5.0) -> list:
+    """The MessageDispatches read before a command of type ``until``."""
+    got = []
+    sock.settimeout(deadline)
+    while True:
+        data = sock.recv(65536)
+        if not data:
+            return got
+        for event in codec.receive_data(data):
+            if isinstance(event, until):
+                return got
+            if isinstance(event, MessageDispatch):
+                got.append(event)
+
+
+def test_a_consumer_control_from_the_client_restores_its_prefetch(node):
+    """What the failover transport does after a reconnect: it re-creates a consumer with a
+    prefetch of 0, then sends a ConsumerControl with the real prefetch; the consumer is then
+    fed up to that window, less what it holds unacknowledged (before, the node took the
+    command for a broker's and closed)."""
+    _stomp(node.stomp_port, *(b"SEND\ndestination:ow.control\ndestination-type:ANYCAST\n\nm%d\0" % i
+                               for i in range(3)),
+           b"SEND\ndestination:ow.control\ndestination-type:ANYCAST\nreceipt:r\n\nm3\0", until=b"RECEIPT")
+    sock, codec, _ = _open(node.ow_port, "ID:raw-cc", "cc")
+    with sock:
+        sock.sendall(codec.send(SessionInfo(command_id=2, response_required=True, session_id=SessionId("ID:raw-cc", 1))))
+        assert _read_until(sock, codec, Response).correlation_id == 2
+        consumer = ConsumerId("ID:raw-cc", 1, 1)
+        sock.sendall(codec.send(ConsumerInfo(command_id=3, response_required=True, consumer_id=consumer,
+                                             destination=ActiveMQQueue("ow.control"), prefetch_size=0)))
+        answer = _read_until(sock, codec, Response)
+        assert answer.correlation_id == 3 and not isinstance(answer, ExceptionResponse)
+        # a keep-alive's echo comes after what the node dispatched for the command before it,
+        # even when both come in one read: sent together
+        sock.sendall(codec.send(ConsumerControl(command_id=4, consumer_id=consumer, prefetch=2,
+                                                destination=ActiveMQQueue("ow.control")))
+                     + codec.send(KeepAliveInfo(command_id=5, response_required=True)))
+        got = _dispatches(sock, codec, until=KeepAliveInfo)
+        assert [d.message.content[-2:] for d in got] == [b"m0", b"m1"]  # the window: two, unacknowledged
+        assert all(d.consumer_id == consumer for d in got)
+        # a window of three counts the two still unacknowledged: one more
+        sock.sendall(codec.send(ConsumerControl(command_id=6, consumer_id=consumer, prefetch=3))
+                     + codec.send(KeepAliveInfo(command_id=7, response_required=True)))
+        assert [d.message.content[-2:] for d in _dispatches(sock, codec, until=KeepAliveInfo)] == [b"m2"]
 
 
 def test_a_silent_connection_is_closed_after_the_inactivity_duration(node):

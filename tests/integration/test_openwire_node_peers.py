@@ -76,6 +76,10 @@ def test_message_groups_two_consumers(junction: Target):
     peers.test_message_groups_two_consumers(junction)
 
 
+def test_exclusive_consumer(junction: Target):
+    peers.test_exclusive_consumer(junction)
+
+
 def test_stomp_to_openwire_and_back(junction: Target):
     peers.test_stomp_to_openwire_and_back(junction)
 
@@ -86,3 +90,7 @@ def test_sync_persistent_sends_survive_kill9(junction: Target):
 
 def test_xa_prepared_survives_kill9_then_recovered(junction: Target):
     peers.test_xa_prepared_survives_kill9_then_recovered(junction)
+
+
+def test_a_consumer_goes_on_after_a_failover_reconnect(junction: Target):
+    peers.test_a_consumer_goes_on_after_a_failover_reconnect(junction)

@@ -161,7 +161,7 @@ _WARNED = core(
     </address-settings>
     <addresses>
        <address name="a"><anycast>
-          <queue name="q" exclusive="true" last-value="false"/>
+          <queue name="q" non-destructive="true" last-value="false"/>
        </anycast></address>
     </addresses>
     """
@@ -177,7 +177,7 @@ def test_warned_settings_are_said_at_start_with_their_file_and_line():
         f"b.xml:{setting}: address-setting '#': <redelivery-collision-avoidance-factor> "
         "is not implemented by Junction yet and has no effect",
         f"b.xml:{setting}: address-setting '#': <last-value-queue> is not implemented by Junction yet and has no effect",
-        f"b.xml:{queue}: queue 'q': exclusive is not implemented by Junction yet and has no effect",
+        f"b.xml:{queue}: queue 'q': non-destructive is not implemented by Junction yet and has no effect",
         f"b.xml:{cluster}: cluster connection 'c': <min-large-message-size> has no effect in Junction "
         "(its links carry a message of up to 64 MiB whole, and nodes have no failover yet)",
         f"b.xml:{group}: discovery group 'dg': <initial-wait-timeout> has no effect in Junction "

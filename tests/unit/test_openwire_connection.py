@@ -14,6 +14,7 @@ from junction.protocols.openwire.commands import (
     ConnectionControl,
     ConnectionError,
     ConnectionInfo,
+    ConsumerControl,
     ConsumerInfo,
     DestinationInfo,
     ExceptionResponse,
@@ -325,7 +326,8 @@ def test_zero_duration_disables_monitoring():
 
 CI = ConnectionInput
 OTHER = "ID:elsewhere-1:1"
-_HANDLED = {CI.SESSION_INFO, CI.PRODUCER_INFO, CI.CONSUMER_INFO, CI.MESSAGE, CI.ACK, CI.PULL, CI.TRANSACTION,
+_HANDLED = {CI.SESSION_INFO, CI.PRODUCER_INFO, CI.CONSUMER_INFO, CI.MESSAGE, CI.ACK, CI.PULL, CI.CONSUMER_CONTROL,
+            CI.TRANSACTION,
             CI.DESTINATION, CI.REMOVE_SUBSCRIPTION, CI.REMOVE}
 _ANSWERED_ONLY = {CI.REPEAT, CI.NO_OP}
 _KEPT_OPEN = {CI.NO_SUCH_SESSION: NoSuchSession, CI.NO_SUCH_PRODUCER: NoSuchProducer,
@@ -412,6 +414,7 @@ def command_for(kind: ConnectionInput, state: S):
         CI.STALE_ACK: MessageAck(consumer_id=ConsumerId(CID, 1, 7)),
         CI.PULL: MessagePull(consumer_id=ConsumerId(CID, 1, 1)),
         CI.NO_SUCH_CONSUMER: MessagePull(consumer_id=ConsumerId(CID, 1, 7)),
+        CI.CONSUMER_CONTROL: ConsumerControl(consumer_id=ConsumerId(CID, 1, 1), prefetch=1000),
         CI.TRANSACTION: TransactionInfo(connection_id=cid, transaction_id=LocalTransactionId(1, cid)),
         CI.DESTINATION: DestinationInfo(connection_id=cid, destination=ActiveMQTempQueue("ID:t")),
         CI.REMOVE_SUBSCRIPTION: RemoveSubscriptionInfo(connection_id=cid, subscription_name="s"),

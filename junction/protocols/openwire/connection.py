@@ -26,7 +26,7 @@ up, keeps the registry, and returns a :class:`Step`.  The actions
 * ``ACKNOWLEDGE`` -- a replayed registration (failover: the same id again)
   or a FlushCommand/ControlCommand: answer :meth:`~OpenWireConnection.response` only;
 * ``HANDLE`` -- the adapter acts on it (a new session, producer, consumer, a
-  message, an ack, a pull, a transaction, a temporary destination, a
+  message, an ack, a pull, a ConsumerControl, a transaction, a temporary destination, a
   subscription removed, a RemoveInfo) and answers when it asked (``response_required``);
 * ``CLOSE`` -- the connection is over (ShutdownInfo, close());
 * ``WRITE`` -- :meth:`~OpenWireConnection.error` returned what to write, then close;
@@ -55,7 +55,10 @@ What is refused, and why (Classic's ``TransportConnection`` and Artemis's
 Session ``-1`` is every connection's default session, open without a
 SessionInfo: the client's advisory consumer lives there.  An ack for a
 consumer that is not registered is ignored, as Classic ignores it (a consumer
-closed while its acks were on the way).
+closed while its acks were on the way).  A ConsumerControl, which a broker
+usually sends, is handled from the client too: the failover transport sends
+one to restore a consumer's prefetch after a reconnect (the adapter ignores
+one for a consumer it does not have).
 """
 
 from __future__ import annotations
@@ -216,6 +219,7 @@ class ConnectionInput(TableEnum):
     ACK = "ACK"
     STALE_ACK = "STALE_ACK"  # for a consumer not (or no longer) registered
     PULL = "PULL"
+    CONSUMER_CONTROL = "CONSUMER_CONTROL"  # the client restores a prefetch (failover)
     NO_SUCH_CONSUMER = "NO_SUCH_CONSUMER"
     TRANSACTION = "TRANSACTION"
     DESTINATION = "DESTINATION"
@@ -287,6 +291,7 @@ _CONNECTED_INPUTS = {
     _I.ACK: _A.HANDLE,
     _I.STALE_ACK: _A.IGNORE,
     _I.PULL: _A.HANDLE,
+    _I.CONSUMER_CONTROL: _A.HANDLE,
     _I.NO_SUCH_CONSUMER: _A.REFUSE_NO_SUCH_CONSUMER,
     _I.TRANSACTION: _A.HANDLE,
     _I.DESTINATION: _A.HANDLE,
@@ -331,7 +336,7 @@ def _table() -> dict:
 TRANSITIONS: Mapping = MappingProxyType(_table())
 
 #: Commands only a broker sends.
-_SERVER_COMMANDS = (MessageDispatch, ProducerAck, ConsumerControl, ConnectionError, ExceptionResponse,
+_SERVER_COMMANDS = (MessageDispatch, ProducerAck, ConnectionError, ExceptionResponse,
                     BrokerInfo, MessageDispatchNotification)
 #: Commands between brokers (network connectors, replication), not served.
 _BROKER_COMMANDS = (BrokerSubscriptionInfo, ReplayCommand)
@@ -413,6 +418,8 @@ class OpenWireConnection:
             return _I.MESSAGE if pid in self.producers else _I.NO_SUCH_PRODUCER
         if isinstance(command, MessageAck):
             return _I.ACK if command.consumer_id in self.consumers else _I.STALE_ACK
+        if isinstance(command, ConsumerControl):
+            return _I.CONSUMER_CONTROL
         if isinstance(command, MessagePull):
             return _I.PULL if command.consumer_id in self.consumers else _I.NO_SUCH_CONSUMER
         if isinstance(command, (TransactionInfo, DestinationInfo, RemoveSubscriptionInfo)):
