@@ -38,7 +38,9 @@ sequence ``id % 2^31-1``), so every dispatched message has a unique id.
 
 from __future__ import annotations
 
-import uuid
+import itertools
+import os
+import struct
 import zlib
 
 from junction.brokercore.core_convert import NATIVE_KEY as CORE_NATIVE_KEY
@@ -101,6 +103,8 @@ _BODY_CLASSES = {
     ActiveMQObjectMessage.TYPE: (ActiveMQObjectMessage, BodyType.OBJECT),
 }
 _CLASS_OF = {body_type: cls for cls, body_type in _BODY_CLASSES.values()}
+#: ``_AMQ_ROUTING_TYPE`` of a topic's and a queue's message (the JMS client's bytes)
+_MULTICAST, _ANYCAST = Typed("byte", 0), Typed("byte", 1)
 #: OpenWire's message type -> the CORE type Artemis gives it
 _CORE_TYPES = {
     ActiveMQTextMessage.TYPE: MessageType.TEXT, ActiveMQBytesMessage.TYPE: MessageType.BYTES,
@@ -154,14 +158,14 @@ def to_model(message, default_destination=None) -> Message:
     else:
         body, body_type = b"", BodyType.NONE
     # a CORE message of its JMS type, with a JMS id of its own (Artemis: a fresh UUID)
-    native[CORE_NATIVE_KEY] = jms_native(_CORE_TYPES[kind], uuid.uuid4().bytes, null_text=null_text)
+    native[CORE_NATIVE_KEY] = jms_native(_CORE_TYPES[kind], _jms_id(), null_text=null_text)
     if message.group_id is not None:
         properties[_GROUP_ID] = message.group_id
         properties[GROUP_SEQUENCE_ARTEMIS] = Typed("int", message.group_sequence)
     if message.type is not None:
         properties["JMSType"] = message.type
     # the destination's type, as the JMS client (CORE) writes it: STOMP's destination-type
-    properties[ROUTING_TYPE_PROPERTY] = Typed("byte", 0 if routing is RoutingType.MULTICAST else 1)
+    properties[ROUTING_TYPE_PROPERTY] = _MULTICAST if routing is RoutingType.MULTICAST else _ANYCAST
     # the JMS header fields a CORE consumer reads as properties (Artemis's converter)
     if message.correlation_id is not None:
         properties[CORRELATION_ID] = message.correlation_id
@@ -183,6 +187,18 @@ def to_model(message, default_destination=None) -> Message:
         reply_to,
         native=native,
     )
+
+
+#: a JMS id is this process's random first half (a version-4 UUID's bits) and a count:
+#: unique without a system call per message (uuid4 makes one)
+_ID_PREFIX = bytes([*os.urandom(6), 0x40 | os.urandom(1)[0] & 0x0F, os.urandom(1)[0]])
+_id_count = itertools.count(1)
+_ID_SECOND_HALF = struct.Struct(">Q")
+
+
+def _jms_id() -> bytes:
+    """A fresh 16-byte JMS id (a UUID's bytes), as Artemis gives a message sent over OpenWire."""
+    return _ID_PREFIX + _ID_SECOND_HALF.pack(0x8000000000000000 | next(_id_count))
 
 
 def message_id_of(message: Message, node_id: str) -> MessageId:
