@@ -185,11 +185,12 @@ def amqp_to_openwire(target: _Target, ow: OpenWireClient, jms: JmsClient) -> dic
     conn = cross._amqp(target)
     try:
         sender = conn.create_sender(queue)
-        for m in cross.amqp_jms_messages(group_id="g-1"):
+        sent = cross.amqp_jms_messages(group_id="g-1")
+        for m in sent:
             sender.send(m, timeout=10)
     finally:
         conn.close()
-    results = ow.run([target.openwire(), {"op": "receive", "queue": queue, "count": 10}])
+    results = ow.run([target.openwire(), {"op": "receive", "queue": queue, "count": len(sent)}])
     out = {}
     for m in results[1]["messages"]:
         m = _jms_outcome(m, queue)
