@@ -363,3 +363,37 @@ def test_openwire_types_to_a_stomp_consumer(artemis_target, junction_target, ope
         "persistent": "true", "destination-type": "ANYCAST", "_AMQ_GROUP_ID": "g-1",
     }  # fmt: skip
     assert artemis["bytes"]["headers"]["reply-to"] == "topic://replies"
+
+
+def openwire_through_amqp(target: _Target, ow: OpenWireClient, jms: JmsClient) -> dict:
+    """The Classic client sends each JMS type; an AMQP client receives each and sends it on
+    as it came; the Classic client receives them again: type, body and header fields."""
+    first, second = f"owx.via.{next(_names)}", f"owx.back.{next(_names)}"
+    # the Classic client's consumer makes the second queue (an AMQP sender makes none on a node)
+    ow.run([target.openwire(), {"op": "receive", "queue": second, "timeout": 0}, *_ow_sends(first)])
+    conn = cross._amqp(target)
+    try:
+        receiver = conn.create_receiver(first)
+        sender = conn.create_sender(second)
+        for _ in JMS_BODIES:
+            m = receiver.receive(timeout=10)
+            receiver.accept()
+            m.address = None
+            sender.send(m, timeout=10)
+    finally:
+        conn.close()
+    results = ow.run([target.openwire(), {"op": "receive", "queue": second, "count": len(JMS_BODIES)}])
+    return {
+        m["properties"]["k"]: (m["type"], m.get("body"), m["correlationId"], m["jmsType"], m["replyTo"], m["groupId"])
+        for m in results[1]["messages"]
+    }
+
+
+def test_openwire_types_through_an_amqp_client_and_back(artemis_target, junction_target, openwire_client, jms):
+    artemis, junction = _both(artemis_target, junction_target, openwire_through_amqp, openwire_client, jms)
+    assert junction == artemis
+    for kind in ("text", "bytes", "map", "stream", "object"):
+        assert artemis[kind][0] == kind
+    assert artemis["object"][1] == JMS_BODIES["object"]  # getObject works after the AMQP hop
+    assert artemis["text"][2:] == ("corr-1", "kind-1", "queue://replies", "g-1")
+    assert artemis["bytes"][4] == "topic://replies"
