@@ -23,6 +23,7 @@ broker's own properties (``_AMQ...``, ``__HDR_...``) left out.
 
 from __future__ import annotations
 
+import base64
 import itertools
 import re
 
@@ -30,6 +31,7 @@ import pytest
 
 from tests import harness
 from tests.artemis import JmsClient
+from tests.artemis.jms import pattern
 from tests.classic import OpenWireClient
 from tests.integration import test_artemis_peer as peer
 from tests.integration import test_core_cross_protocol as cross
@@ -397,3 +399,27 @@ def test_openwire_types_through_an_amqp_client_and_back(artemis_target, junction
     assert artemis["object"][1] == JMS_BODIES["object"]  # getObject works after the AMQP hop
     assert artemis["text"][2:] == ("corr-1", "kind-1", "queue://replies", "g-1")
     assert artemis["bytes"][4] == "topic://replies"
+
+
+#: bodies over the Artemis JMS client's minLargeMessageSize (100 KiB): sent as large messages
+LARGE_SIZE = 200_000
+
+
+def large_core_to_openwire(target: _Target, ow: OpenWireClient, jms: JmsClient) -> dict:
+    """The Artemis JMS client sends a BytesMessage and a TextMessage of LARGE_SIZE (large
+    messages: continuations into a file); the Classic client receives them: type and body."""
+    queue = f"owx.large.{next(_names)}"
+    jms.run([peer.connect(target), *({"op": "send", "queue": queue, "type": kind, "size": LARGE_SIZE,
+                                      "properties": {"k": kind}} for kind in ("bytes", "text"))])  # fmt: skip
+    got = ow.run([target.openwire(), {"op": "receive", "queue": queue, "count": 2}])[1]["messages"]
+    out = {}
+    for m in got:
+        body = base64.b64decode(m["body"]) if m["type"] == "bytes" else m["body"].encode("latin-1")
+        out[m["properties"]["k"]] = (m["type"], len(body), body == pattern(LARGE_SIZE))
+    return out
+
+
+def test_large_core_messages_to_an_openwire_consumer(artemis_target, junction_target, openwire_client, jms):
+    """A large message has no continuations over OpenWire: the consumer gets it whole."""
+    artemis, junction = _both(artemis_target, junction_target, large_core_to_openwire, openwire_client, jms)
+    assert junction == artemis == {"bytes": ("bytes", LARGE_SIZE, True), "text": ("text", LARGE_SIZE, True)}
