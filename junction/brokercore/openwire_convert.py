@@ -158,7 +158,7 @@ def to_model(message, default_destination=None) -> Message:
     else:
         body, body_type = b"", BodyType.NONE
     # a CORE message of its JMS type, with a JMS id of its own (Artemis: a fresh UUID)
-    native[CORE_NATIVE_KEY] = jms_native(_CORE_TYPES[kind], _jms_id(), null_text=null_text)
+    native[CORE_NATIVE_KEY] = jms_native(_CORE_TYPES.get(kind, MessageType.DEFAULT), _jms_id(), null_text=null_text)
     if message.group_id is not None:
         properties[_GROUP_ID] = message.group_id
         properties[GROUP_SEQUENCE_ARTEMIS] = Typed("int", message.group_sequence)
