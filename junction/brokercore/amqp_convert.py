@@ -98,9 +98,12 @@ _BROKER_ANNOTATIONS = {
     ORIGINAL_QUEUE: Symbol("x-opt-ORIG-QUEUE"),
     ACTUAL_EXPIRY: Symbol("x-opt-ACTUAL-EXPIRY"),
 }
+#: CORE's group sequence property (the JMS client's JMSXGroupSeq, OpenWire's groupSequence)
+GROUP_SEQUENCE_CORE = "_AMQ_GROUP_SEQUENCE"
 #: Properties that are AMQP properties-section fields, not application properties.
 _MAPPED = frozenset(
-    {JMS_TYPE, CONTENT_TYPE, CONTENT_ENCODING, REPLY_TO_GROUP_ID, GROUP_ID, GROUP_ID_JMS, GROUP_SEQUENCE, NATIVE_MESSAGE_ID}
+    {JMS_TYPE, CONTENT_TYPE, CONTENT_ENCODING, REPLY_TO_GROUP_ID, GROUP_ID, GROUP_ID_JMS, GROUP_SEQUENCE,
+     GROUP_SEQUENCE_CORE, NATIVE_MESSAGE_ID}
 )
 
 #: AMQP widths the core model keeps as Typed (the rest become plain values)
@@ -307,6 +310,8 @@ def _from_core(message: Message) -> bytes:
     if group_id is None:
         group_id = props.get(GROUP_ID)
     group_sequence = props.get(GROUP_SEQUENCE)
+    if group_sequence is None:
+        group_sequence = props.get(GROUP_SEQUENCE_CORE)
     if group_sequence is not None:
         try:
             group_sequence = int(plain(group_sequence)) & 0xFFFFFFFF
@@ -321,9 +326,10 @@ def _from_core(message: Message) -> bytes:
         if jms_type == jms_bodies.JMS_OBJECT:
             content_type = jms_bodies.SERIALIZED_CONTENT_TYPE
     annotations[_JMS_DEST] = _QUEUE
-    reply_to = message.reply_to
+    # a JMS client's JMSReplyTo (CORE's, or OpenWire's converted) names the destination's type
+    reply_to = jms_headers.core_reply_to(message)
     if reply_to is None:
-        reply_to = jms_headers.core_reply_to(message)
+        reply_to = message.reply_to
     if reply_to is not None:
         reply_to, reply_to_type = jms_headers.amqp_reply_to(reply_to)
         annotations[_JMS_REPLY_TO] = Scalar("byte", reply_to_type)

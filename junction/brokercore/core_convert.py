@@ -57,8 +57,8 @@ from junction.protocols.amqp import message as sections_codec
 from junction.protocols.core import MessageHeaders, MessageType, Scalar
 
 __all__ = [
-    "NATIVE_KEY", "ROUTING_TYPE_PROPERTY", "core_layout", "core_type", "from_core", "jms_message_id", "stomp_view",
-    "to_core",
+    "NATIVE_KEY", "ROUTING_TYPE_PROPERTY", "core_layout", "core_type", "from_core", "jms_message_id", "jms_native",
+    "stomp_view", "text_of", "to_core",
 ]
 
 #: ``Message.native`` key of what only CORE has.
@@ -213,6 +213,25 @@ def core_layout(kind: MessageType) -> bytes:
     """``native[NATIVE_KEY]`` for a body another protocol wrote in CORE's layout (a JMS map,
     stream or object body converted with :mod:`.jms_bodies`), so CORE and AMQP read it."""
     return _NATIVE.pack(_NATIVE_VERSION, kind, _CORE_BODY)
+
+
+def jms_native(kind: MessageType, user_id: bytes, *, null_text: bool = False) -> bytes:
+    """``native[NATIVE_KEY]`` for a JMS message another JMS protocol (OpenWire) sent, as
+    Artemis makes a CORE message of it: its CORE ``kind``, the 16-byte ``user_id`` (a CORE
+    consumer's JMSMessageID, an AMQP consumer's message-id), a map, stream or object body in
+    CORE's layout (the caller converted it), a text kept as UTF-8 (``null_text``: null)."""
+    flags = _USER_ID | (_CORE_BODY if kind in _CORE_LAYOUTS else 0) | (_NULL_TEXT if null_text else 0)
+    return _NATIVE.pack(_NATIVE_VERSION, kind, flags) + user_id
+
+
+#: CORE types whose bodies the model keeps in CORE's layout
+_CORE_LAYOUTS = frozenset({MessageType.MAP, MessageType.STREAM, MessageType.OBJECT})
+
+
+def text_of(body: bytes) -> str | None | bytes:
+    """The text of a CORE TEXT body (None: a null text); the body itself when it is not one
+    nullable SimpleString."""
+    return _text_of(body)
 
 
 def core_type(message: Message) -> MessageType | None:

@@ -26,8 +26,12 @@ The body is what a consumer would get from the same message sent small:
   bytes are CORE's layout (nothing is lost; Artemis reads any large message
   whole into memory to convert it, which Junction does not do).
 
-Nothing here is protocol-specific: the STOMP and AMQP adapters both use it,
-and neither imports the CORE adapter.
+OpenWire has neither continuations nor a delivery in pieces: an OpenWire
+consumer gets a large message read whole into memory (:func:`in_memory`), as
+Artemis converts one, up to :data:`MAX_CONVERTED_LARGE`.
+
+Nothing here is protocol-specific: the STOMP, AMQP and OpenWire adapters use
+it, and none imports the CORE adapter.
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ from junction.brokercore.large_messages import NATIVE_KEY, parse_reference
 from junction.model.message import Message
 from junction.protocols.core import MessageType
 
-__all__ = ["LargeBody", "MAX_CONVERTED_LARGE", "STREAM_CHUNK", "outgoing"]
+__all__ = ["LargeBody", "MAX_CONVERTED_LARGE", "STREAM_CHUNK", "in_memory", "outgoing"]
 
 log = logging.getLogger("junction.large")
 
@@ -151,3 +155,23 @@ def outgoing(message: Message, server, *, decode_jms: bool) -> Message | LargeBo
         log.warning("large message %s (%d bytes) delivered with no body: %s", message.message_id, size, exc)
         return message
 
+
+
+def in_memory(message: Message, server) -> Message:
+    """``message`` with its whole body, for a consumer whose protocol takes a body in one piece
+    (OpenWire): a large message's file read into memory and converted as the same message
+    sent small, as Artemis converts one; a regular message as it is.  A body over
+    :data:`MAX_CONVERTED_LARGE`, or a file that cannot be read, leaves the message with an
+    empty body and a warning in the log."""
+    native = message.native
+    if not native or NATIVE_KEY not in native:
+        return message
+    file_id, size = parse_reference(native[NATIVE_KEY])
+    store = getattr(server, "large_messages", None)
+    try:
+        if store is None:
+            raise OSError("no large-messages directory")
+        return _converted(message, store.read_all(file_id, MAX_CONVERTED_LARGE))
+    except (OSError, ValueError) as exc:
+        log.warning("large message %s (%d bytes) delivered with no body: %s", message.message_id, size, exc)
+        return message

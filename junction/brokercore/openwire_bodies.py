@@ -33,7 +33,7 @@ from junction.protocols.openwire.primitives import (
     encode_primitive_stream,
 )
 
-__all__ = ["from_openwire_body", "model_value", "to_openwire_body", "wire_value"]
+__all__ = ["from_openwire_body", "model_value", "openwire_content", "to_openwire_body", "wire_value"]
 
 _TYPED = {Int: "int", Short: "short", Byte: "byte", Float: "float", Char: "char"}
 _WIDTH = {"int": Int, "short": Short, "byte": Byte, "float": Float, "char": Char, "long": Long, "double": Double}
@@ -109,11 +109,19 @@ def to_openwire_body(message: Message) -> bytes | None:
     kind = core_type(message)
     if kind is None or _CORE_TYPES.get(message.body_type) != kind:
         return None
+    return openwire_content(kind, message.body)
+
+
+def openwire_content(kind: int, body: bytes) -> bytes | None:
+    """The OpenWire content of a CORE map, stream or object body (None: another type, or a
+    body that does not read as its type)."""
     try:
         if kind == MessageType.MAP:
-            return encode_primitive_map({k: wire_value(v) for k, v in jms_bodies.core_map(message.body).items()})
+            return encode_primitive_map({k: wire_value(v) for k, v in jms_bodies.core_map(body).items()})
         if kind == MessageType.STREAM:
-            return encode_primitive_stream([wire_value(v) for v in jms_bodies.core_stream(message.body)])
-        return jms_bodies.core_object(message.body)
+            return encode_primitive_stream([wire_value(v) for v in jms_bodies.core_stream(body)])
+        if kind == MessageType.OBJECT:
+            return jms_bodies.core_object(body)
     except jms_bodies.NotConvertible:
         return None
+    return None

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+from junction.brokercore.large_bodies import in_memory
 from junction.brokercore.openwire_convert import to_openwire
 from junction.model import errors
 from junction.model.filter.expression import FilterError, parse_filter
@@ -170,7 +171,8 @@ class OpenWireConsumers:
             shown += 1
             self.write(MessageDispatch(
                 consumer_id=info.consumer_id, destination=info.destination,
-                message=to_openwire(ref.message, node_id=self._node(), destination=info.destination,
+                message=to_openwire(in_memory(ref.message, self.server), node_id=self._node(),
+                                    destination=info.destination,
                                     consumer_id=info.consumer_id, redelivery_counter=ref.delivery_count),
                 redelivery_counter=ref.delivery_count))
         self.write(MessageDispatch(consumer_id=info.consumer_id, destination=None, message=None))
@@ -181,7 +183,8 @@ class OpenWireConsumers:
             dispatch = MessageDispatch(
                 consumer_id=state.info.consumer_id,
                 destination=state.info.destination,
-                message=to_openwire(message, node_id=self._node(), destination=state.info.destination,
+                message=to_openwire(in_memory(message, self.server), node_id=self._node(),
+                                    destination=state.info.destination,
                                     consumer_id=state.info.consumer_id,
                                     redelivery_counter=max(0, ref.delivery_count - 1)),
                 redelivery_counter=max(0, ref.delivery_count - 1),

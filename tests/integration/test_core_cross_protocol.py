@@ -160,34 +160,40 @@ def jms_to_amqp(target: _Target, jms: JmsClient) -> dict:
         for _ in JMS_BODIES:
             m = receiver.receive(timeout=10)
             receiver.accept()
-            kind = m.properties["k"]
-            body = m.body
-            if kind == "object":
-                body = ("serialized", isinstance(body, (bytes, memoryview)) and bytes(body)[:2] == b"\xac\xed")
-            else:
-                body = _plain(body)
-            properties = {k: _plain(v) for k, v in m.properties.items()}
+            outcome = amqp_view(m)
             # Deliberate: Artemis lists JMSXDeliveryCount among a JMS message's property
             # names (MessageUtil.getPropertyNames) and so writes it, null, as an application
             # property; a null property says nothing, Junction writes none.
-            assert properties.pop("JMSXDeliveryCount", ("NoneType", None)) == ("NoneType", None)
-            out[kind] = {
-                "annotations": {str(k): _plain(v) for k, v in (m.annotations or {}).items()},
-                "content-type": None if m.content_type in (None, "None") else str(m.content_type),
-                "body": body,
-                "properties": properties,
-                "message-id is the JMS id": m.id == ids[kind],
-                "correlation-id": m.correlation_id,
-                "subject": m.subject,
-                "reply-to": m.reply_to,
-                "priority": m.priority,
-                "durable": m.durable,
-                "ttl": _ttl_ok(m.ttl * 1000),
-                "absolute-expiry": _ttl_ok(m.expiry_time * 1000 - m.creation_time * 1000),
-            }
+            assert outcome["properties"].pop("JMSXDeliveryCount", ("NoneType", None)) == ("NoneType", None)
+            outcome["message-id is the JMS id"] = m.id == ids[m.properties["k"]]
+            out[m.properties["k"]] = outcome
     finally:
         conn.close()
     return out
+
+
+def amqp_view(m: Message) -> dict:
+    """What an AMQP consumer reads of a JMS message (keyed by its ``k`` property): its
+    annotations, content-type, body (an object's: whether it is Java-serialized), properties
+    and header fields, each value with its type."""
+    body = m.body
+    if m.properties["k"] == "object":
+        body = ("serialized", isinstance(body, (bytes, memoryview)) and bytes(body)[:2] == b"\xac\xed")
+    else:
+        body = _plain(body)
+    return {
+        "annotations": {str(k): _plain(v) for k, v in (m.annotations or {}).items()},
+        "content-type": None if m.content_type in (None, "None") else str(m.content_type),
+        "body": body,
+        "properties": {k: _plain(v) for k, v in m.properties.items()},
+        "correlation-id": m.correlation_id,
+        "subject": m.subject,
+        "reply-to": m.reply_to,
+        "priority": m.priority,
+        "durable": m.durable,
+        "ttl": _ttl_ok(m.ttl * 1000),
+        "absolute-expiry": _ttl_ok(m.expiry_time * 1000 - m.creation_time * 1000),
+    }
 
 
 class _Collect(stomp.ConnectionListener):
@@ -204,23 +210,29 @@ class _Collect(stomp.ConnectionListener):
 _STOMP_OWN = ("message-id", "timestamp", "expires", "__AMQ_CID", "subscription")
 
 
-def jms_to_stomp(target: _Target, jms: JmsClient) -> dict:
-    """A JMS producer of each type with every property type and header field; a STOMP
-    consumer: the body bytes and the headers of each, until the last one sent (text)."""
-    queue = f"cross.stomp.{next(_names)}"
-    jms.run([peer.connect(target), *_jms_sends(queue)])
+def stomp_until_text(target, queue: str) -> list:
+    """The (headers, body) of each message a STOMP subscriber of the ANYCAST ``queue`` gets,
+    until the one whose ``k`` is text (sent last: Artemis never delivers a StreamMessage, so
+    the stream's is not awaited)."""
     listener = _Collect()
     conn = stomp.Connection12([(target.host, target.stomp_port)], auto_decode=False)
     conn.set_listener("t", listener)
     conn.connect(peer.USER["user"], peer.USER["password"], wait=True)
     try:
         conn.subscribe(queue, id="1", headers={"subscription-type": "ANYCAST"})
-        # text is sent last (sorted): Artemis never delivers the stream before it
         harness.wait_for(lambda: any(h["k"] == "text" for h, _ in listener.message_list), timeout=10)
     finally:
         conn.disconnect()
+    return listener.message_list
+
+
+def jms_to_stomp(target: _Target, jms: JmsClient) -> dict:
+    """A JMS producer of each type with every property type and header field; a STOMP
+    consumer: the body bytes and the headers of each, until the last one sent (text)."""
+    queue = f"cross.stomp.{next(_names)}"
+    jms.run([peer.connect(target), *_jms_sends(queue)])
     out = {}
-    for headers, body in listener.message_list:
+    for headers, body in stomp_until_text(target, queue):
         headers = dict(headers)
         assert headers.pop("destination") == queue
         own = {name: name in headers for name in _STOMP_OWN}
@@ -250,6 +262,31 @@ def _stomp_sends(target: _Target, queue: str, headers: dict) -> None:
             s.disconnect()
 
 
+def amqp_jms_messages(**fields) -> list[Message]:
+    """AMQP messages of a string, a data section (of bytes, of text/plain), a serialized
+    object, a map, a list, a sequence and no body (named by their ``k`` property), each with
+    every property type, a correlation id, subject, reply-to (a topic for the data section's,
+    a queue for the others'), priority 7, a time to live of 600 s and ``fields``."""
+    sends = [
+        ("string", Message(body="text é")),
+        ("data", Message(body=b"\x00\x01", inferred=True)),
+        ("object", Message(body=SERIALIZED_ABC, inferred=True, content_type=SERIALIZED)),
+        ("map", Message(body={"s": "text é", "i": -7, "t": True})),
+        ("list", Message(body=["text é", -7, True])),
+        ("sequence", Message(body=["text é", -7, True], inferred=True)),
+        ("no body", Message()),
+        ("data text", Message(body="text é".encode(), inferred=True, content_type="text/plain")),
+    ]
+    for name, m in sends:
+        m.properties = {"k": name, **AMQP_PROPERTIES}
+        m.correlation_id, m.subject, m.reply_to, m.priority, m.ttl = "corr-1", "kind-1", "replies", 7, 600
+        for field, value in fields.items():
+            setattr(m, field, value)
+        if name == "data":  # a reply-to that is a topic
+            m.annotations = {symbol("x-opt-jms-reply-to"): byte(1)}
+    return [m for _, m in sends]
+
+
 def amqp_and_stomp_to_jms(target: _Target, jms: JmsClient) -> dict:
     """AMQP producers of a string, a data section (of bytes, of text/plain), a serialized
     object, a map, a list, a sequence and no body, and STOMP producers with and without content-length, each with every property
@@ -261,21 +298,7 @@ def amqp_and_stomp_to_jms(target: _Target, jms: JmsClient) -> dict:
     conn = _amqp(target)
     try:
         sender = conn.create_sender(queue)
-        sends = [
-            ("string", Message(body="text é")),
-            ("data", Message(body=b"\x00\x01", inferred=True)),
-            ("object", Message(body=SERIALIZED_ABC, inferred=True, content_type=SERIALIZED)),
-            ("map", Message(body={"s": "text é", "i": -7, "t": True})),
-            ("list", Message(body=["text é", -7, True])),
-            ("sequence", Message(body=["text é", -7, True], inferred=True)),
-            ("no body", Message()),
-            ("data text", Message(body="text é".encode(), inferred=True, content_type="text/plain")),
-        ]
-        for name, m in sends:
-            m.properties = {"k": name, **AMQP_PROPERTIES}
-            m.correlation_id, m.subject, m.reply_to, m.priority, m.ttl = "corr-1", "kind-1", "replies", 7, 600
-            if name == "data":  # a reply-to that is a topic
-                m.annotations = {symbol("x-opt-jms-reply-to"): byte(1)}
+        for m in amqp_jms_messages():
             sender.send(m, timeout=10)
     finally:
         conn.close()
@@ -428,19 +451,25 @@ def test_amqp_and_stomp_producers_to_a_jms_consumer(artemis_target, junction_tar
     assert string["properties"] == {"JMSXDeliveryCount": {"int": 1}, **typed}
     assert (string["correlationId"], string["jmsType"], string["replyTo"]) == ("corr-1", "kind-1", "queue://replies")
     assert string["priority"] == 7 and string["expires"]
-    assert artemis["data"]["type"] == "bytes" and artemis["data"]["body"] == b64(b"\x00\x01")
-    assert artemis["data"]["replyTo"] == "topic://replies"
-    assert (artemis["no body"]["type"], artemis["no body"]["body"]) == ("bytes", "")
-    assert (artemis["data text"]["type"], artemis["data text"]["body"]) == ("text", "text é")
-    assert (artemis["object"]["type"], artemis["object"]["body"]) == ("object", "abc")  # getObject works
-    assert (artemis["map"]["type"], artemis["map"]["body"]) == ("map", {"s": "text é", "i": {"long": -7}, "t": True})
-    for name in ("list", "sequence"):
-        assert (artemis[name]["type"], artemis[name]["body"]) == ("stream", ["text é", {"long": -7}, True])
+    assert_jms_reads_amqp_bodies(artemis)
     stomp_bytes, stomp_text = artemis["stomp-True"], artemis["stomp-False"]
     assert stomp_bytes["type"] == "bytes" and (stomp_text["type"], stomp_text["body"]) == ("text", "over STOMP")
     assert stomp_text["correlationId"] == "corr-1" and stomp_text["jmsType"] == "kind-1"
     # a STOMP reply-to names no destination type: the client makes a bare destination of it
     assert "address=replies" in stomp_text["replyTo"]
+
+
+def assert_jms_reads_amqp_bodies(outcome: dict) -> None:
+    """What a JMS consumer (CORE or OpenWire) reads of :func:`amqp_jms_messages`, by name:
+    each body as the JMS type Artemis makes of it, the data section's reply-to a topic."""
+    assert (outcome["data"]["type"], outcome["data"]["body"]) == ("bytes", b64(b"\x00\x01"))
+    assert outcome["data"]["replyTo"] == "topic://replies"
+    assert (outcome["no body"]["type"], outcome["no body"]["body"]) == ("bytes", "")
+    assert (outcome["data text"]["type"], outcome["data text"]["body"]) == ("text", "text é")
+    assert (outcome["object"]["type"], outcome["object"]["body"]) == ("object", "abc")  # getObject works
+    assert (outcome["map"]["type"], outcome["map"]["body"]) == ("map", {"s": "text é", "i": {"long": -7}, "t": True})
+    for name in ("list", "sequence"):
+        assert (outcome[name]["type"], outcome[name]["body"]) == ("stream", ["text é", {"long": -7}, True])
 
 
 def test_jms_types_through_an_amqp_client_and_back(artemis_target, junction_target, jms: JmsClient):

@@ -94,3 +94,20 @@ def test_a_regular_message_is_given_as_it_is(tmp_path):
     _, server = _large(tmp_path, b"x", MessageType.BYTES)
     message = make_message(b"small", MessageHeaders(address="q", type=MessageType.BYTES), "q", None)
     assert outgoing(message, server, decode_jms=True) is message
+
+
+def test_in_memory_reads_a_large_message_whole_up_to_the_bound(tmp_path, monkeypatch):
+    """For OpenWire, which takes a body in one piece: the message as if it had been sent small."""
+    from junction.brokercore.openwire_convert import to_openwire
+    from junction.protocols.openwire.messages import ActiveMQTextMessage, text_of
+
+    text = "a\u00e9\u2713" * 1000
+    message, server = _large(tmp_path, _text_file(text), MessageType.TEXT)
+    whole = large_bodies.in_memory(message, server)
+    assert (whole.body, whole.body_type, whole.message_id) == (text.encode(), BodyType.TEXT, 7)
+    out = to_openwire(whole, node_id="n")
+    assert isinstance(out, ActiveMQTextMessage) and text_of(out) == text
+    small = make_message(b"small", MessageHeaders(address="q", type=MessageType.BYTES), "q", None)
+    assert large_bodies.in_memory(small, server) is small
+    monkeypatch.setattr(large_bodies, "MAX_CONVERTED_LARGE", 10)  # over the bound: no body, logged
+    assert large_bodies.in_memory(message, server) is message

@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import uuid
 import zlib
 
 from junction.brokercore import jms_bodies
 from junction.brokercore.amqp_convert import to_amqp
+from junction.brokercore.amqp_convert import to_core as amqp_to_model
 from junction.brokercore.core_convert import from_core, to_core
 from junction.brokercore.openwire_consumers import subscription_queue_name
 from junction.brokercore.openwire_convert import to_model, to_openwire
 from junction.model.message import BodyType, Message, RoutingType, Typed
+from junction.protocols.amqp.message import (
+    Properties,
+    decode_message,
+    encode_body_data,
+    encode_body_value,
+    encode_properties,
+)
+from junction.protocols.amqp.types import Symbol
 from junction.protocols.core.message import MessageHeaders, MessageType
 from junction.protocols.core.values import Scalar
 from junction.protocols.openwire.messages import (
@@ -35,6 +45,7 @@ from junction.protocols.openwire.primitives import (
 )
 from junction.protocols.openwire.structures import (
     ActiveMQQueue,
+    ActiveMQTempQueue,
     ActiveMQTopic,
     MessageId,
     ProducerId,
@@ -117,3 +128,69 @@ def test_a_core_message_gets_artemis_message_id_and_its_type():
 def test_durable_subscription_queue_names_escape_as_artemis_does():
     assert subscription_queue_name("cid", "sub") == "cid.sub"
     assert subscription_queue_name("a.b", "c\\d") == "a\\.b.c\\\\d"
+
+
+def test_an_openwire_message_is_a_core_message_of_its_jms_type_with_a_uuid_id():
+    """As Artemis converts it: CORE's type, a fresh UUID as its JMS id, the correlation id and
+    reply-to (typed by its prefix) as a JMS client's properties."""
+    sent = ActiveMQTextMessage(destination=ActiveMQQueue("q"), message_id=MID, correlation_id="c",
+                               reply_to=ActiveMQTopic("r"), content=text_content("t"))
+    model = to_model(sent)
+    body, headers = to_core(model)
+    assert headers.type == MessageType.TEXT and len(headers.user_id) == 16
+    props = dict(headers.properties)
+    assert (props["JMSCorrelationID"], props["JMSReplyTo"]) == ("c", "topic://r")
+    amqp = decode_message(to_amqp(model, now_ms=0))
+    assert amqp.properties.message_id == f"ID:{uuid.UUID(bytes=headers.user_id)}"
+    assert amqp.properties.reply_to == "r" and amqp.message_annotations[Symbol("x-opt-jms-reply-to")].value == 1
+    assert to_model(ActiveMQMessage(destination=ActiveMQQueue("q"))).native["core"][1] == MessageType.DEFAULT
+    assert to_core(to_model(ActiveMQMessage(destination=ActiveMQQueue("q"))))[1].type == MessageType.DEFAULT
+    # back to OpenWire: the fields, not the properties
+    back = to_openwire(model, node_id="n")
+    assert (back.correlation_id, back.reply_to) == ("c", ActiveMQTopic("r"))
+    assert not {"JMSCorrelationID", "JMSReplyTo"} & set(message_properties(back))
+
+
+def test_a_null_text_stays_null():
+    model = to_model(ActiveMQTextMessage(destination=ActiveMQQueue("q"), message_id=MID))
+    assert to_openwire(model, node_id="n").content is None
+    assert to_core(model)[0] == b"\x00"  # CORE's null string
+
+
+def test_a_core_message_gives_its_jms_headers_as_fields_and_hides_the_brokers_properties():
+    headers = MessageHeaders(address="q", type=MessageType.DEFAULT, properties=(
+        ("JMSCorrelationID", "c"), ("JMSReplyTo", "temp-queue://tq"), ("_AMQ_ROUTING_TYPE", Scalar("byte", 1)),
+        ("JMSXGroupID", "g"), ("JMSType", "t"), ("__AMQ_CID", "conn"), ("x", Scalar("int", 1))))
+    model = from_core(b"", headers, "q")
+    model.user_id = "admin"  # the validated user the broker stamps: not an OpenWire user id
+    out = to_openwire(model, node_id="n")
+    assert type(out) is ActiveMQMessage and out.content is None
+    assert (out.correlation_id, out.reply_to, out.group_id, out.type, out.user_id) == (
+        "c", ActiveMQTempQueue("tq"), "g", "t", None)
+    assert message_properties(out) == {"__AMQ_CID": "conn", "x": 1}
+
+
+def test_amqp_bodies_reach_an_openwire_consumer_as_the_core_client_reads_them():
+    def amqp(body_section: bytes, **props) -> Message:
+        data = encode_properties(Properties(reply_to="r", **props)) + body_section
+        return amqp_to_model(data, "q", now_ms=1)
+
+    mapped = to_openwire(amqp(encode_body_value({"a": 1})), node_id="n")
+    assert isinstance(mapped, ActiveMQMapMessage) and decode_primitive_map(mapped.content) == {"a": 1}
+    listed = to_openwire(amqp(encode_body_value(["x", 2])), node_id="n")
+    assert isinstance(listed, ActiveMQStreamMessage) and decode_primitive_stream(listed.content, 10) == ["x", 2]
+    obj = to_openwire(amqp(encode_body_data(b"\xac\xed\x00\x05t"),
+                           content_type=Symbol(jms_bodies.SERIALIZED_CONTENT_TYPE)), node_id="n")
+    assert isinstance(obj, ActiveMQObjectMessage) and obj.content == b"\xac\xed\x00\x05t"
+    text = to_openwire(amqp(encode_body_value("hé")), node_id="n")
+    assert isinstance(text, ActiveMQTextMessage) and text_of(text) == "hé" and text.reply_to == ActiveMQQueue("r")
+    none = to_openwire(amqp(b""), node_id="n")
+    assert isinstance(none, ActiveMQBytesMessage) and not none.content
+
+
+def test_a_user_id_goes_back_only_when_the_producer_set_one():
+    stamped = to_model(ActiveMQTextMessage(destination=ActiveMQQueue("q"), message_id=MID))
+    stamped.user_id = "admin"  # the validated user the broker stamps
+    assert to_openwire(stamped, node_id="n").user_id is None
+    own = to_model(ActiveMQTextMessage(destination=ActiveMQQueue("q"), message_id=MID, user_id="me"))
+    assert to_openwire(own, node_id="n").user_id == "me"
