@@ -1,0 +1,289 @@
+"""Message groups on one node with STOMP and AMQP clients, against real Artemis and a Junction node.
+
+Differential: each scenario runs against a real Artemis broker and a real Junction node with
+the same clients (stomp.py, python-qpid-proton) and the outcomes must be the same.  Each one
+is built so that dispatch ignoring the groups -- round robin over two consumers -- would split
+a group: three groups sent in turn over two consumers.
+
+* STOMP ``JMSXGroupID`` header: each group's messages reach one consumer, in send order;
+* a consumer leaves holding unacknowledged messages of its groups: they and the groups' later
+  messages go to the other consumer, in order;
+* AMQP ``group-id``: each group to one receiver; ``group-sequence`` -1 closes the group, whose
+  next messages go round robin to the other receiver;
+* ``default-group-first-key``: the first message of each group, and only it, carries the key.
+
+Which consumer a group lands on is the round robin's (the same on both brokers) and is not
+asserted beyond "one, and another after the close".
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+
+import pytest
+import stomp
+from proton import Message, Timeout
+from proton.utils import BlockingConnection
+
+from tests import harness
+from tests.integration import test_artemis_peer as peer
+from tests.integration.test_amqp_interop import Capabilities
+
+pytestmark = pytest.mark.timeout(60)
+
+#: the address settings both brokers get
+SETTINGS = {"grp.first.#": {"default-group-first-key": "JMSXFirstInGroupID"}}
+ARTEMIS_OPTIONS = {"amqp": True, "stomp": True, "address_settings": SETTINGS}
+USERS = {peer.USER["user"]: (peer.USER["password"], ["amq"])}
+ANYCAST = {"destination-type": "ANYCAST"}
+SUBSCRIBE = {"subscription-type": "ANYCAST"}
+GROUPS = ("A", "B", "C")
+QUEUE = Capabilities("queue")
+DEADLINE_S = 15
+_names = itertools.count()
+
+
+class _Target:
+    def __init__(self, name: str, host: str, amqp_port: int, stomp_port: int):
+        self.name, self.host, self.amqp_port, self.stomp_port = name, host, amqp_port, stomp_port
+
+
+@pytest.fixture(scope="module")
+def artemis_target(artemis_module):
+    return _Target("artemis", artemis_module.host, artemis_module.amqp_port, artemis_module.stomp_port)
+
+
+@pytest.fixture(scope="module")
+def junction_target(tmp_path_factory):
+    settings = "".join(
+        f'<address-setting match="{match}">'
+        + "".join(f"<{k}>{v}</{k}>" for k, v in elements.items())
+        + "</address-setting>"
+        for match, elements in SETTINGS.items()
+    )
+    node = harness.BrokerProcess(
+        str(tmp_path_factory.mktemp("groups")), name="groups", security=True, users=USERS,
+        address_settings_xml=settings,
+    )
+    node.start()
+    try:
+        yield _Target("junction", harness.LOOPBACK, node.amqp_port, node.stomp_port)
+    finally:
+        code = node.stop()
+    assert code == 0, f"the node exited with {code}"
+
+
+def _name(prefix: str) -> str:
+    return f"{prefix}.{next(_names)}.{int(time.time() * 1000)}"
+
+
+# -- STOMP -------------------------------------------------------------------------------------------
+class _Inbox(stomp.ConnectionListener):
+    """The MESSAGE frames (headers, body) and the receipts of one connection, as they come."""
+
+    def __init__(self) -> None:
+        self.messages: list[tuple[dict, str]] = []
+        self.receipts: set[str] = set()
+        self._lock = threading.Lock()
+
+    def on_message(self, frame) -> None:
+        with self._lock:
+            self.messages.append((frame.headers, frame.body))
+
+    def on_receipt(self, frame) -> None:
+        self.receipts.add(frame.headers.get("receipt-id"))
+
+    def bodies(self) -> list[str]:
+        with self._lock:
+            return [body for _, body in self.messages]
+
+
+def _stomp(target: _Target) -> tuple[stomp.Connection12, _Inbox]:
+    inbox = _Inbox()
+    conn = stomp.Connection12([(target.host, target.stomp_port)])
+    conn.set_listener("t", inbox)
+    conn.connect(peer.USER["user"], peer.USER["password"], wait=True)
+    return conn, inbox
+
+
+def _subscribe(conn, inbox: _Inbox, queue: str, ack: str = "auto") -> None:
+    """Subscribe and wait for the receipt: the consumer exists before anything is sent."""
+    receipt = f"sub-{next(_names)}"
+    conn.subscribe(queue, id="1", ack=ack, headers={**SUBSCRIBE, "receipt": receipt})
+    harness.wait_for(lambda: receipt in inbox.receipts, DEADLINE_S, what=f"the receipt of {receipt}")
+
+
+def _send_groups(conn, queue: str, items) -> None:
+    for body in items:
+        conn.send(queue, body, headers={**ANYCAST, "JMSXGroupID": body[0]})
+
+
+def _by_group(bodies: list[str]) -> dict[str, list[str]]:
+    return {g: [b for b in bodies if b[0] == g] for g in GROUPS if any(b[0] == g for b in bodies)}
+
+
+def stomp_groups(target: _Target) -> dict:
+    """Two STOMP consumers, three groups sent in turn: which consumers each group reached,
+    and in what order."""
+    queue = _name("grp.stomp")
+    (c1, in1), (c2, in2), (producer, _) = _stomp(target), _stomp(target), _stomp(target)
+    try:
+        _subscribe(c1, in1, queue)
+        _subscribe(c2, in2, queue)
+        sent = [f"{g}{i}" for i in range(10) for g in GROUPS]
+        _send_groups(producer, queue, sent)
+        harness.wait_for(lambda: len(in1.bodies()) + len(in2.bodies()) >= len(sent), DEADLINE_S, what="30 messages")
+    finally:
+        for conn in (c1, c2, producer):
+            conn.disconnect()
+    got = {"c1": _by_group(in1.bodies()), "c2": _by_group(in2.bodies())}
+    return {
+        g: {"consumers": sorted(c for c in got if g in got[c]),
+            "in order": [b for c in got for b in got[c].get(g, [])] == [b for b in sent if b[0] == g]}
+        for g in GROUPS
+    }
+
+
+def test_stomp_each_group_to_one_consumer_in_order(artemis_target, junction_target):
+    artemis, junction = stomp_groups(artemis_target), stomp_groups(junction_target)
+    for g in GROUPS:
+        assert len(artemis[g]["consumers"]) == 1 and artemis[g]["in order"], (g, artemis)
+    assert junction == artemis
+
+
+def stomp_owner_leaves(target: _Target) -> dict:
+    """Two STOMP consumers (client-individual, nothing acknowledged); the owner of group A
+    disconnects: what the other receives of each group, in order."""
+    queue = _name("grp.leave")
+    (c1, in1), (c2, in2), (producer, _) = _stomp(target), _stomp(target), _stomp(target)
+    try:
+        _subscribe(c1, in1, queue, ack="client-individual")
+        _subscribe(c2, in2, queue, ack="client-individual")
+        first = [f"{g}{i}" for i in range(2) for g in GROUPS]
+        _send_groups(producer, queue, first)
+        harness.wait_for(lambda: len(in1.bodies()) + len(in2.bodies()) >= len(first), DEADLINE_S, what="6 messages")
+        leaving, staying = ((c1, in1), (c2, in2)) if "A0" in in1.bodies() else ((c2, in2), (c1, in1))
+        held_by_leaver = sorted({b[0] for b in leaving[1].bodies()})
+        already = len(staying[1].bodies())
+        leaving[0].disconnect()
+        later = [f"{g}2" for g in GROUPS]
+        _send_groups(producer, queue, later)
+        # the stayer gets every message of the leaver's groups again, and all later ones
+        expect = already + 2 * len(held_by_leaver) + len(later)
+        harness.wait_for(lambda: len(staying[1].bodies()) >= expect, DEADLINE_S, what=f"{expect} messages")
+        after = staying[1].messages[already:]
+    finally:
+        for conn in (c1, c2, producer):
+            if conn.is_connected():
+                conn.disconnect()
+    return {
+        "groups of the leaver": held_by_leaver,
+        "the stayer then got": _by_group([b for _, b in after]),
+    }
+
+
+def test_stomp_a_leaving_consumer_s_groups_move_in_order(artemis_target, junction_target):
+    artemis, junction = stomp_owner_leaves(artemis_target), stomp_owner_leaves(junction_target)
+    assert "A" in artemis["groups of the leaver"]
+    for g in artemis["groups of the leaver"]:
+        assert artemis["the stayer then got"][g] == [f"{g}0", f"{g}1", f"{g}2"], artemis
+    assert junction == artemis
+
+
+def stomp_first_key(target: _Target) -> dict:
+    """default-group-first-key on the address: which messages a consumer sees it on."""
+    queue = _name("grp.first")
+    (c1, in1), (c2, in2), (producer, _) = _stomp(target), _stomp(target), _stomp(target)
+    try:
+        _subscribe(c1, in1, queue)
+        _subscribe(c2, in2, queue)
+        sent = [f"{g}{i}" for i in range(3) for g in GROUPS]
+        _send_groups(producer, queue, sent)
+        harness.wait_for(lambda: len(in1.messages) + len(in2.messages) >= len(sent), DEADLINE_S, what="9 messages")
+    finally:
+        for conn in (c1, c2, producer):
+            conn.disconnect()
+    everything = in1.messages + in2.messages
+    return {
+        "flagged": sorted(b for h, b in everything if "JMSXFirstInGroupID" in h),
+        "values": sorted({h["JMSXFirstInGroupID"] for h, _ in everything if "JMSXFirstInGroupID" in h}),
+    }
+
+
+def test_group_first_key_on_each_group_s_first_message(artemis_target, junction_target):
+    artemis, junction = stomp_first_key(artemis_target), stomp_first_key(junction_target)
+    assert artemis == {"flagged": ["A0", "B0", "C0"], "values": ["true"]}
+    assert junction == artemis
+
+
+# -- AMQP ----------------------------------------------------------------------------------------------
+def _amqp(target: _Target) -> BlockingConnection:
+    return BlockingConnection(
+        f"amqp://{target.host}:{target.amqp_port}", user=peer.USER["user"], password=peer.USER["password"],
+        allowed_mechs="PLAIN", allow_insecure_mechs=True, timeout=15,
+    )
+
+
+def _drain(receivers: dict, count: int) -> dict[str, list[Message]]:
+    """Receive ``count`` messages in all from the receivers (name -> receiver), polling each."""
+    got: dict[str, list[Message]] = {name: [] for name in receivers}
+    deadline = time.monotonic() + DEADLINE_S
+    while sum(map(len, got.values())) < count:
+        assert time.monotonic() < deadline, f"only {got} of {count}"
+        for name, receiver in receivers.items():
+            try:
+                got[name].append(receiver.receive(timeout=0.1))
+                receiver.accept()
+            except Timeout:
+                pass
+    return got
+
+
+def amqp_groups(target: _Target) -> dict:
+    """Two receivers; three groups by ``group-id``; then group G: a run closed by
+    ``group-sequence`` -1, and a second run."""
+    queue = _name("grp.amqp")
+    conn = _amqp(target)
+    try:
+        receivers = {r: conn.create_receiver(queue, name=r, credit=10, options=[QUEUE]) for r in ("r1", "r2")}
+        sender = conn.create_sender(queue, name="s", options=[QUEUE])
+        sent = [f"{g}{i}" for i in range(10) for g in GROUPS]
+        for body in sent:
+            sender.send(Message(body=body, group_id=body[0], durable=True))
+        got = _drain(receivers, len(sent))
+        by_group = {
+            g: {"receivers": sorted(r for r in got if any(m.body[0] == g for m in got[r])),
+                "in order": [m.body for r in got for m in got[r] if m.body[0] == g] == [b for b in sent if b[0] == g]}
+            for g in GROUPS
+        }
+        run1 = [("G1", 1), ("G2", 2), ("G-close", -1)]
+        for body, seq in run1:  # group-sequence is a uint: -1 goes as 4294967295 (a Java int -1)
+            sender.send(Message(body=body, group_id="G", group_sequence=seq & 0xFFFFFFFF, durable=True))
+        first = _drain(receivers, len(run1))
+        sender.send(Message(body="G-again", group_id="G", group_sequence=1, durable=True))
+        second = _drain(receivers, 1)
+    finally:
+        conn.close()
+    return {
+        "groups": by_group,
+        "run closed by -1": sorted((r, [m.body for m in ms]) for r, ms in first.items() if ms),
+        "the next run went to the other receiver": [r for r, ms in second.items() if ms]
+        != [r for r, ms in first.items() if ms],
+        "group sequences seen": sorted({m.group_sequence for ms in first.values() for m in ms}),
+    }
+
+
+def test_amqp_group_id_and_sequence_minus_one(artemis_target, junction_target):
+    artemis, junction = amqp_groups(artemis_target), amqp_groups(junction_target)
+    for g in GROUPS:
+        assert len(artemis["groups"][g]["receivers"]) == 1 and artemis["groups"][g]["in order"], artemis
+    [(_, run)] = artemis["run closed by -1"]
+    assert run == ["G1", "G2", "G-close"]
+    assert artemis["the next run went to the other receiver"] is True
+    assert [r for r, _ in junction["run closed by -1"]] and junction["groups"] == artemis["groups"]
+    assert (junction["the next run went to the other receiver"], junction["group sequences seen"]) == (
+        True, artemis["group sequences seen"])
+    [(_, run)] = junction["run closed by -1"]
+    assert run == ["G1", "G2", "G-close"]
