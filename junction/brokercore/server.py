@@ -567,6 +567,7 @@ class BrokerServer:
                     "messages_acknowledged": queue.messages_acknowledged,
                     "messages_expired": queue.messages_expired,
                     "messages_killed": queue.messages_killed,
+                    "group_count": len(queue.groups.table) if queue.groups is not None else 0,
                 }
             )
         addresses = []

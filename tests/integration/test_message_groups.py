@@ -18,9 +18,14 @@ asserted beyond "one, and another after the close".
 
 from __future__ import annotations
 
+import base64
 import itertools
+import json
 import threading
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 
 import pytest
 import stomp
@@ -46,8 +51,9 @@ _names = itertools.count()
 
 
 class _Target:
-    def __init__(self, name: str, host: str, amqp_port: int, stomp_port: int):
+    def __init__(self, name: str, host: str, amqp_port: int, stomp_port: int, node=None):
         self.name, self.host, self.amqp_port, self.stomp_port = name, host, amqp_port, stomp_port
+        self.node = node
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +75,7 @@ def junction_target(tmp_path_factory):
     )
     node.start()
     try:
-        yield _Target("junction", harness.LOOPBACK, node.amqp_port, node.stomp_port)
+        yield _Target("junction", harness.LOOPBACK, node.amqp_port, node.stomp_port, node)
     finally:
         code = node.stop()
     assert code == 0, f"the node exited with {code}"
@@ -287,3 +293,47 @@ def test_amqp_group_id_and_sequence_minus_one(artemis_target, junction_target):
         True, artemis["group sequences seen"])
     [(_, run)] = junction["run closed by -1"]
     assert run == ["G1", "G2", "G-close"]
+
+
+# -- management (Junction's) ------------------------------------------------------------------------
+def _api(node, method: str, path: str, *, login: bool = True) -> tuple[int, dict]:
+    request = urllib.request.Request(node.mgmt_url + path, method=method)
+    if login:
+        token = base64.b64encode(f"{peer.USER['user']}:{peer.USER['password']}".encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(request, timeout=10) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"{}")
+
+
+def test_management_lists_and_resets_a_queue_s_groups(junction_target):
+    node = junction_target.node
+    queue = _name("grp.mgmt")
+    (c1, in1), (c2, in2), (producer, _) = _stomp(junction_target), _stomp(junction_target), _stomp(junction_target)
+    try:
+        _subscribe(c1, in1, queue)
+        _subscribe(c2, in2, queue)
+        _send_groups(producer, queue, ["A0", "B0", "C0"])
+        producer.send(queue, "slash", headers={**ANYCAST, "JMSXGroupID": "x/y"})
+        harness.wait_for(lambda: len(in1.bodies()) + len(in2.bodies()) >= 4, DEADLINE_S, what="4 messages")
+        code, listed = _api(node, "GET", f"/api/queues/{queue}/groups", login=False)
+        assert code == 200 and (listed["grouping"], listed["group_count"], listed["truncated"]) == (True, 4, False)
+        owner = {g["group"]: g["consumer"] for g in listed["groups"]}
+        assert sorted(owner) == ["A", "B", "C", "x/y"] and owner["A"] == owner["C"] != owner["B"]
+        assert _api(node, "GET", f"/api/queues/{queue}", login=False)[1]["group_count"] == 4
+        one = _api(node, "GET", f"/api/queues/{queue}/groups/{urllib.parse.quote('x/y', safe='')}", login=False)[1]
+        assert one["groups"] == [{"group": "x/y", "consumer": owner["x/y"]}]
+        # a reset needs manage: without credentials nothing changes
+        assert _api(node, "DELETE", f"/api/queues/{queue}/groups/A", login=False)[0] == 401
+        assert _api(node, "DELETE", f"/api/queues/{queue}/groups/A") == (200, {"queue": queue, "reset": "A"})
+        listed = _api(node, "GET", f"/api/queues/{queue}/groups")[1]
+        assert sorted(g["group"] for g in listed["groups"]) == ["B", "C", "x/y"]
+        assert _api(node, "DELETE", f"/api/queues/{queue}/groups") == (200, {"queue": queue, "reset": "all"})
+        assert _api(node, "GET", f"/api/queues/{queue}/groups")[1]["groups"] == []
+        assert _api(node, "GET", "/api/queues/no.such.queue/groups")[0] == 404
+    finally:
+        for conn in (c1, c2, producer):
+            conn.disconnect()
