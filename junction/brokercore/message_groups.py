@@ -56,6 +56,7 @@ __all__ = [
     "group_id_of",
     "group_sequence_of",
     "queue_groups",
+    "resolve_group_settings",
     "simple_string_hash",
     "with_first_key",
 ]
@@ -296,23 +297,34 @@ class QueueGroups:
             self.table.remove(group_id)
 
 
+def resolve_group_settings(own: "GroupSettings | None", settings) -> GroupSettings:
+    """A queue's grouping settings, every field filled: its own attributes (``own``), else its
+    address ``settings``' ``default-group-*`` (Artemis's defaults when those lack one)."""
+    own = own or GroupSettings()
+
+    def pick(mine, name, default):
+        return getattr(settings, name, default) if mine is None else mine
+
+    return GroupSettings(
+        buckets=pick(own.buckets, "default_group_buckets", -1),
+        rebalance=pick(own.rebalance, "default_group_rebalance", False),
+        rebalance_pause_dispatch=pick(own.rebalance_pause_dispatch, "default_group_rebalance_pause_dispatch", False),
+        first_key=pick(own.first_key, "default_group_first_key", None),
+    )
+
+
 def queue_groups(queue, settings) -> QueueGroups | None:
     """The grouping state for ``queue`` under its resolved address ``settings`` (None: the
     queue does not group -- ``group-buckets`` 0, an exclusive or an internal queue)."""
     definition = queue.definition
     if definition.exclusive or definition.name.startswith(INTERNAL_QUEUE_PREFIX):
         return None
-    own = getattr(definition, "groups", None) or GroupSettings()
-
-    def pick(mine, default):
-        return default if mine is None else mine
-
-    buckets = pick(own.buckets, getattr(settings, "default_group_buckets", -1))
-    if buckets == 0:
+    resolved = resolve_group_settings(getattr(definition, "groups", None), settings)
+    if resolved.buckets == 0:
         return None
     return QueueGroups(
-        buckets,
-        rebalance=pick(own.rebalance, getattr(settings, "default_group_rebalance", False)),
-        pause_dispatch=pick(own.rebalance_pause_dispatch, getattr(settings, "default_group_rebalance_pause_dispatch", False)),
-        first_key=pick(own.first_key, getattr(settings, "default_group_first_key", None)),
+        resolved.buckets,
+        rebalance=resolved.rebalance,
+        pause_dispatch=resolved.rebalance_pause_dispatch,
+        first_key=resolved.first_key,
     )

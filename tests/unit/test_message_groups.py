@@ -439,3 +439,30 @@ def test_bad_grouping_attributes_are_refused_up_front(attribute, text):
     with pytest.raises(ConfigErrors) as info:
         parse_config(xml, file="b.xml", env={})
     assert any(attribute in e.message for e in info.value.errors)
+
+
+# -- CORE's CREATE_QUEUE and QUEUEQUERY --------------------------------------------------------------
+
+
+def test_core_create_queue_group_attributes_are_applied_and_queried():
+    from junction.protocols.core import packets as p
+    from tests.unit.core_fixtures import CoreClient
+
+    ch = 10
+    broker = Broker(address_settings=[AddressSettings(match="#", default_group_first_key="Dflt")])
+    client = CoreClient(broker)
+    client.open()
+    client.send(p.CreateQueueV2("g", "g", None, True, False, True, False, 1, -1, False,
+                                group_buckets=4, group_rebalance=True, group_rebalance_pause_dispatch=True,
+                                channel_id=ch))
+    groups = broker.server.find_queue("g").groups
+    assert (groups.table.buckets, groups.rebalance, groups.pause_dispatch, groups.first_key) == (4, True, True, "Dflt")
+    (q,) = client.send(p.SessQueueQuery("g", channel_id=ch))
+    assert (q.group_buckets, q.group_rebalance, q.group_rebalance_pause_dispatch, q.group_first_key) == (
+        4, True, True, "Dflt")
+    client.send(p.CreateSharedQueueV2("s", "s", None, True, 1, True, group_buckets=0, channel_id=ch))
+    assert broker.server.find_queue("s").groups is None
+    (q,) = client.send(p.SessQueueQuery("s", channel_id=ch))
+    assert q.group_buckets == 0
+    (q,) = client.send(p.SessQueueQuery("none.yet", channel_id=ch))
+    assert (q.exists, q.group_buckets, q.group_first_key) == (False, -1, "Dflt")
