@@ -72,8 +72,9 @@ def test_reply_to_a_temporary_queue_relies_on_advisories(junction: Target):
     peers.test_reply_to_a_temporary_queue_relies_on_advisories(junction)
 
 
-def test_message_groups_two_consumers(junction: Target):
-    peers.test_message_groups_two_consumers(junction)
+@pytest.mark.parametrize("prefetch", [1000, 1])
+def test_message_groups_two_consumers(junction: Target, prefetch: int):
+    peers.test_message_groups_two_consumers(junction, prefetch)
 
 
 def test_stomp_to_openwire_and_back(junction: Target):

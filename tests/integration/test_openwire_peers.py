@@ -437,16 +437,18 @@ def test_reply_to_a_temporary_queue_relies_on_advisories(target: Target):
         client.kill()  # its receive waits for the reply that never comes
 
 
-def test_message_groups_two_consumers(target: Target):
+@pytest.mark.parametrize("prefetch", [1000, 1])
+def test_message_groups_two_consumers(target: Target, prefetch: int):
     """Every message of a group (JMSXGroupID) goes to the one consumer the group is pinned
     to, in order, while two consumers compete for the queue.  Three groups sent in turn over
-    two consumers: dispatch that ignored the groups (round robin) would split every group.
-    (Which consumer a group is pinned to differs between the peers and is not asserted.)"""
+    two consumers: dispatch that ignored the groups (round robin) would split every group;
+    with prefetch 1 a group's next message also waits while its consumer holds one.  (Which
+    consumer a group is pinned to differs between the peers and is not asserted.)"""
     queue = new_name("groups")
     groups = ["A", "B", "C"]
     results = target.run(
         [
-            target.connect(),
+            target.connect(**{"prefetchPolicy.all": prefetch}),
             {"op": "consumer", "id": "c1", "queue": queue},
             {"op": "session"},
             {"op": "consumer", "id": "c2", "queue": queue},
