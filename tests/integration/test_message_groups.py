@@ -39,7 +39,10 @@ from tests.integration.test_amqp_interop import Capabilities
 pytestmark = pytest.mark.timeout(60)
 
 #: the address settings both brokers get
-SETTINGS = {"grp.first.#": {"default-group-first-key": "JMSXFirstInGroupID"}}
+SETTINGS = {
+    "grp.first.#": {"default-group-first-key": "JMSXFirstInGroupID"},
+    "grp.rebalance.#": {"default-group-rebalance": "true"},
+}
 ARTEMIS_OPTIONS = {"amqp": True, "stomp": True, "address_settings": SETTINGS}
 USERS = {peer.USER["user"]: (peer.USER["password"], ["amq"])}
 ANYCAST = {"destination-type": "ANYCAST"}
@@ -221,6 +224,36 @@ def stomp_first_key(target: _Target) -> dict:
 def test_group_first_key_on_each_group_s_first_message(artemis_target, junction_target):
     artemis, junction = stomp_first_key(artemis_target), stomp_first_key(junction_target)
     assert artemis == {"flagged": ["A0", "B0", "C0"], "values": ["true"]}
+    assert junction == artemis
+
+
+def stomp_rebalance(target: _Target) -> dict:
+    """default-group-rebalance on the address: groups A, B, C on two consumers, then a third
+    joins: where each group's next message goes."""
+    queue = _name("grp.rebalance")
+    conns = [_stomp(target) for _ in range(4)]
+    (c1, in1), (c2, in2), (c3, in3), (producer, _) = conns
+    try:
+        _subscribe(c1, in1, queue)
+        _subscribe(c2, in2, queue)
+        _send_groups(producer, queue, ["A0", "B0", "C0"])
+        harness.wait_for(lambda: len(in1.bodies()) + len(in2.bodies()) >= 3, DEADLINE_S, what="3 messages")
+        before = {"c1": in1.bodies(), "c2": in2.bodies()}
+        _subscribe(c3, in3, queue)
+        _send_groups(producer, queue, ["A1", "B1", "C1"])
+        inboxes = {"c1": in1, "c2": in2, "c3": in3}
+        harness.wait_for(lambda: sum(len(i.bodies()) for i in inboxes.values()) >= 6, DEADLINE_S, what="6 messages")
+    finally:
+        for conn, _ in conns:
+            conn.disconnect()
+    after = {c: [b for b in inbox.bodies() if b.endswith("1")] for c, inbox in inboxes.items()}
+    return {"owners before": sorted(sorted(v) for v in before.values()), "next messages": sorted(map(len, after.values()))}
+
+
+def test_group_rebalance_spreads_groups_over_a_joining_consumer(artemis_target, junction_target):
+    artemis, junction = stomp_rebalance(artemis_target), stomp_rebalance(junction_target)
+    # two consumers took A, B, C round robin; after the third joined, one group each
+    assert artemis == {"owners before": [["A0", "C0"], ["B0"]], "next messages": [1, 1, 1]}
     assert junction == artemis
 
 
