@@ -466,3 +466,23 @@ def test_core_create_queue_group_attributes_are_applied_and_queried():
     assert q.group_buckets == 0
     (q,) = client.send(p.SessQueueQuery("none.yet", channel_id=ch))
     assert (q.exists, q.group_buckets, q.group_first_key) == (False, -1, "Dflt")
+
+
+def test_a_queue_s_own_group_attributes_are_kept_in_its_journal_record(tmp_path):
+    from junction.brokercore.queue import QueueDefinition
+    from junction.model.message import RoutingType
+    from tests.unit.core_fixtures import JournalNode
+
+    node = JournalNode(tmp_path)
+    node.server.create_queue(QueueDefinition("kept", "kept", RoutingType.ANYCAST,
+                                             groups=GroupSettings(buckets=3, first_key="First")))
+    node.server.create_queue(QueueDefinition("plain", "plain", RoutingType.ANYCAST))
+    node.run()
+    node.server.stop()
+    node.run()
+    again = JournalNode(tmp_path, node.fs)
+    kept = again.server.find_queue("kept")
+    assert kept.definition.groups == GroupSettings(buckets=3, first_key="First")
+    assert (kept.groups.table.buckets, kept.groups.first_key) == (3, "First")
+    plain = again.server.find_queue("plain")
+    assert plain.definition.groups is None and plain.groups.table.__class__ is GroupTable
