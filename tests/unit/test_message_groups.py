@@ -486,3 +486,20 @@ def test_a_queue_s_own_group_attributes_are_kept_in_its_journal_record(tmp_path)
     assert (kept.groups.table.buckets, kept.groups.first_key) == (3, "First")
     plain = again.server.find_queue("plain")
     assert plain.definition.groups is None and plain.groups.table.__class__ is GroupTable
+
+
+def test_head_of_line_also_with_consumer_selectors():
+    broker = Broker()
+    queue = broker.queue("q")
+    c1 = Taker(queue, "c1", credit=1, filter=parse_filter("kind = 'x'"))
+    c2 = Taker(queue, "c2", credit=5)
+    session = broker.session()
+    for body, group in (("A0", "A"), ("A1", "A"), ("free", None)):
+        properties = {"kind": "x"} if group is None else {"kind": "x", "_AMQ_GROUP_ID": group}
+        session.submit(Message(address="q", body=body.encode(), properties=properties), None)
+    broker.run()
+    # A0 pinned c1 (first in the round robin), which has no credit now: A1 and what is behind wait
+    assert c1.bodies == ["A0"] and c2.bodies == []
+    c1.ack_all(queue)
+    broker.run()
+    assert c1.bodies == ["A0", "A1"] and c2.bodies == ["free"]
