@@ -10,7 +10,10 @@ a group: three groups sent in turn over two consumers.
   messages go to the other consumer, in order;
 * AMQP ``group-id``: each group to one receiver; ``group-sequence`` -1 closes the group, whose
   next messages go round robin to the other receiver;
-* ``default-group-first-key``: the first message of each group, and only it, carries the key.
+* ``default-group-first-key``: the first message of each group, and only it, carries the key;
+* ``default-group-rebalance``: a joining consumer takes a share of the groups;
+* ``default-group-buckets``: ids hashed into buckets as Artemis's ``SimpleString`` hashes them;
+* Junction's management API lists a queue's groups and resets them.
 
 Which consumer a group lands on is the round robin's (the same on both brokers) and is not
 asserted beyond "one, and another after the close".
@@ -42,6 +45,7 @@ pytestmark = pytest.mark.timeout(60)
 SETTINGS = {
     "grp.first.#": {"default-group-first-key": "JMSXFirstInGroupID"},
     "grp.rebalance.#": {"default-group-rebalance": "true"},
+    "grp.buckets.#": {"default-group-buckets": "7"},
 }
 ARTEMIS_OPTIONS = {"amqp": True, "stomp": True, "address_settings": SETTINGS}
 USERS = {peer.USER["user"]: (peer.USER["password"], ["amq"])}
@@ -254,6 +258,40 @@ def test_group_rebalance_spreads_groups_over_a_joining_consumer(artemis_target, 
     artemis, junction = stomp_rebalance(artemis_target), stomp_rebalance(junction_target)
     # two consumers took A, B, C round robin; after the third joined, one group each
     assert artemis == {"owners before": [["A0", "C0"], ["B0"]], "next messages": [1, 1, 1]}
+    assert junction == artemis
+
+
+#: group ids for the bucket test: ASCII, Latin-1 and CJK (the hash is over UTF-16LE signed bytes)
+BUCKET_IDS = ("groupA", "groupB", "groupC", "é-1", "ü-2", "日本", "x", "y", "z", "w", "Ωmega")
+
+
+def stomp_buckets(target: _Target) -> dict:
+    """default-group-buckets 7 on the address, three consumers: which group ids end up
+    sharing a consumer (buckets hashed as Artemis does, owners picked round robin)."""
+    queue = _name("grp.buckets")
+    conns = [_stomp(target) for _ in range(4)]
+    producer = conns[3][0]
+    try:
+        for conn, inbox in conns[:3]:
+            _subscribe(conn, inbox, queue)
+        for i in range(2):
+            for gid in BUCKET_IDS:
+                producer.send(queue, f"{gid}|{i}", headers={**ANYCAST, "JMSXGroupID": gid})
+        total = 2 * len(BUCKET_IDS)
+        harness.wait_for(lambda: sum(len(i.bodies()) for _, i in conns[:3]) >= total, DEADLINE_S, what="the messages")
+    finally:
+        for conn, _ in conns:
+            conn.disconnect()
+    shares = [sorted({b.split("|")[0] for b in inbox.bodies()}) for _, inbox in conns[:3]]
+    return {"sharing a consumer": sorted(s for s in shares if s)}
+
+
+def test_group_buckets_hash_as_artemis_does(artemis_target, junction_target):
+    artemis, junction = stomp_buckets(artemis_target), stomp_buckets(junction_target)
+    # buckets by SimpleString's hash, new buckets' owners round robin over three consumers
+    # (Java's String.hashCode would give [groupA y é-1 Ωmega] [groupB x z ü-2 日本] [groupC w])
+    assert artemis == {"sharing a consumer": [
+        ["groupA", "w", "日本"], ["groupB", "x", "z", "é-1", "ü-2"], ["groupC", "y", "Ωmega"]]}
     assert junction == artemis
 
 
