@@ -77,6 +77,10 @@ def test_message_groups_two_consumers(junction: Target, prefetch: int):
     peers.test_message_groups_two_consumers(junction, prefetch)
 
 
+def test_message_group_closed_by_sequence_minus_one(junction: Target):
+    peers.test_message_group_closed_by_sequence_minus_one(junction)
+
+
 def test_stomp_to_openwire_and_back(junction: Target):
     peers.test_stomp_to_openwire_and_back(junction)
 

@@ -464,6 +464,30 @@ def test_message_groups_two_consumers(target: Target, prefetch: int):
         assert len({m["consumer"] for m in mine}) == 1, f"group {group} went to two consumers"
 
 
+def test_message_group_closed_by_sequence_minus_one(target: Target):
+    """``JMSXGroupSeq`` -1 closes a group after its message: the run that ends with it goes to
+    one consumer, and the group's next run picks a consumer anew -- the other one, which the
+    round robin has reached meanwhile (on all three peers)."""
+    queue = new_name("groupseq")
+    runs = [("a1", 1), ("a2", 2), ("a-close", -1), ("b1", 1), ("b2", 2)]
+    results = target.run(
+        [
+            target.connect(),
+            {"op": "consumer", "id": "c1", "queue": queue},
+            {"op": "session"},
+            {"op": "consumer", "id": "c2", "queue": queue},
+            *({"op": "send", "queue": queue, "body": body,
+               "properties": {"JMSXGroupID": "G", "JMSXGroupSeq": {"int": seq}}} for body, seq in runs),
+            {"op": "receive", "consumers": ["c1", "c2"], "count": len(runs), "timeout": 5000},
+        ]
+    )
+    got = results[-1]["messages"]
+    by = {m["body"]: m["consumer"] for m in got}
+    assert sorted(by) == sorted(body for body, _ in runs)
+    assert by["a1"] == by["a2"] == by["a-close"] and by["b1"] == by["b2"]
+    assert by["b1"] != by["a1"], by
+
+
 class _StompInbox(stomp.ConnectionListener):
     """The MESSAGE frames a STOMP connection received (body, headers), as they come."""
 
