@@ -58,14 +58,16 @@ _names = itertools.count()
 
 
 class _Target:
-    def __init__(self, name: str, host: str, amqp_port: int, stomp_port: int, node=None):
+    def __init__(self, name: str, host: str, amqp_port: int, stomp_port: int, core_port: int, node=None):
         self.name, self.host, self.amqp_port, self.stomp_port = name, host, amqp_port, stomp_port
+        self.url = f"tcp://{host}:{core_port}"  # the JMS client's
         self.node = node
 
 
 @pytest.fixture(scope="module")
 def artemis_target(artemis_module):
-    return _Target("artemis", artemis_module.host, artemis_module.amqp_port, artemis_module.stomp_port)
+    b = artemis_module
+    return _Target("artemis", b.host, b.amqp_port, b.stomp_port, b.core_port)
 
 
 @pytest.fixture(scope="module")
@@ -76,13 +78,14 @@ def junction_target(tmp_path_factory):
         + "</address-setting>"
         for match, elements in SETTINGS.items()
     )
+    core_port = harness.free_port()
     node = harness.BrokerProcess(
         str(tmp_path_factory.mktemp("groups")), name="groups", security=True, users=USERS,
-        address_settings_xml=settings,
+        address_settings_xml=settings, extra_acceptors_xml=harness.core_acceptor(core_port),
     )
     node.start()
     try:
-        yield _Target("junction", harness.LOOPBACK, node.amqp_port, node.stomp_port, node)
+        yield _Target("junction", harness.LOOPBACK, node.amqp_port, node.stomp_port, core_port, node)
     finally:
         code = node.stop()
     assert code == 0, f"the node exited with {code}"
@@ -408,3 +411,37 @@ def test_management_lists_and_resets_a_queue_s_groups(junction_target):
     finally:
         for conn in (c1, c2, producer):
             conn.disconnect()
+
+
+# -- across protocols ------------------------------------------------------------------------------
+def to_jms(target: _Target, jms) -> dict:
+    """A STOMP producer's JMSXGroupID header and an AMQP producer's group-id and group-sequence,
+    read by the Artemis JMS client (over CORE) as JMSXGroupID and JMSXGroupSeq."""
+    queue = _name("grp.cross")
+    conn, _ = _stomp(target)
+    try:
+        conn.send(queue, "from stomp", headers={**ANYCAST, "JMSXGroupID": "S", "receipt": "r1"})
+    finally:
+        conn.disconnect()
+    amqp = _amqp(target)
+    try:
+        amqp.create_sender(queue, name="s", options=[QUEUE]).send(
+            Message(body="from amqp", group_id="Q", group_sequence=5, durable=True))
+    finally:
+        amqp.close()
+    results = jms.run([peer.connect(target), {"op": "receive", "queue": queue, "count": 2, "timeout": 5000}])
+    # the STOMP message is a BytesMessage (stomp.py sends a content-length): its body is base64
+    return {
+        ("from stomp" if m["type"] == "bytes" else m["body"]): {
+            k: m["properties"].get(k) for k in ("JMSXGroupID", "JMSXGroupSeq")}
+        for m in results[-1]["messages"]
+    }
+
+
+def test_the_group_fields_reach_a_jms_consumer_from_stomp_and_amqp(artemis_target, junction_target, jms):
+    artemis, junction = to_jms(artemis_target, jms), to_jms(junction_target, jms)
+    assert artemis == {
+        "from stomp": {"JMSXGroupID": "S", "JMSXGroupSeq": None},
+        "from amqp": {"JMSXGroupID": "Q", "JMSXGroupSeq": {"int": 5}},
+    }
+    assert junction == artemis
