@@ -388,6 +388,12 @@ def test_internal_queues_do_not_group():
     assert queue.groups is None
 
 
+def test_an_exclusive_queue_ignores_group_ids():
+    # Artemis: extractGroupID is null on an exclusive queue (its one consumer takes everything)
+    broker = Broker()
+    assert broker.queue("x", exclusive=True).groups is None
+
+
 # -- configuration ---------------------------------------------------------------------------------
 
 _GROUPED_XML = """\
