@@ -25,6 +25,9 @@ false / true.  For each mode it reports:
   outstanding: asynchronous like a real throughput producer, yet bounded so
   the broker must keep confirming.  How many receipts came back is reported.
 
+With ``--groups N`` message i carries ``JMSXGroupID: g<i % N>``: the cost of message
+grouping on the broker (one consumer, so every group is pinned to it).
+
 The consumer asks for a prefetch of ``--prefetch`` (1000) messages:
 ``activemq.prefetchSize`` (ActiveMQ Classic's meaning, a message count, which
 Junction follows) or ``prefetch-count`` for RabbitMQ.  With
@@ -440,6 +443,8 @@ def run_trial(
                         )
             headers = dict(base_headers)
             headers["bench-seq"] = str(i)
+            if args.groups:
+                headers["JMSXGroupID"] = f"g{i % args.groups}"
             if use_receipts:
                 headers["receipt"] = f"s-{i}"
             headers["bench-ts"] = str(time.monotonic_ns())
@@ -608,6 +613,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="send at most this many msg/s (0: as fast as possible); for latency",
     )
     p.add_argument("--receipt-window", type=int, default=1000)
+    p.add_argument("--groups", type=int, default=0,
+                   help="message i is in group g<i %% N> (a JMSXGroupID header); 0: ungrouped")
     p.add_argument(
         "--receipts",
         choices=("persistent", "all", "none"),

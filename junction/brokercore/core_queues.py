@@ -20,6 +20,7 @@ NOT_IMPLEMENTED (213) when a client asks for them, never silently dropped.
 from __future__ import annotations
 
 from junction.brokercore.core_errors import CoreRefused
+from junction.brokercore.message_groups import GroupSettings
 from junction.model.message import RoutingType
 from junction.protocols.core import ExceptionType, encode_packet, responses
 from junction.protocols.core import packets as p
@@ -55,6 +56,10 @@ def queue_info(session, name: str) -> responses.QueueInfo:
             purge_on_no_consumers=settings.default_purge_on_no_consumers,
             exclusive=settings.default_exclusive_queue,
             default_consumer_window_size=settings.default_consumer_window_size,
+            group_rebalance=settings.default_group_rebalance,
+            group_buckets=settings.default_group_buckets,
+            group_first_key=settings.default_group_first_key,
+            group_rebalance_pause_dispatch=settings.default_group_rebalance_pause_dispatch,
         )
     settings = session.settings_for(found.address)
     return responses.QueueInfo(
@@ -72,6 +77,10 @@ def queue_info(session, name: str) -> responses.QueueInfo:
         max_consumers=found.max_consumers,
         exclusive=found.exclusive,
         default_consumer_window_size=settings.default_consumer_window_size,
+        group_rebalance=found.groups.rebalance,
+        group_buckets=found.groups.buckets,
+        group_first_key=found.groups.first_key,
+        group_rebalance_pause_dispatch=found.groups.rebalance_pause_dispatch,
     )
 
 
@@ -111,6 +120,16 @@ def _refuse_what_queues_lack(request) -> None:
         raise CoreRefused(ExceptionType.NOT_IMPLEMENTED_EXCEPTION, f"{', '.join(lacking)} are not supported yet")
 
 
+def _group_settings(request) -> GroupSettings | None:
+    """The grouping attributes a CREATE_QUEUE_V2 / CREATE_SHARED_QUEUE_V2 gives (None: none,
+    the queue takes its address settings'); see message_groups."""
+    given = GroupSettings(
+        buckets=request.group_buckets, rebalance=request.group_rebalance,
+        rebalance_pause_dispatch=request.group_rebalance_pause_dispatch, first_key=request.group_first_key,
+    )
+    return given if given.to_record() else None
+
+
 class QueueHandlers:
     """The queue and address packets of a :class:`~junction.brokercore.core_sessions.CoreSession`."""
 
@@ -129,6 +148,7 @@ class QueueHandlers:
                 "purge_on_no_consumers": packet.purge_on_no_consumers,
                 "exclusive": exclusive,
                 "auto_created": packet.auto_created,
+                "groups": _group_settings(packet),
             }
         else:
             old = packet.address.startswith(_OLD_QUEUE_PREFIXES)
@@ -158,8 +178,10 @@ class QueueHandlers:
                 max_consumers = settings.default_max_consumers if packet.max_consumers is None else packet.max_consumers
                 purge = packet.purge_on_no_consumers
                 exclusive = packet.exclusive
+                groups = _group_settings(packet)
             else:
                 rtype, max_consumers, purge, exclusive = prefixed or RoutingType.MULTICAST, -1, None, None
+                groups = None
             session.create_queue(
                 name,
                 address,
@@ -169,6 +191,7 @@ class QueueHandlers:
                 max_consumers=max_consumers,
                 purge_on_no_consumers=settings.default_purge_on_no_consumers if purge is None else purge,
                 exclusive=settings.default_exclusive_queue if exclusive is None else exclusive,
+                groups=groups,
             )
         self.confirm(packet, self.null_response(packet) if packet.requires_response else None)
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 
+from junction.brokercore.message_groups import GroupSettings
 from junction.brokercore.queue import QueueDefinition
 from junction.model import errors
 
@@ -87,6 +88,7 @@ def deploy_addresses(server, addresses, *, exact: bool = False) -> tuple[list[st
                 exclusive=(qc.exclusive if "exclusive" in qc.given
                            else server.settings.resolve(addr.name).default_exclusive_queue),
                 user=qc.user,
+                groups=group_settings(qc),
             )
             try:
                 server.create_queue(defn)
@@ -105,6 +107,15 @@ def deploy_addresses(server, addresses, *, exact: bool = False) -> tuple[list[st
                 else:
                     done.append(f"address {addr.name} no longer supporting {routing_type.name}")
     return done, problems
+
+
+def group_settings(qc) -> GroupSettings | None:
+    """The grouping attributes a ``<queue>`` gives (None: all from its address settings)."""
+    settings = GroupSettings(
+        buckets=qc.group_buckets, rebalance=qc.group_rebalance,
+        rebalance_pause_dispatch=qc.group_rebalance_pause_dispatch, first_key=qc.group_first_key,
+    )
+    return settings if settings.to_record() else None
 
 
 def undeploy_addresses(server, old_addresses, new_addresses) -> tuple[list[str], list[str]]:
@@ -168,4 +179,5 @@ def _declaration(qc) -> tuple:
         qc.routing_type, qc.filter, qc.durable, qc.max_consumers, qc.purge_on_no_consumers,
         qc.exclusive, qc.user, qc.given, qc.last_value, qc.last_value_key, qc.non_destructive,
         qc.group_rebalance, qc.group_buckets, qc.group_first_key, qc.ring_size,
+        qc.group_rebalance_pause_dispatch,
     )

@@ -19,7 +19,10 @@ project's broker core:
 * To a JMS consumer of a STOMP or AMQP message (its ``StompUtils`` and
   ``AmqpCoreConverter``): ``JMSCorrelationID`` and ``JMSReplyTo`` properties; an AMQP
   reply-to becomes ``queue://<address>`` (``topic://`` and the temporary kinds by its
-  ``x-opt-jms-reply-to``), a STOMP one stays as the frame had it.
+  ``x-opt-jms-reply-to``), a STOMP one stays as the frame had it.  The group id (a STOMP
+  ``JMSXGroupID`` header, AMQP's ``group-id``) is CORE's ``_AMQ_GROUP_ID`` and AMQP's
+  ``group-sequence`` CORE's int ``_AMQ_GROUP_SEQUENCE`` (read as a Java int), where the
+  JMS client reads ``JMSXGroupID`` and ``JMSXGroupSeq``.
 
 AMQP content-types Artemis reads as text (:func:`textual_charset`) make a data section a
 TextMessage for a JMS consumer (:mod:`junction.brokercore.core_convert`).
@@ -38,7 +41,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from junction.model.message import Message, Typed, plain
+from junction.brokercore.message_groups import GROUP_SEQUENCE_CORE
+from junction.model.message import GROUP_ID, GROUP_ID_JMS, GROUP_SEQUENCE, Message, Typed, plain
 from junction.protocols.amqp import message as sections_codec
 from junction.protocols.amqp.types import Symbol
 
@@ -118,9 +122,12 @@ def foreign_properties(message: Message, amqp_sections: bytes | None) -> dict:
     ``x-opt-jms-reply-to`` annotation, a queue without one."""
     properties = message.properties
     correlation_id, reply_to = message.correlation_id, message.reply_to
-    if correlation_id is None and reply_to is None:
+    grouped = bool(properties) and (GROUP_ID_JMS in properties or GROUP_SEQUENCE in properties)
+    if correlation_id is None and reply_to is None and not grouped:
         return properties
     properties = dict(properties)
+    if grouped:
+        _core_group_fields(properties)
     if correlation_id is not None:
         properties[CORRELATION_ID] = correlation_id
     if reply_to is not None:
@@ -128,6 +135,20 @@ def foreign_properties(message: Message, amqp_sections: bytes | None) -> dict:
             reply_to = _DESTINATION_PREFIXES[_reply_to_type(amqp_sections)][0] + reply_to
         properties[REPLY_TO] = reply_to
     return properties
+
+
+def _core_group_fields(properties: dict) -> None:
+    """``JMSXGroupID`` as CORE's ``_AMQ_GROUP_ID``, an int ``JMSXGroupSeq`` (AMQP's unsigned
+    ``group-sequence``) as CORE's signed int ``_AMQ_GROUP_SEQUENCE``, in place; a string
+    ``JMSXGroupSeq`` (a STOMP header) stays an ordinary property, as in Artemis."""
+    group_id = properties.pop(GROUP_ID_JMS, None)
+    if group_id is not None and GROUP_ID not in properties:
+        properties[GROUP_ID] = group_id
+    sequence = properties.get(GROUP_SEQUENCE)
+    if isinstance(sequence, Typed) and sequence.kind == "int" and GROUP_SEQUENCE_CORE not in properties:
+        del properties[GROUP_SEQUENCE]
+        value = int(sequence.value) & 0xFFFFFFFF
+        properties[GROUP_SEQUENCE_CORE] = Typed("int", value - (1 << 32) if value >= 1 << 31 else value)
 
 
 def _reply_to_type(sections: bytes) -> int:

@@ -18,6 +18,12 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from junction.brokercore.exclusive import ExclusiveDispatch
+from junction.brokercore.message_groups import (
+    GroupSettings,
+    group_id_of,
+    queue_groups,
+    with_first_key,
+)
 from junction.brokercore.scheduled import SCHEDULED_DELIVERY, ScheduledRefs, delivery_time
 from junction.model.message import Message, RoutingType
 
@@ -80,6 +86,8 @@ class QueueDefinition:
     user: str | None = None
     #: set for durable subscription queues, so they are not auto-deleted
     subscription: bool = False
+    #: the queue's own grouping attributes (None: its address settings'), see message_groups
+    groups: GroupSettings | None = None
 
 
 class Consumer:
@@ -206,6 +214,9 @@ class Queue:
         #: references held for their scheduled delivery time (made on first use)
         self._scheduled: ScheduledRefs | None = None
         self.deleted = False
+        #: the queue's message groups, None when it does not group (see message_groups);
+        #: settled when the queue is made, as Artemis settles a queue's configuration
+        self.groups = queue_groups(self, owner.queue_settings(self))
 
     # -- introspection --------------------------------------------------------
     @property
@@ -279,6 +290,8 @@ class Queue:
 
     # -- consumers -------------------------------------------------------------
     def add_consumer(self, consumer: Consumer) -> None:
+        if self.groups is not None:
+            self.groups.consumer_added()
         self.consumers.append(consumer)
         self._prioritised = len({c.priority for c in self.consumers}) > 1
         if consumer.exclusive and self._exclusive is None:
@@ -295,6 +308,8 @@ class Queue:
         consumer.closed = True
         if consumer in self.consumers:
             self.consumers.remove(consumer)
+        if self.groups is not None:
+            self.groups.consumer_removed(consumer)
         self._prioritised = len({c.priority for c in self.consumers}) > 1
         exclusive = self._exclusive
         if exclusive is not None:
@@ -339,6 +354,9 @@ class Queue:
             if not self._count and not self.in_flight_count:
                 self._avoiding = False
             return
+        groups = self.groups
+        if groups is not None and groups.paused and not groups.may_dispatch(self.in_flight_count):
+            return  # group-rebalance-pause-dispatch: the last settlement wakes the queue
         self._delivering = True
         try:
             exclusive = self._exclusive
@@ -392,17 +410,26 @@ class Queue:
             self._rr = best_index + 1
         return best
 
-    def _pop_next(self) -> MessageRef | None:
-        for lane in reversed(self._lanes):
-            if lane:
-                self._count -= 1
-                return lane.popleft()
-        return None
-
     def _deliver_simple(self) -> None:
         now = self.owner.now_ms()
         consumers = self.consumers
+        groups = self.groups
+        lanes = self._lanes
         while self._count:
+            for lane in reversed(lanes):  # the head: the highest priority lane's first
+                if lane:
+                    break
+            ref = lane[0]
+            if groups is not None:
+                group = group_id_of(ref.message)
+                if group is not None:
+                    # grouped: its owner or, for a new group, the round robin's consumer
+                    owner = groups.owner(group)
+                    if owner is not None and not owner.has_credit():
+                        return  # the head-of-line rule (see message_groups)
+                    if not self._deliver_grouped(lane, ref, group, owner, now):
+                        return
+                    continue
             if len(consumers) == 1:
                 # _round_robin() for the usual single consumer
                 consumer = consumers[0]
@@ -413,7 +440,8 @@ class Queue:
                 consumer = self._round_robin()  # not exclusive: deliver_now chose this path
                 if consumer is None:
                     return
-            ref = self._pop_next()
+            lane.popleft()
+            self._count -= 1
             expiration = ref.message.expiration
             if expiration and expiration <= now:
                 self._expire(ref)
@@ -432,6 +460,41 @@ class Queue:
                 consumer.in_batch = True
                 self._batch.append(consumer)
             consumer.deliver(ref)
+
+    def _deliver_grouped(self, lane, ref: MessageRef, group: str, owner, now: int) -> bool:
+        """Hand the head reference ``ref`` of ``lane``, of ``group``, to ``owner`` (which has
+        credit) or, with no owner, to the round robin's consumer; False when there is none."""
+        rr = self._rr
+        consumer = owner if owner is not None else self._next_consumer()
+        if consumer is None:
+            return False
+        del lane[0]
+        self._count -= 1
+        if ref.message.expiration and ref.message.expiration <= now:
+            self._expire(ref)
+            return True
+        self._hand_grouped(ref, consumer, group, owner, rr)
+        return True
+
+    def _hand_grouped(self, ref: MessageRef, consumer: Consumer, group: str, owner, rr: int) -> None:
+        """Hand over a reference of ``group`` and update the group's owner (``owner`` was its
+        owner before; ``rr`` the round robin's position before a consumer was picked)."""
+        groups = self.groups
+        pinned = groups.handed_over(group, ref.message, consumer, owner)
+        if not pinned:
+            self._rr = rr  # the round robin stays (Artemis's consumers.repeat())
+        key = groups.first_key if pinned else None
+        if key is None:
+            self._hand_over(ref, consumer)
+            return
+        # group-first-key: on this delivery only; every protocol reads ref.message as it is
+        # handed the reference, so the flagged copy is in place just for that call
+        stored = ref.message
+        ref.message = with_first_key(stored, key)
+        try:
+            self._hand_over(ref, consumer)
+        finally:
+            ref.message = stored
 
     def _deliver_with_selectors(self) -> None:
         now = self.owner.now_ms()
@@ -465,6 +528,24 @@ class Queue:
                     del lane[index]
                     self._count -= 1
                     self._expire(ref)
+                    continue
+                group = None if self.groups is None or self._exclusive is not None else group_id_of(ref.message)
+                if group is not None:
+                    owner = self.groups.owner(group)
+                    if owner is not None:
+                        if not owner.has_credit():
+                            return  # the head-of-line rule (see message_groups)
+                        if not owner.accepts(ref.message) or (ref.avoid is not None and owner.id in ref.avoid):
+                            index += 1  # the owner does not want it: it waits
+                            continue
+                    rr = self._rr
+                    consumer = owner if owner is not None else self._next_consumer(ref.message, ref.avoid)
+                    if consumer is None:
+                        index += 1
+                        continue
+                    del lane[index]
+                    self._count -= 1
+                    self._hand_grouped(ref, consumer, group, owner, rr)
                     continue
                 consumer = self._next_consumer(ref.message, ref.avoid)
                 if consumer is None:
@@ -508,6 +589,8 @@ class Queue:
             self.in_flight_count -= 1
         ref.consumer = None
         self.messages_acknowledged += 1
+        if self.groups is not None and self.groups.paused and not self.in_flight_count:
+            self.deliver_soon()  # the rebalance pause ends (see message_groups)
         stored = self.owner.acknowledge_ref(ref, tx)
         if not (self._count + self.in_flight_count + self.scheduled_count):  # message_count
             self.owner.queue_emptied(self)
@@ -539,6 +622,8 @@ class Queue:
             self.in_flight_count -= 1
         ref.consumer = None
         self.messages_killed += 1
+        if self.groups is not None and self.groups.paused and not self.in_flight_count:
+            self.deliver_soon()  # the rebalance pause ends (see message_groups)
         self.owner.dead_letter(ref, "rejected by the consumer")
         if not self.message_count:
             self.owner.queue_emptied(self)
@@ -578,6 +663,8 @@ class Queue:
         if consumer is not None and consumer.in_flight.pop(id(ref), None) is not None:
             self.in_flight_count -= 1
         ref.consumer = None
+        if self.groups is not None and self.groups.paused and not self.in_flight_count:
+            self.deliver_soon()  # the rebalance pause ends (see message_groups)
         self._expire(ref)
         if not self.message_count:
             self.owner.queue_emptied(self)

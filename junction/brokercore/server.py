@@ -24,6 +24,7 @@ from twisted.internet import defer
 from junction.brokercore.address import Address
 from junction.brokercore.events import carry_trace
 from junction.brokercore.large_lifecycle import own_file, remove_orphans
+from junction.brokercore.message_groups import GroupSettings
 from junction.brokercore.postoffice import PostOffice
 from junction.brokercore.queue import MessageRef, Queue, QueueDefinition
 from junction.brokercore.storage import (
@@ -153,6 +154,7 @@ class BrokerServer:
                 auto_created=info.get("auto_created", False),
                 user=info.get("user"),
                 subscription=info.get("subscription", False),
+                groups=GroupSettings.from_record(info.get("groups")),
             )
             if defn.address not in self.addresses:
                 self._add_address(defn.address, {defn.routing_type}, auto_created=True, persist=False)
@@ -566,6 +568,7 @@ class BrokerServer:
                     "messages_acknowledged": queue.messages_acknowledged,
                     "messages_expired": queue.messages_expired,
                     "messages_killed": queue.messages_killed,
+                    "group_count": len(queue.groups.table) if queue.groups is not None else 0,
                 }
             )
         addresses = []

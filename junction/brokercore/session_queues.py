@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from junction.brokercore.message_groups import GroupSettings, resolve_group_settings
 from junction.brokercore.queue import QueueDefinition
 from junction.model import errors
 from junction.model.message import RoutingType
@@ -48,6 +49,8 @@ class QueueQuery:
     max_consumers: int = -1
     purge_on_no_consumers: bool = False
     exclusive: bool = False
+    #: the queue's grouping settings, every field filled (see message_groups)
+    groups: GroupSettings = GroupSettings(-1, False, False, None)
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,7 @@ class SessionQueues:
         purge_on_no_consumers: bool = False,
         exclusive: bool = False,
         auto_created: bool = False,
+        groups: GroupSettings | None = None,
     ) -> None:
         """Create queue ``name`` on ``address`` (CORE's CREATE_QUEUE).
 
@@ -132,6 +136,7 @@ class SessionQueues:
                 auto_created=auto_created,
                 temporary=temporary,
                 user=self.user,
+                groups=groups,
             )
         )
         if temporary:
@@ -198,6 +203,7 @@ class SessionQueues:
             defn.max_consumers,
             defn.purge_on_no_consumers,
             defn.exclusive,
+            resolve_group_settings(defn.groups, self.server.queue_settings(queue)),
         )
 
     def binding_query(self, name: str) -> BindingQuery:

@@ -147,7 +147,7 @@ def _encode_json(obj) -> bytes:
 
 
 def queue_record(defn) -> dict:
-    return {
+    record = {
         "name": defn.name,
         "address": defn.address,
         "routing_type": defn.routing_type.name,
@@ -160,6 +160,9 @@ def queue_record(defn) -> dict:
         "user": defn.user,
         "subscription": defn.subscription,
     }
+    if defn.groups is not None and defn.groups.to_record():
+        record["groups"] = defn.groups.to_record()
+    return record
 
 
 class NullStorage:

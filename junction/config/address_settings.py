@@ -129,6 +129,7 @@ ADDRESS_SETTINGS: tuple[Setting, ...] = (
     _S("default-address-routing-type",         routing_type,                            RoutingType.MULTICAST, RoutingType),
     _S("default-queue-routing-type",           routing_type,                            RoutingType.MULTICAST, RoutingType),
     _S("default-group-rebalance",              boolean,                                 False,             bool),
+    _S("default-group-rebalance-pause-dispatch", boolean,                               False,             bool),
     _S("default-group-buckets",                integer(0, minus_one=True),              -1,                int),
     _S("default-group-first-key",              text_value,                              None,              str),
     _S("default-ring-size",                    integer(0, minus_one=True, long=True),   -1,                int),

@@ -121,7 +121,8 @@ class QueueConfig:
     #: Per-queue overrides of address settings; ``None`` = inherit from the
     #: matching ``<address-setting>`` (``last-value``/``last-value-key`` ->
     #: ``last_value_queue``/``default_last_value_key``, ``non-destructive``,
-    #: ``group-rebalance``, ``group-buckets``, ``group-first-key``, ``ring-size``).
+    #: ``group-rebalance``, ``group-rebalance-pause-dispatch``, ``group-buckets``,
+    #: ``group-first-key``, ``ring-size``).
     last_value: bool | None = None
     last_value_key: str | None = None
     non_destructive: bool | None = None
@@ -129,6 +130,7 @@ class QueueConfig:
     group_buckets: int | None = None
     group_first_key: str | None = None
     ring_size: int | None = None
+    group_rebalance_pause_dispatch: bool | None = None
 
 
 @dataclass(frozen=True)

@@ -153,6 +153,7 @@ QUEUE_ATTRIBUTES = _table(
         "last-value-key": Value("last_value_key", text_value),
         "non-destructive": Value("non_destructive", boolean),
         "group-rebalance": Value("group_rebalance", boolean),
+        "group-rebalance-pause-dispatch": Value("group_rebalance_pause_dispatch", boolean),
         "group-buckets": Value("group_buckets", integer(0, minus_one=True)),
         "group-first-key": Value("group_first_key", text_value),
         "ring-size": Value("ring_size", integer(0, minus_one=True, long=True)),

@@ -246,7 +246,6 @@ UNIMPLEMENTED: dict[str, dict] = {
         "page-limit-bytes": DefaultOnly(size(1, minus_one=True), -1),
         "page-limit-messages": DefaultOnly(integer(1, minus_one=True, long=True), -1),
         "disk-full-policy": DefaultOnly(choice("DROP", "FAIL", "BLOCK"), "BLOCK"),
-        "default-group-rebalance-pause-dispatch": DefaultOnly(boolean, False),
         "default-consumers-before-dispatch": DefaultOnly(integer(0), 0),
         "default-delay-before-dispatch": DefaultOnly(integer(0, minus_one=True, long=True), -1),
         "slow-consumer-threshold-measurement-unit": DefaultOnly(
@@ -274,14 +273,10 @@ UNIMPLEMENTED: dict[str, dict] = {
         "slow-consumer-policy": Warned(),
         "slow-consumer-check-period": Warned(),
         "auto-delete-created-queues": Warned(),
-        "default-group-rebalance": Warned(),
-        "default-group-buckets": Warned(),
-        "default-group-first-key": Warned(),
         "default-ring-size": Warned(),
     },
     # -- attributes of <queue> ------------------------------------------------------------
     "queue": {
-        "group-rebalance-pause-dispatch": DefaultOnly(boolean, False),
         "consumers-before-dispatch": DefaultOnly(integer(0), 0),
         "delay-before-dispatch": DefaultOnly(integer(0, minus_one=True, long=True), -1),
         "enabled": DefaultOnly(boolean, True),
@@ -289,9 +284,6 @@ UNIMPLEMENTED: dict[str, dict] = {
         "last-value": Warned(),
         "last-value-key": Warned(),
         "non-destructive": Warned(),
-        "group-rebalance": Warned(),
-        "group-buckets": Warned(),
-        "group-first-key": Warned(),
         "ring-size": Warned(),
     },
     # -- children of <security-settings> ------------------------------------------------

@@ -13,7 +13,8 @@ security is on, HTTP Basic credentials of a user with ``manage`` on
 ``MULTICAST``), ``filter`` and ``durable`` (default true).  Answers 201 with
 the queue, 400 for a bad request, 409 when the queue exists, 503 when the
 cluster's master broker is unreachable.  ``DELETE /api/queues/NAME`` answers
-200, 404 when there is no such queue, 503 as above.
+200, 404 when there is no such queue, 503 as above.  A queue's message groups are
+under ``/api/queues/NAME/groups`` (:mod:`junction.management.queue_groups`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import json
 from twisted.web.resource import Resource
 
 from junction.management.http import authorize_change, respond
+from junction.management.queue_groups import render_groups
 from junction.model import errors
 
 #: the largest request body read
@@ -99,6 +101,14 @@ class _QueueResource(Resource):
         super().__init__()
         self.node = node
         self.name = name
+
+    def render(self, request):
+        rest = [segment.decode("utf-8", "replace") for segment in request.postpath]
+        if rest and rest[0] == "groups":
+            return render_groups(request, self.node, self.name, rest[1:])
+        if rest and rest != [""]:
+            return respond(request, 404, {"error": f"no such resource under queue {self.name}"})
+        return super().render(request)
 
     def render_DELETE(self, request):
         denied = authorize_change(request, self.node)

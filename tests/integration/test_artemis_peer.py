@@ -250,6 +250,31 @@ def test_consumer_priority(artemis_module, jms: JmsClient):
     assert results[7]["messages"] == []
 
 
+def test_message_groups(artemis_module, jms: JmsClient):
+    """Two consumers, three groups (``JMSXGroupID``, carried as ``_AMQ_GROUP_ID``) sent in
+    turn: each group's messages reach one consumer, in order, though round robin would split
+    every group."""
+    queue = new_name("groups")
+    sent = [f"{g}{i}" for i in range(4) for g in "ABC"]
+    results = jms.run(
+        [
+            connect(artemis_module),
+            {"op": "consumer", "id": "c1", "queue": queue},
+            {"op": "consumer", "id": "c2", "queue": queue},
+            *({"op": "send", "queue": queue, "body": b, "properties": {"JMSXGroupID": b[0]}} for b in sent),
+            {"op": "receive", "consumer": "c1", "count": len(sent), "timeout": 1000},
+            {"op": "receive", "consumer": "c2", "count": len(sent), "timeout": 1000},
+        ]
+    )
+    got = {"c1": bodies(results[-2]), "c2": bodies(results[-1])}
+    assert sorted(got["c1"] + got["c2"]) == sorted(sent)
+    for g in "ABC":
+        holders = [c for c in got if any(b[0] == g for b in got[c])]
+        assert len(holders) == 1, f"group {g} went to {holders}: {got}"
+        assert [b for b in got[holders[0]] if b[0] == g] == [b for b in sent if b[0] == g]
+    assert all(m["properties"].get("JMSXGroupID") == m["body"][0] for r in results[-2:] for m in r["messages"])
+
+
 def test_stomp_acceptor_feeds_the_jms_client(artemis_module, jms: JmsClient):
     """The optional acceptors are on their own ports, and Artemis's STOMP-to-JMS rule shows:
     a SEND with a content-length header is a BytesMessage, one without a TextMessage."""

@@ -99,6 +99,10 @@ def test_consumer_priority(junction_core, jms: JmsClient):
     peer.test_consumer_priority(junction_core, jms)
 
 
+def test_message_groups(junction_core, jms: JmsClient):
+    peer.test_message_groups(junction_core, jms)
+
+
 def test_scheduled_delivery_survives_a_graceful_restart(broker_factory, jms: JmsClient):
     """The delivery time is kept with the message (its ``_AMQ_SCHED_DELIVERY`` property, in
     the journal): after a restart the message is still held until then, and then delivered."""

@@ -72,8 +72,13 @@ def test_reply_to_a_temporary_queue_relies_on_advisories(junction: Target):
     peers.test_reply_to_a_temporary_queue_relies_on_advisories(junction)
 
 
-def test_message_groups_two_consumers(junction: Target):
-    peers.test_message_groups_two_consumers(junction)
+@pytest.mark.parametrize("prefetch", [1000, 1])
+def test_message_groups_two_consumers(junction: Target, prefetch: int):
+    peers.test_message_groups_two_consumers(junction, prefetch)
+
+
+def test_message_group_closed_by_sequence_minus_one(junction: Target):
+    peers.test_message_group_closed_by_sequence_minus_one(junction)
 
 
 def test_exclusive_consumer(junction: Target):

@@ -448,28 +448,55 @@ def test_reply_to_a_temporary_queue_relies_on_advisories(target: Target):
         client.kill()  # its receive waits for the reply that never comes
 
 
-def test_message_groups_two_consumers(target: Target):
+@pytest.mark.parametrize("prefetch", [1000, 1])
+def test_message_groups_two_consumers(target: Target, prefetch: int):
     """Every message of a group (JMSXGroupID) goes to the one consumer the group is pinned
-    to, in order, while two consumers compete for the queue.  (Which consumer a group is
-    pinned to differs between the peers and is not asserted.)"""
+    to, in order, while two consumers compete for the queue.  Three groups sent in turn over
+    two consumers: dispatch that ignored the groups (round robin) would split every group;
+    with prefetch 1 a group's next message also waits while its consumer holds one.  (Which
+    consumer a group is pinned to differs between the peers and is not asserted.)"""
     queue = new_name("groups")
-    groups = ["A", "B", "C", "D"]
+    groups = ["A", "B", "C"]
+    results = target.run(
+        [
+            target.connect(**{"prefetchPolicy.all": prefetch}),
+            {"op": "consumer", "id": "c1", "queue": queue},
+            {"op": "session"},
+            {"op": "consumer", "id": "c2", "queue": queue},
+            {"op": "send", "queue": queue, "body": "{i}", "count": 30, "groups": groups},
+            {"op": "receive", "consumers": ["c1", "c2"], "count": 30, "timeout": 5000},
+        ]
+    )
+    got = results[5]["messages"]
+    assert sorted(int(m["body"]) for m in got) == list(range(30))
+    for g, group in enumerate(groups):
+        mine = [m for m in got if m["groupId"] == group]
+        assert [int(m["body"]) for m in mine] == list(range(g, 30, len(groups))), group
+        assert len({m["consumer"] for m in mine}) == 1, f"group {group} went to two consumers"
+
+
+def test_message_group_closed_by_sequence_minus_one(target: Target):
+    """``JMSXGroupSeq`` -1 closes a group after its message: the run that ends with it goes to
+    one consumer, and the group's next run picks a consumer anew -- the other one, which the
+    round robin has reached meanwhile (on all three peers)."""
+    queue = new_name("groupseq")
+    runs = [("a1", 1), ("a2", 2), ("a-close", -1), ("b1", 1), ("b2", 2)]
     results = target.run(
         [
             target.connect(),
             {"op": "consumer", "id": "c1", "queue": queue},
             {"op": "session"},
             {"op": "consumer", "id": "c2", "queue": queue},
-            {"op": "send", "queue": queue, "body": "{i}", "count": 40, "groups": groups},
-            {"op": "receive", "consumers": ["c1", "c2"], "count": 40, "timeout": 5000},
+            *({"op": "send", "queue": queue, "body": body,
+               "properties": {"JMSXGroupID": "G", "JMSXGroupSeq": {"int": seq}}} for body, seq in runs),
+            {"op": "receive", "consumers": ["c1", "c2"], "count": len(runs), "timeout": 5000},
         ]
     )
-    got = results[5]["messages"]
-    assert sorted(int(m["body"]) for m in got) == list(range(40))
-    for g, group in enumerate(groups):
-        mine = [m for m in got if m["groupId"] == group]
-        assert [int(m["body"]) for m in mine] == list(range(g, 40, len(groups))), group
-        assert len({m["consumer"] for m in mine}) == 1, f"group {group} went to two consumers"
+    got = results[-1]["messages"]
+    by = {m["body"]: m["consumer"] for m in got}
+    assert sorted(by) == sorted(body for body, _ in runs)
+    assert by["a1"] == by["a2"] == by["a-close"] and by["b1"] == by["b2"]
+    assert by["b1"] != by["a1"], by
 
 
 def test_exclusive_consumer(target: Target):
