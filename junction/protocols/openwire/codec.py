@@ -206,16 +206,21 @@ def _encode_fields(command: Structure, ctx: WireContext) -> bytes:
     return _SIZE.pack(len(body) + 1) + bytes((command.TYPE,)) + body
 
 
+#: The context of loose frames without a cache: it holds no state (nothing is cached, nothing
+#: journaled), so every :func:`encode_frame`/:func:`decode_frame` without a format shares it.
+_LOOSE = _context(None, OpenWireLimits())
+
+
 def encode_frame(command: Structure, fmt: WireFormat | None = None) -> bytes:
     """One frame holding ``command``, in ``fmt``'s encoding (default: loose, no cache)."""
-    return _encode(command, _context(fmt, OpenWireLimits()))
+    return _encode(command, _LOOSE if fmt is None else _context(fmt, OpenWireLimits()))
 
 
 def decode_frame(data: bytes, fmt: WireFormat | None = None) -> Structure:
     """The command of one whole frame, size prefix included (for tools and tests)."""
     if len(data) < 5 or _SIZE.unpack_from(data)[0] != len(data) - 4:
         raise MalformedCommand(f"{len(data)} bytes are not one frame")
-    return _decode(data, 4, len(data), _context(fmt, OpenWireLimits()))
+    return _decode(data, 4, len(data), _LOOSE if fmt is None else _context(fmt, OpenWireLimits()))
 
 
 class OpenWireCodec:
