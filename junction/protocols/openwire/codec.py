@@ -41,6 +41,7 @@ import struct
 from dataclasses import dataclass, replace
 
 from junction.protocols.errors import LocalProtocolError
+from junction.protocols.framing import FrameBuffer
 from junction.protocols.openwire import commands, messages, structures  # noqa: F401 - they register every type
 from junction.protocols.openwire.command_types import CommandType, type_name
 from junction.protocols.openwire.encoding import Decoder, Encoder
@@ -232,7 +233,7 @@ class OpenWireCodec:
     negotiation is the same on both ends, so a client codec is the same class.
     """
 
-    __slots__ = ("_limits", "_offer", "_settled", "_ctx", "_buf", "_error")
+    __slots__ = ("_limits", "_offer", "_settled", "_ctx", "_frames")
 
     def __init__(self, offer: WireFormat | None = None, limits: OpenWireLimits | None = None):
         self._limits = limits if limits is not None else OpenWireLimits()
@@ -242,8 +243,7 @@ class OpenWireCodec:
         self._offer = replace(offer, max_frame_size=self._limits.max_frame_size)
         self._settled: WireFormat | None = None
         self._ctx = _context(None, self._limits)
-        self._buf = bytearray()
-        self._error: OpenWireProtocolError | None = None
+        self._frames = FrameBuffer()
 
     @property
     def limits(self) -> OpenWireLimits:
@@ -262,11 +262,11 @@ class OpenWireCodec:
     @property
     def buffered(self) -> int:
         """Bytes held for an incomplete frame (at most ``max_frame_size + 4``)."""
-        return len(self._buf)
+        return self._frames.buffered
 
     @property
     def error(self) -> OpenWireProtocolError | None:
-        return self._error
+        return self._frames.error
 
     def initiate(self) -> bytes:
         """Our WireFormatInfo frame: the first bytes either end writes (always loose)."""
@@ -281,29 +281,7 @@ class OpenWireCodec:
         before the offending frame.  From then on every call raises that
         same error, with ``events`` empty.
         """
-        error = self._error
-        if error is not None:
-            error.events = []
-            raise error
-        held = self._buf
-        if held:
-            held += data
-            buf = held
-        else:
-            buf = data
-        events: list = []
-        try:
-            pos = self._parse(buf, events)
-        except OpenWireProtocolError as exc:
-            exc.events = events
-            self._error = exc
-            self._buf = bytearray()
-            raise
-        if held:
-            del held[:pos]
-        elif pos < len(buf):
-            self._buf = bytearray(buf[pos:])
-        return events
+        return self._frames.feed(data, self._parse, OpenWireProtocolError)
 
     def _parse(self, buf, events: list) -> int:
         n = len(buf)
