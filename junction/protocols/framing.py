@@ -36,6 +36,10 @@ class FrameBuffer:
         """Bytes held for an incomplete frame."""
         return len(self._held)
 
+    def held(self) -> bytes:
+        """A copy of the bytes held (for checks of the bound)."""
+        return bytes(self._held)
+
     def feed(self, data: bytes, parse: Callable[[bytes | bytearray, list], int], error_type: type) -> list:
         """The events ``data`` completes (see the module docstring); raises ``error_type``."""
         error = self.error
