@@ -132,20 +132,23 @@ def artemis_broker(tmp: str, buffer_timeout_ns: int):
     from tests.artemis.cache import fetch
 
     broker = ArtemisBroker(fetch(), Path(tmp), anonymous=True, heap=BROKER_HEAP, jvm_options=()).create()
-    broker.edit_broker_xml(
-        lambda xml: re.sub(
-            r"<journal-buffer-timeout>\d+</journal-buffer-timeout>",
-            f"<journal-buffer-timeout>{buffer_timeout_ns}</journal-buffer-timeout>",
-            xml,
-        )
-    )
-    m = re.search(r"<journal-type>(\w+)</journal-type>", broker.broker_xml_path.read_text())
+    element = f"<journal-buffer-timeout>{buffer_timeout_ns}</journal-buffer-timeout>"
+
+    def set_timeout(xml: str) -> str:
+        xml, n = re.subn(r"<journal-buffer-timeout>\d+</journal-buffer-timeout>", element, xml)
+        return xml if n else xml.replace("</core>", element + "</core>", 1)
+
+    broker.edit_broker_xml(set_timeout)
+    xml = broker.broker_xml_path.read_text()
+    m = re.search(r"<journal-type>(\w+)</journal-type>", xml)
+    t = re.search(r"<journal-buffer-timeout>(\d+)</journal-buffer-timeout>", xml)
     broker.start()
     try:
         yield (
             broker.url,
             broker.proc.pid,
-            f"journal-type {m.group(1) if m else 'default'}, buffer timeout {buffer_timeout_ns} ns",
+            f"journal-type {m.group(1) if m else 'default'}, "
+            f"journal-buffer-timeout {t.group(1) if t else 'default'} ns",
         )
     finally:
         broker.stop()
