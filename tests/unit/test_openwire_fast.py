@@ -45,7 +45,7 @@ from junction.protocols.openwire.structures import (
 from tests.unit.openwire_frames import REAL_FRAMES
 
 MODES = ("tight-nocache", "loose-nocache")
-FRAMES = [(mode, name, bytes.fromhex(hx)) for mode, name, hx in REAL_FRAMES if mode in MODES and name != "WFI"]
+FRAMES = [(mode, name, bytes.fromhex(hx)) for mode, name, hx in REAL_FRAMES if mode in MODES]
 HOT = ("TextMessage", "MessageDispatch", "MessageAck", "MapMessage")
 CID = "ID:host-40000-1700000000000-1:1"
 
