@@ -63,7 +63,7 @@ def decode_stream(chunks, server: bool, limits: CoreLimits):
             answer = p.ExceptionMessage(exc.exception_type, str(exc), channel_id=exc.channel_id or 0)
             assert decode_packet(codec.send(answer)) == answer
             return events, (exc.exception_type, exc.channel_id)
-        held = bytes(codec._buf)
+        held = codec._frames.held()
         assert len(held) <= limits.max_packet_size + 4, (len(held), limits)
         if not codec._handshake and len(held) >= 4:
             assert len(held) < 4 + int.from_bytes(held[:4], "big"), "a complete packet was left held"

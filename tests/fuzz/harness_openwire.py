@@ -83,7 +83,7 @@ def decode_stream(chunks, offer: WireFormat, limits: OpenWireLimits, connection:
         events += got
         if conn is not None:
             _drive(conn, codec, got)
-        held = bytes(codec._buf)
+        held = codec._frames.held()
         assert len(held) <= limits.max_frame_size + 4, (len(held), limits)
         if len(held) >= 4:
             assert len(held) < 4 + int.from_bytes(held[:4], "big"), "a complete frame was left held"

@@ -56,6 +56,7 @@ from junction.protocols.core.errors import (
 from junction.protocols.core.packet_types import type_name
 from junction.protocols.core.packets import PACKETS, Packet
 from junction.protocols.errors import LocalProtocolError
+from junction.protocols.framing import FrameBuffer
 
 __all__ = [
     "HANDSHAKE",
@@ -171,15 +172,14 @@ class CoreCodec:
     ``server`` says which side we are (a server reads the optional handshake).
     """
 
-    __slots__ = ("_limits", "_server", "_handshake", "_buf", "_error")
+    __slots__ = ("_limits", "_server", "_handshake", "_frames")
 
     def __init__(self, limits: CoreLimits | None = None, server: bool = True):
         self._limits = limits if limits is not None else CoreLimits()
         self._server = bool(server)
         # True while a server has not yet seen whether the stream opens with ARTEMIS.
         self._handshake = self._server
-        self._buf = bytearray()
-        self._error: CoreProtocolError | None = None
+        self._frames = FrameBuffer()
 
     @property
     def limits(self) -> CoreLimits:
@@ -194,12 +194,12 @@ class CoreCodec:
     @property
     def buffered(self) -> int:
         """Bytes held for an incomplete packet (at most ``max_packet_size + 4``)."""
-        return len(self._buf)
+        return self._frames.buffered
 
     @property
     def error(self) -> CoreProtocolError | None:
         """The error that killed the codec, if any."""
-        return self._error
+        return self._frames.error
 
     def receive_data(self, data: bytes) -> list[Event]:
         """Feed bytes from the peer; return the events they complete, in order.
@@ -211,29 +211,7 @@ class CoreCodec:
         acted on before the connection answers the error).  From then on every
         call raises that same error, with ``events`` empty.
         """
-        error = self._error
-        if error is not None:
-            error.events = []
-            raise error
-        held = self._buf
-        if held:
-            held += data
-            buf = held
-        else:
-            buf = data
-        events: list[Event] = []
-        try:
-            pos = self._parse(buf, events)
-        except CoreProtocolError as exc:
-            exc.events = events
-            self._error = exc
-            self._buf = bytearray()
-            raise
-        if held:
-            del held[:pos]
-        elif pos < len(buf):
-            self._buf = bytearray(buf[pos:])
-        return events
+        return self._frames.feed(data, self._parse, CoreProtocolError)
 
     def _parse(self, buf, events: list[Event]) -> int:
         """Append the events completed in ``buf``; return how many bytes they took."""

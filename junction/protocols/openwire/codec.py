@@ -41,6 +41,7 @@ import struct
 from dataclasses import dataclass, replace
 
 from junction.protocols.errors import LocalProtocolError
+from junction.protocols.framing import FrameBuffer
 from junction.protocols.openwire import commands, messages, structures  # noqa: F401 - they register every type
 from junction.protocols.openwire.command_types import CommandType, type_name
 from junction.protocols.openwire.encoding import Decoder, Encoder
@@ -51,6 +52,7 @@ from junction.protocols.openwire.errors import (
     OpenWireProtocolError,
     UnknownType,
 )
+from junction.protocols.openwire.fast import fast_reader, fast_writer
 from junction.protocols.openwire.marshal import (
     DEFAULT_MAX_DEPTH,
     STRUCTURES,
@@ -125,8 +127,37 @@ def _context(fmt: WireFormat | None, limits: OpenWireLimits) -> WireContext:
     return WireContext(fmt.tight_encoding, fmt.stack_trace, fmt.cache_slots, limits.max_depth)
 
 
+#: (type byte, tight) -> the straight-line reader / writer of that command in that encoding
+#: (None: it has none), made on first use; used without the marshalling cache (see :mod:`.fast`)
+_FAST_READERS: dict = {}
+_FAST_WRITERS: dict = {}
+
+
+def _fast(table: dict, make, key: tuple):
+    try:
+        return table[key]
+    except KeyError:
+        cls = STRUCTURES.get(key[0])
+        fn = table[key] = make(cls, key[1]) if cls is not None else None
+        return fn
+
+
 def _decode(buf, start: int, end: int, ctx: WireContext) -> Structure:
     """The command in ``buf[start:end]`` (its type byte on; the size prefix excluded)."""
+    t = buf[start]
+    if not ctx.cache_slots:
+        key = (t, ctx.tight)
+        read = _FAST_READERS.get(key) or _fast(_FAST_READERS, fast_reader, key)
+        if read is not None and read.depth <= ctx.max_depth:
+            try:
+                return read(buf, start + 1, end)
+            except Exception:  # noqa: BLE001, S110 - the field-by-field read below decides
+                pass
+    return _decode_fields(buf, start, end, ctx)
+
+
+def _decode_fields(buf, start: int, end: int, ctx: WireContext) -> Structure:
+    """:func:`_decode` field by field (the reference the fast path falls back to)."""
     t = buf[start]
     cls = STRUCTURES.get(t)
     if cls is None:
@@ -149,6 +180,22 @@ def _decode(buf, start: int, end: int, ctx: WireContext) -> Structure:
 def _encode(command: Structure, ctx: WireContext) -> bytes:
     if not isinstance(command, Structure) or STRUCTURES.get(command.TYPE) is not type(command):
         raise LocalProtocolError(f"{command!r} is not an OpenWire command")
+    if not ctx.cache_slots:
+        t = command.TYPE
+        key = (t, ctx.tight)
+        write = _FAST_WRITERS.get(key) or _fast(_FAST_WRITERS, fast_writer, key)
+        if write is not None:
+            try:
+                body = write(command)
+            except Exception:  # noqa: BLE001, S110 - the field-by-field write below decides
+                pass
+            else:
+                return _SIZE.pack(len(body) + 1) + bytes((t,)) + body
+    return _encode_fields(command, ctx)
+
+
+def _encode_fields(command: Structure, ctx: WireContext) -> bytes:
+    """:func:`_encode` field by field (the reference the fast path falls back to)."""
     e = Encoder(ctx.tight, ctx)
     ctx.begin()
     try:
@@ -160,16 +207,21 @@ def _encode(command: Structure, ctx: WireContext) -> bytes:
     return _SIZE.pack(len(body) + 1) + bytes((command.TYPE,)) + body
 
 
+#: The context of loose frames without a cache: it holds no state (nothing is cached, nothing
+#: journaled), so every :func:`encode_frame`/:func:`decode_frame` without a format shares it.
+_LOOSE = _context(None, OpenWireLimits())
+
+
 def encode_frame(command: Structure, fmt: WireFormat | None = None) -> bytes:
     """One frame holding ``command``, in ``fmt``'s encoding (default: loose, no cache)."""
-    return _encode(command, _context(fmt, OpenWireLimits()))
+    return _encode(command, _LOOSE if fmt is None else _context(fmt, OpenWireLimits()))
 
 
 def decode_frame(data: bytes, fmt: WireFormat | None = None) -> Structure:
     """The command of one whole frame, size prefix included (for tools and tests)."""
     if len(data) < 5 or _SIZE.unpack_from(data)[0] != len(data) - 4:
         raise MalformedCommand(f"{len(data)} bytes are not one frame")
-    return _decode(data, 4, len(data), _context(fmt, OpenWireLimits()))
+    return _decode(data, 4, len(data), _LOOSE if fmt is None else _context(fmt, OpenWireLimits()))
 
 
 class OpenWireCodec:
@@ -181,7 +233,7 @@ class OpenWireCodec:
     negotiation is the same on both ends, so a client codec is the same class.
     """
 
-    __slots__ = ("_limits", "_offer", "_settled", "_ctx", "_buf", "_error")
+    __slots__ = ("_limits", "_offer", "_settled", "_ctx", "_frames")
 
     def __init__(self, offer: WireFormat | None = None, limits: OpenWireLimits | None = None):
         self._limits = limits if limits is not None else OpenWireLimits()
@@ -191,8 +243,7 @@ class OpenWireCodec:
         self._offer = replace(offer, max_frame_size=self._limits.max_frame_size)
         self._settled: WireFormat | None = None
         self._ctx = _context(None, self._limits)
-        self._buf = bytearray()
-        self._error: OpenWireProtocolError | None = None
+        self._frames = FrameBuffer()
 
     @property
     def limits(self) -> OpenWireLimits:
@@ -211,11 +262,11 @@ class OpenWireCodec:
     @property
     def buffered(self) -> int:
         """Bytes held for an incomplete frame (at most ``max_frame_size + 4``)."""
-        return len(self._buf)
+        return self._frames.buffered
 
     @property
     def error(self) -> OpenWireProtocolError | None:
-        return self._error
+        return self._frames.error
 
     def initiate(self) -> bytes:
         """Our WireFormatInfo frame: the first bytes either end writes (always loose)."""
@@ -230,29 +281,7 @@ class OpenWireCodec:
         before the offending frame.  From then on every call raises that
         same error, with ``events`` empty.
         """
-        error = self._error
-        if error is not None:
-            error.events = []
-            raise error
-        held = self._buf
-        if held:
-            held += data
-            buf = held
-        else:
-            buf = data
-        events: list = []
-        try:
-            pos = self._parse(buf, events)
-        except OpenWireProtocolError as exc:
-            exc.events = events
-            self._error = exc
-            self._buf = bytearray()
-            raise
-        if held:
-            del held[:pos]
-        elif pos < len(buf):
-            self._buf = bytearray(buf[pos:])
-        return events
+        return self._frames.feed(data, self._parse, OpenWireProtocolError)
 
     def _parse(self, buf, events: list) -> int:
         n = len(buf)

@@ -91,7 +91,7 @@ from junction.protocols.openwire.commands import (
     TransactionInfo,
 )
 from junction.protocols.openwire.errors import OpenWireProtocolError
-from junction.protocols.openwire.marshal import Command, JavaThrowable
+from junction.protocols.openwire.marshal import STRUCTURES, Command, JavaThrowable
 from junction.protocols.openwire.messages import (
     Message,
     MessageAck,
@@ -340,6 +340,8 @@ _SERVER_COMMANDS = (MessageDispatch, ProducerAck, ConnectionError, ExceptionResp
                     BrokerInfo, MessageDispatchNotification)
 #: Commands between brokers (network connectors, replication), not served.
 _BROKER_COMMANDS = (BrokerSubscriptionInfo, ReplayCommand)
+#: The message classes, classified first (the hot path: a message and its ack per message).
+_MESSAGE_CLASSES = frozenset(cls for cls in STRUCTURES.values() if issubclass(cls, Message))
 
 
 @dataclass(frozen=True, slots=True)
@@ -384,6 +386,15 @@ class OpenWireConnection:
 
     def classify(self, command: object) -> ConnectionInput:
         """What ``command`` is for this connection now (see :class:`ConnectionInput`)."""
+        kind = type(command)
+        # the commands of every message first (none is a subclass of what is tested before them below)
+        if kind in _MESSAGE_CLASSES:
+            pid = command.producer_id
+            if pid is None or not self._ours(pid.connection_id):
+                return _I.FOREIGN
+            return _I.MESSAGE if pid in self.producers else _I.NO_SUCH_PRODUCER
+        if kind is MessageAck:
+            return _I.ACK if command.consumer_id in self.consumers else _I.STALE_ACK
         if isinstance(command, Negotiated):
             return _I.WIRE_FORMAT
         if isinstance(command, WireFormatInfo):

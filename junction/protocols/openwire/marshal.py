@@ -231,6 +231,8 @@ def structure(type_byte: int | None, *, marshall_aware: bool = False):
         for f in fields(cls):
             if f.default is MISSING and f.default_factory is MISSING:
                 raise TypeError(f"{cls.__name__}.{f.name} needs a default")
+        if not hasattr(cls, "__post_init__"):
+            cls.__init__ = _slot_init(cls)
         if type_byte is not None:
             if type_byte in STRUCTURES:
                 raise ValueError(f"type {type_byte} registered twice")
@@ -239,6 +241,25 @@ def structure(type_byte: int | None, *, marshall_aware: bool = False):
         return cls
 
     return wrap
+
+
+def _slot_init(cls):
+    """The dataclass's ``__init__`` (same parameters, defaults and effect) setting each field
+    through its slot's descriptor rather than ``object.__setattr__`` by name: twice as fast,
+    and every command and id is built once per message or more."""
+    env: dict = {}
+    params, lines = [], []
+    for i, f in enumerate(fields(cls)):
+        owner = next(k for k in cls.__mro__ if f.name in vars(k))
+        env[f"_s{i}"] = vars(owner)[f.name].__set__
+        env[f"_d{i}"] = f.default
+        params.append(f"{f.name}=_d{i}")
+        lines.append(f"    _s{i}(self, {f.name})")
+    source = f"def __init__(self, {', '.join(params)}):\n" + "\n".join(lines or ["    pass"]) + "\n"
+    exec(compile(source, f"<openwire init {cls.__name__}>", "exec"), env)  # noqa: S102 - our own source
+    init = env["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    return init
 
 
 def read_structure(d: Decoder, cls: type[Structure]) -> Structure:

@@ -140,8 +140,62 @@ def _read_map(d: Decoder, depth: int, max_entries: int | None = None) -> dict | 
     return out
 
 
+_INT = struct.Struct(">i")
+_USHORT = struct.Struct(">H")
+_LONG = struct.Struct(">q")
+_DOUBLE = struct.Struct(">d")
+
+
+class _Fallback(Exception):
+    """The straight-line map reader or writer leaves this map to the general one."""
+
+
+def _decode_flat_map(data, max_entries: int | None) -> dict:
+    """A map of the common values (null, boolean, int, long, double, short strings) in one loop,
+    as :func:`_read_map` reads it; raises (anything) on whatever else, for :func:`_read_map`
+    to read or refuse.  Returns only when it consumed ``data`` exactly."""
+    n = _INT.unpack_from(data, 0)[0]
+    if n < 0 or n > len(data) or (max_entries is not None and n > max_entries):
+        raise _Fallback
+    pos = 4
+    out = {}
+    for _ in range(n):
+        k = _USHORT.unpack_from(data, pos)[0]
+        key = decode_mutf8(data[pos + 2:pos + 2 + k])
+        pos += 3 + k
+        t = data[pos - 1]
+        if t == INTEGER:
+            value = Int(_INT.unpack_from(data, pos)[0])
+            pos += 4
+        elif t == LONG:
+            value = Long(_LONG.unpack_from(data, pos)[0])
+            pos += 8
+        elif t == STRING:
+            k = _USHORT.unpack_from(data, pos)[0]
+            value = decode_mutf8(data[pos + 2:pos + 2 + k])
+            pos += 2 + k
+        elif t == BOOLEAN:
+            value = data[pos] != 0
+            pos += 1
+        elif t == NULL:
+            value = None
+        elif t == DOUBLE:
+            value = Double(_DOUBLE.unpack_from(data, pos)[0])
+            pos += 8
+        else:
+            raise _Fallback
+        out[key] = value
+    if pos != len(data):
+        raise _Fallback
+    return out
+
+
 def decode_primitive_map(data: bytes, max_entries: int | None = None) -> dict | None:
     """The map marshalled in ``data`` (all of it), or None for a null map."""
+    try:
+        return _decode_flat_map(data, max_entries)
+    except Exception:  # noqa: BLE001, S110 - the general reader below decides
+        pass
     d = Decoder(data, 0, len(data), False, None)
     out = _read_map(d, 0, max_entries)
     if d.pos != d.end:
@@ -217,8 +271,46 @@ def _write_map(e: Encoder, mapping: dict | None, depth: int) -> None:
         _write_value(e, value, depth)
 
 
+def _encode_flat_map(mapping: dict) -> bytes:
+    """A map of str keys and the common values (as :func:`_write_value` writes them) in one
+    loop; raises :class:`_Fallback` on anything else."""
+    buf = bytearray(_INT.pack(len(mapping)))
+    for key, value in mapping.items():
+        data = encode_mutf8(key)
+        if len(data) > 0xFFFF:
+            raise _Fallback
+        buf += _USHORT.pack(len(data))
+        buf += data
+        kind = type(value)
+        if kind is Int or (kind is int and -0x80000000 <= value <= 0x7FFFFFFF):
+            buf.append(INTEGER)
+            buf += _INT.pack(value)
+        elif kind is Long or kind is int:
+            buf.append(LONG)
+            buf += _LONG.pack(value)
+        elif kind is str and len(value) < BIG_STRING_CHARS:
+            data = encode_mutf8(value)
+            if len(data) > 0xFFFF:
+                raise _Fallback
+            buf.append(STRING)
+            buf += _USHORT.pack(len(data))
+            buf += data
+        elif kind is bool:
+            buf += bytes((BOOLEAN, 1 if value else 0))
+        elif value is None:
+            buf.append(NULL)
+        else:
+            raise _Fallback
+    return bytes(buf)
+
+
 def encode_primitive_map(mapping: dict | None) -> bytes:
     """``mapping`` marshalled as a primitive map (None: the null map, count -1)."""
+    if type(mapping) is dict:
+        try:
+            return _encode_flat_map(mapping)
+        except (_Fallback, TypeError, AttributeError, struct.error):
+            pass
     e = Encoder(False, None)
     _write_map(e, mapping, 0)
     return bytes(e.buf)
