@@ -377,6 +377,56 @@ def test_buffer_timeout_waits_only_under_concurrency(tmp_path):
     r.pump_until(lambda: stopped.called)
 
 
+def test_buffer_timeout_ignores_unsynced_records_of_a_lone_producer(tmp_path):
+    """Acks (sync=False) beside one sequential producer's sync records are no
+    concurrency: the producer must not wait out a 1 s interval."""
+    r = ThreadReactor()
+    j = Journal(tmp_path, reactor=r, buffer_timeout_ns=1_000_000_000, preallocate=False)
+    j.load()
+    j.start()
+    started = time.monotonic()
+    for i in range(5):
+        d = j.append_add(10 + i, 1, b"send")
+        if i:
+            j.append_update(10 + i - 1, 2, b"ack", sync=False)
+        r.pump_until(lambda d=d: d.called, timeout=0.9)  # one wait would take 1 s
+    assert time.monotonic() - started < 0.9
+    stopped = j.stop()
+    r.pump_until(lambda: stopped.called)
+
+
+def test_unsynced_records_wait_for_the_next_sync_or_the_buffer_timeout(tmp_path):
+    """A sync=False record wakes no write of its own: it goes out with the next
+    sync record (one write, one sync), or alone when the buffer timeout ends."""
+    r = ThreadReactor()
+    j = Journal(tmp_path, reactor=r, buffer_timeout_ns=10_000_000_000, preallocate=False)
+    j.load()
+    j.start()
+    writer = j._writer
+    lazy = j.append_add(1, 1, b"lazy", sync=False)
+    with pytest.raises(AssertionError):
+        r.pump_until(lambda: lazy.called, timeout=0.3)  # not written on its own
+    batches, syncs = writer.batches, writer.syncs
+    d = j.append_add(2, 1, b"durable")
+    r.pump_until(lambda: d.called and lazy.called, timeout=5)  # long before 10 s
+    assert (writer.batches - batches, writer.syncs - syncs) == (1, 1)
+    stopped = j.stop()
+    r.pump_until(lambda: stopped.called)
+    # Alone, it is written when the buffer timeout ends.
+    r = ThreadReactor()
+    j = Journal(tmp_path, reactor=r, buffer_timeout_ns=100_000_000, preallocate=False)
+    j.load()
+    j.start()
+    started = time.monotonic()
+    lazy = j.append_add(3, 1, b"lazy", sync=False)
+    r.pump_until(lambda: lazy.called, timeout=5)
+    assert time.monotonic() - started >= 0.09
+    assert j._writer.syncs == 0
+    stopped = j.stop()
+    r.pump_until(lambda: stopped.called)
+    assert sorted(Journal(tmp_path, reactor=r).load().records) == [1, 2, 3]
+
+
 # -- recovery: torn tails and corruption ---------------------------------------------
 
 

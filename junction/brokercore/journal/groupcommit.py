@@ -264,6 +264,13 @@ class GroupCommitWriter:
         self._items: list = []
         self._waiters: list = []
         self._want_sync = False
+        #: records asking for a sync in the pending batch (concurrency measure)
+        self._sync_records = 0
+        #: the pending batch must be taken at once: a sync record, an
+        #: operation, or the pending bytes past half the limit
+        self._urgent = False
+        #: monotonic ns by which a batch of only ``sync=False`` records is written
+        self._lazy_deadline = 0
         self._idle = False
         #: reactor side: hold() depth, and a wake-up owed at release()
         self._held = 0
@@ -281,8 +288,10 @@ class GroupCommitWriter:
         self._offset = 0
         self._dirty = False
         self._unsynced_records = 0
-        #: Records in the last synced batch: > 1 means concurrent producers.
+        #: Records asking for a sync in the last synced batch: > 1 means
+        #: concurrent producers (records without sync, e.g. acks, do not count).
         self._last_batch_records = 0
+        self._unsynced_sync_records = 0
         self._last_sync_ns = 0
 
         # Reactor side.
@@ -344,12 +353,20 @@ class GroupCommitWriter:
         self.pending_bytes += len(record)
         self.records_submitted += 1
         with self._lock:
+            first = not self._items
             self._items.append(record)
             if d is not None:
                 self._waiters.append((d, result))
             if sync:
                 self._want_sync = True
-            if self._idle:
+                self._sync_records += 1
+                self._urgent = True
+            elif not self._buffer_timeout_ns or self.pending_bytes >= self._max_pending // 2:
+                self._urgent = True
+            elif first:
+                # Written with the next sync, or by the buffer timeout.
+                self._lazy_deadline = time.monotonic_ns() + self._buffer_timeout_ns
+            if self._idle and (self._urgent or first):
                 if self._held:
                     self._kick_owed = True
                 else:
@@ -376,7 +393,7 @@ class GroupCommitWriter:
         self._kick_owed = False
         with self._lock:
             if self._idle and self._items:
-                self._cond.notify()
+                self._cond.notify()  # it takes them, or waits for the buffer timeout
 
     def enqueue(self, op, d: Deferred | None = None) -> None:
         """Queue ``op()`` to run on the writer behind everything queued so
@@ -385,6 +402,7 @@ class GroupCommitWriter:
             self._items.append(op)
             if d is not None:
                 self._waiters.append((d, None))
+            self._urgent = True
             self._cond.notify()
         if self._inline and self._flush_call is None:
             self._flush_call = self._reactor.callLater(0, self._flush_inline)
@@ -489,6 +507,8 @@ class GroupCommitWriter:
             items, self._items = self._items, []
             waiters, self._waiters = self._waiters, []
             want_sync, self._want_sync = self._want_sync, False
+            self._sync_records = 0
+            self._urgent = False
         if not items:
             return
         self._on_batch(waiters, *self._process(items, want_sync))
@@ -500,9 +520,20 @@ class GroupCommitWriter:
         on_batch = self._on_batch
         while True:
             with cond:
-                while not self._items:
+                while True:
+                    if self._urgent:
+                        break
                     self._idle = True
-                    cond.wait()
+                    if not self._items:
+                        cond.wait()
+                        continue
+                    # Only sync=False records: they wait for company (the
+                    # next sync) until the buffer timeout, as Artemis's
+                    # TimedBuffer writes them at its timer.
+                    remaining = self._lazy_deadline - time.monotonic_ns()
+                    if remaining <= 0:
+                        break
+                    cond.wait(remaining / 1e9)
                 self._idle = False
                 if timeout and self._want_sync and self._last_batch_records > 1:
                     remaining = self._last_sync_ns + timeout - time.monotonic_ns()
@@ -511,6 +542,9 @@ class GroupCommitWriter:
                 items, self._items = self._items, []
                 waiters, self._waiters = self._waiters, []
                 want_sync, self._want_sync = self._want_sync, False
+                self._unsynced_sync_records += self._sync_records
+                self._sync_records = 0
+                self._urgent = False
             records, nbytes, error, stop = self._process(items, want_sync)
             call(on_batch, waiters, records, nbytes, error, stop)
             if error is not None or stop:
@@ -564,8 +598,9 @@ class GroupCommitWriter:
         self._dirty = False
         self.syncs += 1
         self.records_synced += self._unsynced_records
-        self._last_batch_records = self._unsynced_records
+        self._last_batch_records = self._unsynced_sync_records
         self._unsynced_records = 0
+        self._unsynced_sync_records = 0
 
     def _w_roll(self, name: str, header: bytes, prepared, next_prepared) -> None:
         if self._handle is not None:
