@@ -223,7 +223,9 @@ class GroupCommitWriter:
     exception every failed Deferred gets.  ``sync=False`` turns record
     fsyncs off (file switches and stop still sync).  ``buffer_timeout_ns``
     is the minimum interval between the starts of two syncs when the last
-    synced batch held more than one record (see :mod:`.journal`).
+    synced batch held more than one record that asked for a sync, and the
+    longest a record without sync waits for one to go out with (see
+    :mod:`.journal`).
     ``preallocate`` is the size new files are zero-filled to (0: none).
     ``directory_label`` names the directory in errors of a directory sync
     (default: the file being created).
@@ -269,7 +271,8 @@ class GroupCommitWriter:
         #: the pending batch must be taken at once: a sync record, an
         #: operation, or the pending bytes past half the limit
         self._urgent = False
-        #: monotonic ns by which a batch of only ``sync=False`` records is written
+        #: writer thread: monotonic ns by which a batch of only ``sync=False``
+        #: records is written (0: not set yet)
         self._lazy_deadline = 0
         self._idle = False
         #: reactor side: hold() depth, and a wake-up owed at release()
@@ -363,9 +366,8 @@ class GroupCommitWriter:
                 self._urgent = True
             elif not self._buffer_timeout_ns or self.pending_bytes >= self._max_pending // 2:
                 self._urgent = True
-            elif first:
-                # Written with the next sync, or by the buffer timeout.
-                self._lazy_deadline = time.monotonic_ns() + self._buffer_timeout_ns
+            # else: written with the next sync, or at the buffer timeout
+            # (the writer, woken by the first one, starts that clock).
             if self._idle and (self._urgent or first):
                 if self._held:
                     self._kick_owed = True
@@ -530,7 +532,10 @@ class GroupCommitWriter:
                     # Only sync=False records: they wait for company (the
                     # next sync) until the buffer timeout, as Artemis's
                     # TimedBuffer writes them at its timer.
-                    remaining = self._lazy_deadline - time.monotonic_ns()
+                    now = time.monotonic_ns()
+                    if not self._lazy_deadline:
+                        self._lazy_deadline = now + timeout
+                    remaining = self._lazy_deadline - now
                     if remaining <= 0:
                         break
                     cond.wait(remaining / 1e9)
@@ -545,6 +550,7 @@ class GroupCommitWriter:
                 self._unsynced_sync_records += self._sync_records
                 self._sync_records = 0
                 self._urgent = False
+                self._lazy_deadline = 0
             records, nbytes, error, stop = self._process(items, want_sync)
             call(on_batch, waiters, records, nbytes, error, stop)
             if error is not None or stop:
