@@ -35,8 +35,9 @@ rate is the broker's and the client's cost per message together, so the broker C
 is the figure that compares the brokers most directly.
 
 Durability, like with like: all three sync their journal before they answer a synchronous
-persistent send, on the same file system (each in a temporary directory).  Junction batches
-syncs for ``journal-buffer-timeout`` 500 us (its default); Classic's KahaDB writes and syncs
+persistent send, on the same file system (each in a temporary directory).  Junction's journal
+(``journal-buffer-timeout`` 500 us, its default) syncs a lone producer's send at once and
+spaces syncs by that interval only under concurrent producers; Classic's KahaDB writes and syncs
 each batch of what has gathered with no timer; the Artemis instance is made with the test
 harness's ``artemis create --no-autotune`` and its ``journal-buffer-timeout`` set to
 ``--artemis-buffer-timeout-ns`` (100,000 by default: what ``artemis create``'s auto-tuning

@@ -271,9 +271,9 @@ class GroupCommitWriter:
         #: the pending batch must be taken at once: a sync record, an
         #: operation, or the pending bytes past half the limit
         self._urgent = False
-        #: writer thread: monotonic ns by which a batch of only ``sync=False``
-        #: records is written (0: not set yet)
-        self._lazy_deadline = 0
+        #: reactor: the timer that writes ``sync=False`` records nobody
+        #: synced within the buffer timeout (see :meth:`_lazy_due`)
+        self._lazy_call = None
         self._idle = False
         #: reactor side: hold() depth, and a wake-up owed at release()
         self._held = 0
@@ -356,7 +356,6 @@ class GroupCommitWriter:
         self.pending_bytes += len(record)
         self.records_submitted += 1
         with self._lock:
-            first = not self._items
             self._items.append(record)
             if d is not None:
                 self._waiters.append((d, result))
@@ -364,17 +363,33 @@ class GroupCommitWriter:
                 self._want_sync = True
                 self._sync_records += 1
                 self._urgent = True
-            elif not self._buffer_timeout_ns or self.pending_bytes >= self._max_pending // 2:
+            elif self._inline or not self._buffer_timeout_ns or self.pending_bytes >= self._max_pending // 2:
                 self._urgent = True
-            # else: written with the next sync, or at the buffer timeout
-            # (the writer, woken by the first one, starts that clock).
-            if self._idle and (self._urgent or first):
+            lazy = not self._urgent
+            if self._idle and not lazy:
                 if self._held:
                     self._kick_owed = True
                 else:
                     self._cond.notify()
-        if self._inline and self._flush_call is None:
-            self._flush_call = self._reactor.callLater(0, self._flush_inline)
+        if self._inline:
+            if self._flush_call is None:
+                self._flush_call = self._reactor.callLater(0, self._flush_inline)
+        elif lazy and self._lazy_call is None:
+            # Written with the next sync record, or when this timer ends.
+            self._lazy_call = self._reactor.callLater(self._buffer_timeout_ns / 1e9, self._lazy_due)
+
+    def _lazy_due(self) -> None:
+        """The buffer timeout ended with ``sync=False`` records still queued: write them."""
+        self._lazy_call = None
+        with self._lock:
+            if not self._items:
+                return
+            self._urgent = True
+            if self._idle:
+                if self._held:
+                    self._kick_owed = True
+                else:
+                    self._cond.notify()
 
     def hold(self) -> None:
         """Batch what is submitted until :meth:`release`: do not wake the writer yet.
@@ -394,8 +409,8 @@ class GroupCommitWriter:
             return
         self._kick_owed = False
         with self._lock:
-            if self._idle and self._items:
-                self._cond.notify()  # it takes them, or waits for the buffer timeout
+            if self._idle and self._urgent:
+                self._cond.notify()
 
     def enqueue(self, op, d: Deferred | None = None) -> None:
         """Queue ``op()`` to run on the writer behind everything queued so
@@ -436,6 +451,10 @@ class GroupCommitWriter:
         for d, result in waiters:
             d.callback(result)
         self.records_confirmed += records
+        if self._lazy_call is not None and self.records_confirmed == self.records_submitted:
+            # the records it was for went out with a sync
+            self._lazy_call.cancel()
+            self._lazy_call = None
         for listener in self.confirm_listeners:
             listener(self.records_confirmed)
         if self._writable_waiters and self.pending_bytes <= self._max_pending // 2:
@@ -455,6 +474,9 @@ class GroupCommitWriter:
         with self._lock:
             rest, self._waiters = self._waiters, []
             self._items = []
+        if self._lazy_call is not None:
+            self._lazy_call.cancel()
+            self._lazy_call = None
         self.pending_bytes = 0
         if self._flush_call is not None and self._flush_call.active():
             self._flush_call.cancel()
@@ -522,23 +544,11 @@ class GroupCommitWriter:
         on_batch = self._on_batch
         while True:
             with cond:
-                while True:
-                    if self._urgent:
-                        break
+                # Woken only for a batch that must go now: records without
+                # sync wait for company (see submit and _lazy_due).
+                while not self._urgent:
                     self._idle = True
-                    if not self._items:
-                        cond.wait()
-                        continue
-                    # Only sync=False records: they wait for company (the
-                    # next sync) until the buffer timeout, as Artemis's
-                    # TimedBuffer writes them at its timer.
-                    now = time.monotonic_ns()
-                    if not self._lazy_deadline:
-                        self._lazy_deadline = now + timeout
-                    remaining = self._lazy_deadline - now
-                    if remaining <= 0:
-                        break
-                    cond.wait(remaining / 1e9)
+                    cond.wait()
                 self._idle = False
                 if timeout and self._want_sync and self._last_batch_records > 1:
                     remaining = self._last_sync_ns + timeout - time.monotonic_ns()
@@ -550,7 +560,6 @@ class GroupCommitWriter:
                 self._unsynced_sync_records += self._sync_records
                 self._sync_records = 0
                 self._urgent = False
-                self._lazy_deadline = 0
             records, nbytes, error, stop = self._process(items, want_sync)
             call(on_batch, waiters, records, nbytes, error, stop)
             if error is not None or stop:

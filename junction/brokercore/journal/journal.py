@@ -44,8 +44,8 @@ records without sync beside it (a consumer's acks) are not concurrency.
 
 With a non-zero interval, records with ``sync=False`` do not wake the
 writer for a write of their own: they go out with the next record that
-asks for a sync, or alone once the interval has passed since the first of
-them reached the writer (Artemis's TimedBuffer writes them at its timer),
+asks for a sync, or alone when a reactor timer of one interval, started by
+the first of them, ends (Artemis's TimedBuffer writes them at its timer),
 or at once when the pending bytes pass half of :data:`MAX_PENDING_BYTES`
 or an operation (a roll, a barrier, the stop) is queued.  A producer with
 a consumer then costs one write, one sync and one hand-back to the reactor
