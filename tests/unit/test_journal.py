@@ -395,41 +395,6 @@ def test_buffer_timeout_ignores_unsynced_records_of_a_lone_producer(tmp_path):
     r.pump_until(lambda: stopped.called)
 
 
-def test_unsynced_records_wait_for_the_next_sync_or_the_buffer_timeout(tmp_path):
-    """A sync=False record wakes no write of its own: it goes out with the next
-    sync record (one write, one sync), or alone when the buffer timeout ends."""
-    r = ThreadReactor()
-    j = Journal(tmp_path, reactor=r, buffer_timeout_ns=10_000_000_000, preallocate=False)
-    j.load()
-    j.start()
-    writer = j._writer
-    lazy = j.append_add(1, 1, b"lazy", sync=False)
-    with pytest.raises(AssertionError):
-        r.pump_until(lambda: lazy.called, timeout=0.3)  # not written on its own
-    batches, syncs = writer.batches, writer.syncs
-    d = j.append_add(2, 1, b"durable")
-    r.pump_until(lambda: d.called and lazy.called, timeout=5)  # long before 10 s
-    assert (writer.batches - batches, writer.syncs - syncs) == (1, 1)
-    stopped = j.stop()
-    r.pump_until(lambda: stopped.called)
-    assert writer._lazy_call is None  # its timer went with it
-    # Alone, it is written when the buffer timeout ends (on the reactor's clock).
-    r = ThreadReactor()
-    j = Journal(tmp_path, reactor=r, buffer_timeout_ns=100_000_000, preallocate=False)
-    j.load()
-    j.start()
-    lazy = j.append_add(3, 1, b"lazy", sync=False)
-    r.advance(0.099)
-    with pytest.raises(AssertionError):
-        r.pump_until(lambda: lazy.called, timeout=0.3)
-    r.advance(0.001)
-    r.pump_until(lambda: lazy.called, timeout=5)
-    assert j._writer.syncs == 0
-    stopped = j.stop()
-    r.pump_until(lambda: stopped.called)
-    assert sorted(Journal(tmp_path, reactor=r).load().records) == [1, 2, 3]
-
-
 # -- recovery: torn tails and corruption ---------------------------------------------
 
 

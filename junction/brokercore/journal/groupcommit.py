@@ -223,8 +223,7 @@ class GroupCommitWriter:
     exception every failed Deferred gets.  ``sync=False`` turns record
     fsyncs off (file switches and stop still sync).  ``buffer_timeout_ns``
     is the minimum interval between the starts of two syncs when the last
-    synced batch held more than one record that asked for a sync, and the
-    longest a record without sync waits for one to go out with (see
+    synced batch held more than one record that asked for a sync (see
     :mod:`.journal`).
     ``preallocate`` is the size new files are zero-filled to (0: none).
     ``directory_label`` names the directory in errors of a directory sync
@@ -268,12 +267,6 @@ class GroupCommitWriter:
         self._want_sync = False
         #: records asking for a sync in the pending batch (concurrency measure)
         self._sync_records = 0
-        #: the pending batch must be taken at once: a sync record, an
-        #: operation, or the pending bytes past half the limit
-        self._urgent = False
-        #: reactor: the timer that writes ``sync=False`` records nobody
-        #: synced within the buffer timeout (see :meth:`_lazy_due`)
-        self._lazy_call = None
         self._idle = False
         #: reactor side: hold() depth, and a wake-up owed at release()
         self._held = 0
@@ -362,34 +355,13 @@ class GroupCommitWriter:
             if sync:
                 self._want_sync = True
                 self._sync_records += 1
-                self._urgent = True
-            elif self._inline or not self._buffer_timeout_ns or self.pending_bytes >= self._max_pending // 2:
-                self._urgent = True
-            lazy = not self._urgent
-            if self._idle and not lazy:
-                if self._held:
-                    self._kick_owed = True
-                else:
-                    self._cond.notify()
-        if self._inline:
-            if self._flush_call is None:
-                self._flush_call = self._reactor.callLater(0, self._flush_inline)
-        elif lazy and self._lazy_call is None:
-            # Written with the next sync record, or when this timer ends.
-            self._lazy_call = self._reactor.callLater(self._buffer_timeout_ns / 1e9, self._lazy_due)
-
-    def _lazy_due(self) -> None:
-        """The buffer timeout ended with ``sync=False`` records still queued: write them."""
-        self._lazy_call = None
-        with self._lock:
-            if not self._items:
-                return
-            self._urgent = True
             if self._idle:
                 if self._held:
                     self._kick_owed = True
                 else:
                     self._cond.notify()
+        if self._inline and self._flush_call is None:
+            self._flush_call = self._reactor.callLater(0, self._flush_inline)
 
     def hold(self) -> None:
         """Batch what is submitted until :meth:`release`: do not wake the writer yet.
@@ -409,7 +381,7 @@ class GroupCommitWriter:
             return
         self._kick_owed = False
         with self._lock:
-            if self._idle and self._urgent:
+            if self._idle and self._items:
                 self._cond.notify()
 
     def enqueue(self, op, d: Deferred | None = None) -> None:
@@ -419,7 +391,6 @@ class GroupCommitWriter:
             self._items.append(op)
             if d is not None:
                 self._waiters.append((d, None))
-            self._urgent = True
             self._cond.notify()
         if self._inline and self._flush_call is None:
             self._flush_call = self._reactor.callLater(0, self._flush_inline)
@@ -451,10 +422,6 @@ class GroupCommitWriter:
         for d, result in waiters:
             d.callback(result)
         self.records_confirmed += records
-        if self._lazy_call is not None and self.records_confirmed == self.records_submitted:
-            # the records it was for went out with a sync
-            self._lazy_call.cancel()
-            self._lazy_call = None
         for listener in self.confirm_listeners:
             listener(self.records_confirmed)
         if self._writable_waiters and self.pending_bytes <= self._max_pending // 2:
@@ -474,9 +441,6 @@ class GroupCommitWriter:
         with self._lock:
             rest, self._waiters = self._waiters, []
             self._items = []
-        if self._lazy_call is not None:
-            self._lazy_call.cancel()
-            self._lazy_call = None
         self.pending_bytes = 0
         if self._flush_call is not None and self._flush_call.active():
             self._flush_call.cancel()
@@ -532,7 +496,6 @@ class GroupCommitWriter:
             waiters, self._waiters = self._waiters, []
             want_sync, self._want_sync = self._want_sync, False
             self._sync_records = 0
-            self._urgent = False
         if not items:
             return
         self._on_batch(waiters, *self._process(items, want_sync))
@@ -544,9 +507,7 @@ class GroupCommitWriter:
         on_batch = self._on_batch
         while True:
             with cond:
-                # Woken only for a batch that must go now: records without
-                # sync wait for company (see submit and _lazy_due).
-                while not self._urgent:
+                while not self._items:
                     self._idle = True
                     cond.wait()
                 self._idle = False
@@ -559,7 +520,6 @@ class GroupCommitWriter:
                 want_sync, self._want_sync = self._want_sync, False
                 self._unsynced_sync_records += self._sync_records
                 self._sync_records = 0
-                self._urgent = False
             records, nbytes, error, stop = self._process(items, want_sync)
             call(on_batch, waiters, records, nbytes, error, stop)
             if error is not None or stop:

@@ -40,24 +40,14 @@ batch held more than one record *that asked for a sync*.  An isolated
 append, and a single producer that sends its next message as soon as the
 last is confirmed, are never delayed (a plain minimum interval cut such a
 producer from ~5,700 to ~1,300 records/s at 500 us, p50 0.11 -> 0.59 ms);
-records without sync beside it (a consumer's acks) are not concurrency.
-
-With a non-zero interval, records with ``sync=False`` do not wake the
-writer for a write of their own: they go out with the next record that
-asks for a sync, or alone when a reactor timer of one interval, started by
-the first of them, ends (Artemis's TimedBuffer writes them at its timer),
-or at once when the pending bytes pass half of :data:`MAX_PENDING_BYTES`
-or an operation (a roll, a barrier, the stop) is queued.  A producer with
-a consumer then costs one write, one sync and one hand-back to the reactor
-per message, not two of each.  The adaptive batching alone
+records without sync beside it (a consumer's acks) are not concurrency.  The adaptive batching alone
 already exceeds the throughput target; the interval only caps the fsync rate
 (at 1/interval) under load, for a disk that suffers from many small syncs.
 Default :data:`DEFAULT_BUFFER_TIMEOUT_NS` is 0 (no wait); Artemis's 500 us
 (the broker.xml default) is safe to pass.
 
-A record with ``sync=False`` is confirmed once written to the OS (within the
-interval, see above); if its batch also holds a sync record it is confirmed
-with the batch, after the sync.
+A record with ``sync=False`` is confirmed once written to the OS; if its batch
+also holds a sync record it is confirmed with the batch, after the sync.
 
 ``writer="inline"`` does the same I/O synchronously on the reactor thread, in
 a ``reactor.callLater(0)`` call after the appends: deterministic, for tests
