@@ -35,13 +35,20 @@ rate is the broker's and the client's cost per message together, so the broker C
 is the figure that compares the brokers most directly.
 
 Durability, like with like: all three sync their journal before they answer a synchronous
-persistent send, on the same file system (each in a temporary directory).  Junction batches
-syncs for ``journal-buffer-timeout`` 500 us (its default); Classic's KahaDB writes and syncs
+persistent send, on the same file system (each in a temporary directory).  Junction's journal
+(``journal-buffer-timeout`` 500 us, its default) syncs a lone producer's send at once and
+spaces syncs by that interval only under concurrent producers; Classic's KahaDB writes and syncs
 each batch of what has gathered with no timer; the Artemis instance is made with the test
 harness's ``artemis create --no-autotune`` and its ``journal-buffer-timeout`` set to
 ``--artemis-buffer-timeout-ns`` (100,000 by default: what ``artemis create``'s auto-tuning
 sets on a fast disk, instead of the 3.33 ms NIO default that would cap one synchronous
 producer near 300 msg/s).
+
+``--baseline REV`` adds a fourth target, ``baseline``: a second Junction node running git
+revision REV of this repository (exported by ``bench/baseline.py``, started like the first with
+``PYTHONPATH`` to that tree and the same ``PYTHONHASHSEED``), in the same rotated rounds, with
+the ratio junction / baseline printed: the way to measure a change of the node against the
+build before it in one invocation (``--targets junction`` leaves the Java brokers out).
 
 ``--quick`` runs 200 messages, one round, no warm-up, paced latency at 500 msg/s: a smoke
 test (tests/integration/test_bench_openwire.py), not a measurement.
@@ -91,8 +98,11 @@ class Tools:
 
 
 @contextmanager
-def junction_node(tmp: str):
-    """A Junction node with an OPENWIRE acceptor; yields (url, pid, description)."""
+def junction_node(tmp: str, build=None):
+    """A Junction node with an OPENWIRE acceptor; yields (url, pid, description).
+
+    ``build`` (a :class:`bench.baseline.Build`): run that build's tree instead of this checkout's.
+    """
     from tests import harness
 
     port = harness.free_port()
@@ -104,10 +114,14 @@ def junction_node(tmp: str):
         extra_acceptors_xml=(
             f'<acceptor name="openwire">tcp://{harness.LOOPBACK}:{port}?protocols=OPENWIRE</acceptor>'
         ),
+        **({"env": build.env()} if build is not None else {}),
     )
     node.start()
     try:
-        yield f"tcp://{harness.LOOPBACK}:{port}", node.pid, "journal fdatasync, group commit 500 us"
+        if build is not None and build.name == "baseline":
+            build.check_imported()
+        label = f", {build.label}" if build is not None else ""
+        yield f"tcp://{harness.LOOPBACK}:{port}", node.pid, f"journal fdatasync, buffer timeout 500 us{label}"
     finally:
         node.stop()
 
@@ -232,7 +246,10 @@ def run(tools: Tools, args, targets: list[str]) -> tuple[dict, dict]:
         for kind in targets:
             tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix=f"junction-bench-ow-{kind}-"))
             if kind == "junction":
-                ctx = junction_node(tmp)
+                # beside a baseline, with the same PYTHONHASHSEED as its node
+                ctx = junction_node(tmp, getattr(args, "current_build", None))
+            elif kind == "baseline":
+                ctx = junction_node(tmp, args.baseline_build)
             elif kind == "classic":
                 ctx = classic_broker(tmp)
             else:
@@ -279,6 +296,7 @@ def main(argv=None) -> int:
     p.add_argument("--artemis-buffer-timeout-ns", type=int, default=100_000)
     p.add_argument("--timeout", type=float, default=120.0, help="seconds one trial may take")
     p.add_argument("--quick", action="store_true", help="200 messages, one round: a smoke test")
+    p.add_argument("--baseline", metavar="REV", help="also run git revision REV as target 'baseline'")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     if args.quick:
@@ -296,7 +314,20 @@ def main(argv=None) -> int:
         return 2
     tools = Tools(args.client)
     load0 = os.getloadavg()
-    results, notes = run(tools, args, targets)
+    with ExitStack() as stack:
+        if args.baseline:
+            from bench import baseline
+
+            try:
+                commit = baseline.resolve(args.baseline)
+                tree = stack.enter_context(baseline.exported(commit))
+            except baseline.BaselineError as exc:
+                print(exc, file=sys.stderr)
+                return 2
+            args.baseline_build = baseline.Build(baseline.BASELINE, tree, baseline.describe(commit))
+            args.current_build = baseline.current_build()
+            targets.append("baseline")
+        results, notes = run(tools, args, targets)
     load1 = os.getloadavg()
     print(f"\ncommand: {shlex.join([sys.executable, *sys.argv])}")
     print(
@@ -312,7 +343,7 @@ def main(argv=None) -> int:
         for mode, r in rows.items():
             print(common.table_row([kind.ljust(9), mode.ljust(17)], common.figure_cells(r), columns))
     ratios = {}
-    for peer in ("classic", "artemis"):
+    for peer in ("classic", "artemis", "baseline"):
         if "junction" not in results or peer not in results:
             continue
         print(f"\nratio junction / {peer}")

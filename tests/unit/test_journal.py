@@ -377,6 +377,24 @@ def test_buffer_timeout_waits_only_under_concurrency(tmp_path):
     r.pump_until(lambda: stopped.called)
 
 
+def test_buffer_timeout_ignores_unsynced_records_of_a_lone_producer(tmp_path):
+    """Acks (sync=False) beside one sequential producer's sync records are no
+    concurrency: the producer must not wait out a 1 s interval."""
+    r = ThreadReactor()
+    j = Journal(tmp_path, reactor=r, buffer_timeout_ns=1_000_000_000, preallocate=False)
+    j.load()
+    j.start()
+    started = time.monotonic()
+    for i in range(5):
+        d = j.append_add(10 + i, 1, b"send")
+        if i:
+            j.append_update(10 + i - 1, 2, b"ack", sync=False)
+        r.pump_until(lambda d=d: d.called, timeout=0.9)  # one wait would take 1 s
+    assert time.monotonic() - started < 0.9
+    stopped = j.stop()
+    r.pump_until(lambda: stopped.called)
+
+
 # -- recovery: torn tails and corruption ---------------------------------------------
 
 

@@ -223,7 +223,8 @@ class GroupCommitWriter:
     exception every failed Deferred gets.  ``sync=False`` turns record
     fsyncs off (file switches and stop still sync).  ``buffer_timeout_ns``
     is the minimum interval between the starts of two syncs when the last
-    synced batch held more than one record (see :mod:`.journal`).
+    synced batch held more than one record that asked for a sync (see
+    :mod:`.journal`).
     ``preallocate`` is the size new files are zero-filled to (0: none).
     ``directory_label`` names the directory in errors of a directory sync
     (default: the file being created).
@@ -264,6 +265,8 @@ class GroupCommitWriter:
         self._items: list = []
         self._waiters: list = []
         self._want_sync = False
+        #: records asking for a sync in the pending batch (concurrency measure)
+        self._sync_records = 0
         self._idle = False
         #: reactor side: hold() depth, and a wake-up owed at release()
         self._held = 0
@@ -281,8 +284,10 @@ class GroupCommitWriter:
         self._offset = 0
         self._dirty = False
         self._unsynced_records = 0
-        #: Records in the last synced batch: > 1 means concurrent producers.
+        #: Records asking for a sync in the last synced batch: > 1 means
+        #: concurrent producers (records without sync, e.g. acks, do not count).
         self._last_batch_records = 0
+        self._unsynced_sync_records = 0
         self._last_sync_ns = 0
 
         # Reactor side.
@@ -349,6 +354,7 @@ class GroupCommitWriter:
                 self._waiters.append((d, result))
             if sync:
                 self._want_sync = True
+                self._sync_records += 1
             if self._idle:
                 if self._held:
                     self._kick_owed = True
@@ -489,6 +495,7 @@ class GroupCommitWriter:
             items, self._items = self._items, []
             waiters, self._waiters = self._waiters, []
             want_sync, self._want_sync = self._want_sync, False
+            self._sync_records = 0
         if not items:
             return
         self._on_batch(waiters, *self._process(items, want_sync))
@@ -511,6 +518,8 @@ class GroupCommitWriter:
                 items, self._items = self._items, []
                 waiters, self._waiters = self._waiters, []
                 want_sync, self._want_sync = self._want_sync, False
+                self._unsynced_sync_records += self._sync_records
+                self._sync_records = 0
             records, nbytes, error, stop = self._process(items, want_sync)
             call(on_batch, waiters, records, nbytes, error, stop)
             if error is not None or stop:
@@ -564,8 +573,9 @@ class GroupCommitWriter:
         self._dirty = False
         self.syncs += 1
         self.records_synced += self._unsynced_records
-        self._last_batch_records = self._unsynced_records
+        self._last_batch_records = self._unsynced_sync_records
         self._unsynced_records = 0
+        self._unsynced_sync_records = 0
 
     def _w_roll(self, name: str, header: bytes, prepared, next_prepared) -> None:
         if self._handle is not None:
