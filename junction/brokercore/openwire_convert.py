@@ -95,6 +95,12 @@ NATIVE_REPLY_TO = "openwire-reply-to"
 #: broker stamps the validated user on every message, which Artemis gives an OpenWire
 #: consumer only when the producer had set one
 NATIVE_USER_ID = "openwire-user-id"
+#: Bound of :data:`_KEPT_IDS`: the MessageIds of the most recent sends kept decoded. A
+#: dispatch usually follows its send closely; an older message decodes its stored id again.
+KEPT_IDS_LIMIT = 4096
+#: stored MessageId bytes -> the MessageId they encode (filled by :func:`to_model`, read by
+#: :func:`message_id_of`): a value-keyed memo, so a hit is always the decode's answer
+_KEPT_IDS: dict = {}
 #: Java's ``Integer.MAX_VALUE``: how Artemis splits a core id into a MessageId.
 _INT_MAX = 0x7FFFFFFF
 _BODY_CLASSES = {
@@ -133,7 +139,10 @@ def to_model(message, default_destination=None) -> Message:
     properties = {k: model_value(v) for k, v in message_properties(message).items()}
     native: dict = {}
     if message.message_id is not None:
-        native[NATIVE_ID] = encode_frame(message.message_id)
+        native[NATIVE_ID] = kept = encode_frame(message.message_id)
+        if len(_KEPT_IDS) >= KEPT_IDS_LIMIT:
+            del _KEPT_IDS[next(iter(_KEPT_IDS))]  # the oldest (insertion order)
+        _KEPT_IDS[kept] = message.message_id
     if message.reply_to is not None:
         native[NATIVE_REPLY_TO] = encode_frame(message.reply_to)
     if message.user_id is not None:
@@ -205,10 +214,12 @@ def message_id_of(message: Message, node_id: str) -> MessageId:
     """The MessageId an OpenWire consumer sees: the producer's, else Artemis's made from the core id."""
     kept = message.native.get(NATIVE_ID)
     if kept is not None:
-        try:
-            found = decode_frame(kept)
-        except Exception:  # noqa: BLE001 - a bad stored id falls back to the broker's
-            found = None
+        found = _KEPT_IDS.get(kept)
+        if found is None:
+            try:
+                found = decode_frame(kept)
+            except Exception:  # noqa: BLE001 - a bad stored id falls back to the broker's
+                found = None
         if isinstance(found, MessageId):
             return MessageId(found.text_view, found.producer_id, found.producer_sequence_id, message.message_id)
     high, low = divmod(message.message_id, _INT_MAX)
@@ -325,7 +336,9 @@ def _utf8(body: bytes) -> str:
 
 def _null_text(message: Message) -> bool:
     native = message.native.get(CORE_NATIVE_KEY)
-    return native is not None and core_type(message) == MessageType.TEXT and bool(native[2] & _CORE_NULL_TEXT)
+    # the flag first: it is rarely set, and core_type reads the whole native record
+    return (native is not None and len(native) > 2 and bool(native[2] & _CORE_NULL_TEXT)
+            and core_type(message) == MessageType.TEXT)
 
 
 #: CORE's type -> the OpenWire message class

@@ -194,3 +194,26 @@ def test_a_user_id_goes_back_only_when_the_producer_set_one():
     assert to_openwire(stamped, node_id="n").user_id is None
     own = to_model(ActiveMQTextMessage(destination=ActiveMQQueue("q"), message_id=MID, user_id="me"))
     assert to_openwire(own, node_id="n").user_id == "me"
+
+
+def test_the_kept_message_id_memo_is_bounded_and_gives_what_the_stored_bytes_decode_to():
+    from junction.brokercore import openwire_convert
+
+    sent = ActiveMQTextMessage(destination=ActiveMQQueue("q"), message_id=MID, producer_id=PRODUCER,
+                               content=text_content("x"))
+    model = to_model(sent)
+    model.message_id = 7
+    # a message stored before (the memo does not know it: journal recovery, another process)
+    openwire_convert._KEPT_IDS.clear()
+    cold = to_openwire(model, node_id="n")
+    model = to_model(sent)
+    model.message_id = 7
+    assert model.native[openwire_convert.NATIVE_ID] in openwire_convert._KEPT_IDS
+    assert to_openwire(model, node_id="n") == cold
+    assert cold.message_id.producer_id == PRODUCER and cold.message_id.broker_sequence_id == 7
+    for n in range(openwire_convert.KEPT_IDS_LIMIT + 10):
+        to_model(ActiveMQTextMessage(destination=ActiveMQQueue("q"), producer_id=PRODUCER,
+                                     message_id=MessageId(None, PRODUCER, 1000 + n, 0)))
+    assert len(openwire_convert._KEPT_IDS) == openwire_convert.KEPT_IDS_LIMIT
+    assert model.native[openwire_convert.NATIVE_ID] not in openwire_convert._KEPT_IDS
+    assert to_openwire(model, node_id="n") == cold
