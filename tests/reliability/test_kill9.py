@@ -326,6 +326,21 @@ def send_frame(conn: RawStomp, seq: int, *, receipt: str | None, tx: str | None 
     conn.send("SEND", headers, body_for(seq, extra))
 
 
+def send_m1_with_company(producer: RawStomp) -> None:
+    """M1 (in transaction ``t1``, receipt ``s1``) and a durable send with a receipt to another
+    queue, in one write: one read of the broker, so one journal batch whose sync serves two
+    records that asked for one -- what makes the writer wait out ``journal-buffer-timeout``
+    before the next sync (it counts only such records: see ``journal/groupcommit.py``)."""
+    producer.send(
+        "SEND",
+        [("destination", "/queue/kill9.company"), ROUTING, ("persistent", "true"), ("receipt", "s0")],
+        b"company",
+    )
+    producer.send("BEGIN", [("transaction", "t1")])
+    send_frame(producer, 1, receipt=None, tx="t1")
+    producer.send("COMMIT", [("transaction", "t1"), ("receipt", "s1")])
+
+
 def fail_on_error(conn: RawStomp, frame: Frame) -> None:
     if frame.command == "ERROR":
         pytest.fail(f"{conn.name}: ERROR from broker: {frame.headers} {frame.body[:300]!r}")
@@ -916,13 +931,11 @@ def test_ack_receipt_is_not_sent_before_the_ack_is_written(broker_factory) -> No
     producer = RawStomp(broker, "producer-ack")
     t0 = time.monotonic()
 
-    # M1 goes in a transaction so that the sync confirming it covers two records
-    # (the transactional add, written unsynced, and the commit): the writer only
-    # waits out the buffer timeout after a sync of more than one record (under
-    # light load it syncs at once), and that wait is the window this test needs.
-    producer.send("BEGIN", [("transaction", "t1")])
-    send_frame(producer, 1, receipt=None, tx="t1")
-    producer.send("COMMIT", [("transaction", "t1"), ("receipt", "s1")])
+    # M1 is committed in the same read as a durable send to another queue, so the
+    # sync confirming it serves two records that asked for one: the writer only
+    # waits out the buffer timeout after such a sync (a lone producer is synced
+    # at once), and that wait is the window this test needs.
+    send_m1_with_company(producer)
     producer.wait_frame(lambda f: f.command == "RECEIPT" and f.headers["receipt-id"] == "s1", 10)
     m1 = consumer.wait_frame(lambda f: f.command == "MESSAGE", 10)[-1]
     assert m1.seq() == 1
@@ -982,13 +995,11 @@ def test_disconnect_receipt_covers_earlier_acks(broker_factory) -> None:
     consumer = RawStomp(broker, "consumer-disc")
     consumer.subscribe("sub", prefetch=10)
     producer = RawStomp(broker, "producer-disc")
-    # M1 goes in a transaction so that the sync confirming it covers two records
-    # (the transactional add, written unsynced, and the commit): the writer only
-    # waits out the buffer timeout after a sync of more than one record (under
-    # light load it syncs at once), and that wait is the window this test needs.
-    producer.send("BEGIN", [("transaction", "t1")])
-    send_frame(producer, 1, receipt=None, tx="t1")
-    producer.send("COMMIT", [("transaction", "t1"), ("receipt", "s1")])
+    # M1 is committed in the same read as a durable send to another queue, so the
+    # sync confirming it serves two records that asked for one: the writer only
+    # waits out the buffer timeout after such a sync (a lone producer is synced
+    # at once), and that wait is the window this test needs.
+    send_m1_with_company(producer)
     producer.wait_frame(lambda f: f.command == "RECEIPT" and f.headers["receipt-id"] == "s1", 10)
     m1 = consumer.wait_frame(lambda f: f.command == "MESSAGE", 10)[-1]
     assert m1.seq() == 1
