@@ -133,10 +133,8 @@ def outgoing(message: Message, server, *, decode_jms: bool) -> Message | LargeBo
     if not native or NATIVE_KEY not in native:
         return message
     file_id, size = parse_reference(native[NATIVE_KEY])
-    store = getattr(server, "large_messages", None)
     try:
-        if store is None:
-            raise OSError("no large-messages directory")
+        store = _store_of(server)
         path = store.path(file_id)
         size = os.path.getsize(path)
         _, headers = to_core(message)
@@ -152,9 +150,7 @@ def outgoing(message: Message, server, *, decode_jms: bool) -> Message | LargeBo
             kind = MessageType.BYTES
         return LargeBody(_converted(message, b"", kind), size, path, False)
     except (OSError, ValueError) as exc:
-        log.warning("large message %s (%d bytes) delivered with no body: %s", message.message_id, size, exc)
-        return message
-
+        return _without_body(message, size, exc)
 
 
 def in_memory(message: Message, server) -> Message:
@@ -167,11 +163,21 @@ def in_memory(message: Message, server) -> Message:
     if not native or NATIVE_KEY not in native:
         return message
     file_id, size = parse_reference(native[NATIVE_KEY])
-    store = getattr(server, "large_messages", None)
     try:
-        if store is None:
-            raise OSError("no large-messages directory")
-        return _converted(message, store.read_all(file_id, MAX_CONVERTED_LARGE))
+        return _converted(message, _store_of(server).read_all(file_id, MAX_CONVERTED_LARGE))
     except (OSError, ValueError) as exc:
-        log.warning("large message %s (%d bytes) delivered with no body: %s", message.message_id, size, exc)
-        return message
+        return _without_body(message, size, exc)
+
+
+def _store_of(server):
+    """The node's large-message store; OSError when it has none (a storage fault to log)."""
+    store = getattr(server, "large_messages", None)
+    if store is None:
+        raise OSError("no large-messages directory")
+    return store
+
+
+def _without_body(message: Message, size: int, exc: Exception) -> Message:
+    """``message`` as it is, with a warning: its file could not be read (a storage fault)."""
+    log.warning("large message %s (%d bytes) delivered with no body: %s", message.message_id, size, exc)
+    return message
