@@ -10,9 +10,9 @@ synchronous producer waits for, the one dispatch to a consumer that keeps up
 
 A burst is still left to the transport, so that the frames written in one
 turn go out in one ``send``: a write is eager only when the transport holds
-nothing unsent (order is kept) and the connection's last eager send is at
-least :data:`EAGER_QUIET_S` old.  A fast consumer's dispatches, arriving
-closer together, are buffered as before.  What the kernel does not take at
+nothing unsent (order is kept) and the connection's previous write, eager or
+not, is at least :data:`EAGER_QUIET_S` old.  A fast consumer's dispatches,
+written closer together, are all buffered as before.  What the kernel does not take at
 once (a full socket buffer), and any socket error, goes to the transport's
 own write path, which sends the rest when the socket is writable and reports
 the error as it always does.
@@ -32,7 +32,7 @@ from twisted.internet import tcp
 
 __all__ = ["EAGER_QUIET_S", "EagerWriter"]
 
-#: A write is sent at once only if the connection's last eager send is at least
+#: A write is sent at once only if the connection's previous write is at least
 #: this old (seconds); closer writes are a burst, buffered by the transport.
 EAGER_QUIET_S = 0.0002
 
@@ -59,22 +59,24 @@ class EagerWriter:
     def write(self, data: bytes) -> None:
         transport = self.transport
         sock = self._socket
+        if sock is None:
+            transport.write(data)
+            return
+        now = self._clock()
+        last, self._last = self._last, now
         if (
-            sock is not None
+            now - last >= EAGER_QUIET_S
             and not transport._tempDataBuffer
             and len(transport.dataBuffer) == transport.offset
             and transport.connected
             and not transport.disconnecting
         ):
-            now = self._clock()
-            if now - self._last >= EAGER_QUIET_S:
-                self._last = now
-                try:
-                    sent = sock.send(data)
-                except OSError:
-                    sent = 0  # EAGAIN, or an error the transport's own path will report
-                self.eager_sends += 1
-                if sent == len(data):
-                    return
-                data = data[sent:]
+            try:
+                sent = sock.send(data)
+            except OSError:
+                sent = 0  # EAGAIN, or an error the transport's own path will report
+            self.eager_sends += 1
+            if sent == len(data):
+                return
+            data = data[sent:]
         transport.write(data)

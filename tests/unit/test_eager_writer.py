@@ -111,3 +111,21 @@ def test_a_closing_connection_is_written_through():
     writer.write(b"late")
     assert writer.eager_sends == 0
     assert _read_all(peer) == b""
+
+
+def test_a_busy_connection_stays_buffered_even_when_its_buffer_has_drained():
+    connection, peer, reactor = _connection()
+    clock = _Clock()
+    writer = EagerWriter(connection, clock=clock)
+    writer.write(b"1")  # quiet: at once
+    for frame in (b"2", b"3", b"4"):  # every write close behind the previous one
+        clock.now += EAGER_QUIET_S / 2
+        connection.doWrite()  # the reactor drained the buffer in between
+        writer.write(frame)
+    assert writer.eager_sends == 1
+    connection.doWrite()
+    assert _read_all(peer) == b"1234"
+    clock.now += EAGER_QUIET_S  # quiet again
+    writer.write(b"5")
+    assert writer.eager_sends == 2
+    assert _read_all(peer) == b"5"
