@@ -245,11 +245,13 @@ class OpenWireProtocol(OpenWireConsumers, Protocol):
             self.session = None
 
     # -- writing -------------------------------------------------------------------------------
-    def write(self, command) -> None:
+    def write(self, command, *, eager: bool = False) -> None:
+        """Send ``command``; ``eager``: a reply the client waits for, sent at once
+        while the connection is quiet (:mod:`junction.edge.eager`)."""
         if self.transport is None or self._closing:
             return
         writer = self._writer
-        if writer is None:
+        if writer is None or not eager:
             self.transport.write(self.codec.send(command))
         else:
             writer.write(self.codec.send(command))
@@ -260,7 +262,7 @@ class OpenWireProtocol(OpenWireConsumers, Protocol):
         """The plain Response ``command`` asked for, if it asked."""
         answer = self.connection.response(command)
         if answer is not None:
-            self.write(answer)
+            self.write(answer, eager=True)
 
     def refuse(self, command, java_class: str, message: str) -> None:
         """Answer ``command`` with an exception; the connection stays."""
