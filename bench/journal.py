@@ -55,6 +55,7 @@ def run_load(reactor, directory, records, size, inflight, args):
         buffer_timeout_ns=args.buffer_timeout_us * 1000,
         reactor=reactor,
         preallocate=not args.no_preallocate,
+        writer=args.writer,
     )
     journal.load()
     journal.start()
@@ -99,6 +100,7 @@ def run_load(reactor, directory, records, size, inflight, args):
                     "rate": records / elapsed,
                     "cpu_us": cpu / records * 1e6,
                     "syncs": stats["syncs"],
+                    "reactor_batches": stats["reactor_batches"],
                     "records_per_sync": stats["records_per_sync"],
                     "p50_ms": percentile(latencies, 50) / 1e6,
                     "p99_ms": percentile(latencies, 99) / 1e6,
@@ -120,7 +122,8 @@ def run_load(reactor, directory, records, size, inflight, args):
 def show(label, r):
     print(
         f"{label:14s} {r['records']:>7d} records  {r['rate']:>9.0f} rec/s  "
-        f"{r['syncs']:>6d} syncs  {r['records_per_sync']:>7.1f} rec/sync  "
+        f"{r['syncs']:>6d} syncs ({r['reactor_batches']} batches on the reactor)  "
+        f"{r['records_per_sync']:>7.1f} rec/sync  "
         f"p50 {r['p50_ms']:.2f} ms  p99 {r['p99_ms']:.2f} ms  max {r['max_ms']:.2f} ms  "
         f"CPU {r['cpu_us']:.1f} us/rec" + (f"  ERRORS {r['errors']}" if r["errors"] else "")
     )
@@ -135,6 +138,12 @@ def main(argv=None):
     parser.add_argument("--buffer-timeout-us", type=int, default=0)
     parser.add_argument("--file-size", type=int, default=10 * 1024 * 1024)
     parser.add_argument("--no-preallocate", action="store_true")
+    parser.add_argument(
+        "--writer",
+        choices=("adaptive", "thread"),
+        default="adaptive",
+        help="the journal's writer (adaptive: the default, lone batches on the reactor)",
+    )
     parser.add_argument("--dir", default=".", help="parent of the temporary journal directory")
     parser.add_argument("--json", action="store_true", help="print the results as one JSON object")
     args = parser.parse_args(argv)

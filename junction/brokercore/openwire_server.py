@@ -42,6 +42,7 @@ from junction.brokercore.openwire_xa import OpenWireXa, is_xa
 from junction.brokercore.session import ConnectionInfo as SessionConnection
 from junction.brokercore.session import ServerSession
 from junction.edge.acceptor import AcceptorFactory, apply_socket_options, prefixes
+from junction.edge.eager import EagerWriter
 from junction.edge.tls import peer_subject
 from junction.events.node import close_reason
 from junction.model import errors
@@ -169,6 +170,8 @@ class OpenWireProtocol(OpenWireConsumers, Protocol):
         self._connect_timer = None
         self._accepted_at = None
         self._closing = False
+        #: the transport's writer: frames of a quiet connection leave at once (set on connect)
+        self._writer = None
         OpenWireConsumers.__init__(self)
 
     # -- Twisted ---------------------------------------------------------------------------
@@ -185,6 +188,7 @@ class OpenWireProtocol(OpenWireConsumers, Protocol):
         if factory is not None:
             factory.connections.add(self)
         apply_socket_options(self.transport, self.acceptor)
+        self._writer = EagerWriter(self.transport)
         self._connect_timer = self.reactor.callLater(self.connect_timeout, self._connect_timed_out)
         self.transport.write(self.codec.initiate())
 
@@ -241,10 +245,16 @@ class OpenWireProtocol(OpenWireConsumers, Protocol):
             self.session = None
 
     # -- writing -------------------------------------------------------------------------------
-    def write(self, command) -> None:
+    def write(self, command, *, eager: bool = False) -> None:
+        """Send ``command``; ``eager``: a reply the client waits for, sent at once
+        while the connection is quiet (:mod:`junction.edge.eager`)."""
         if self.transport is None or self._closing:
             return
-        self.transport.write(self.codec.send(command))
+        writer = self._writer
+        if writer is None or not eager:
+            self.transport.write(self.codec.send(command))
+        else:
+            writer.write(self.codec.send(command))
         if self.monitor is not None:
             self.monitor.sent(self.reactor.seconds())
 
@@ -252,7 +262,7 @@ class OpenWireProtocol(OpenWireConsumers, Protocol):
         """The plain Response ``command`` asked for, if it asked."""
         answer = self.connection.response(command)
         if answer is not None:
-            self.write(answer)
+            self.write(answer, eager=True)
 
     def refuse(self, command, java_class: str, message: str) -> None:
         """Answer ``command`` with an exception; the connection stays."""

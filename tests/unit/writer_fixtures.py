@@ -4,8 +4,9 @@
 * :class:`InlineReactor` -- a ``Clock`` whose ``callFromThread`` runs the
   call at once; with ``writer="inline"`` everything is deterministic.
 * :class:`ThreadReactor` -- ``callFromThread`` from the writer thread queues
-  the call; the test thread runs them with :meth:`ThreadReactor.pump_until`
-  (with a deadline, never a sleep).
+  the call; the test thread runs them, and the calls made with ``callLater(0)``
+  (an adaptive writer's batches on the reactor), with
+  :meth:`ThreadReactor.pump_until` (with a deadline, never a sleep).
 * :func:`settle` -- run delayed calls (inline flushes) until none are left.
 """
 
@@ -40,6 +41,9 @@ class ThreadReactor(Clock):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise AssertionError("timed out waiting for the writer thread")
+            if any(call.getTime() <= self.seconds() for call in self.getDelayedCalls()):
+                self.advance(0)  # what the reactor thread would run now
+                continue
             try:
                 f, args, kwargs = self.queued.get(timeout=remaining)
             except queue.Empty:

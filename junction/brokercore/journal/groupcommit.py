@@ -15,6 +15,30 @@ in a ``reactor.callLater(0)`` after the submissions: deterministic, for
 tests with a ``Clock``.  The module documentation of :mod:`.journal`
 ("Writing") has the measurements behind this design.
 
+``adaptive=True`` (the journal's writer) keeps the thread but lets the
+reactor do a *lone* batch itself: when the writer thread is idle, the last
+synced batch held at most one record that asked for a sync (one producer
+waiting for each confirmation, not many) and the last sync took at most
+:data:`REACTOR_SYNC_MAX_NS`, the records submitted are written (and synced)
+on the reactor thread in a ``callLater(0)`` made at the end of the read that
+submitted them (:meth:`~GroupCommitWriter.release`; at the submission when
+no read holds the writer).  The reactor runs the calls due in the order they
+were made, so the delivery pass the read scheduled runs first: a consumer's
+dispatch does not wait for the disk.  Before the sync the reactor sends what
+is waiting in its transports' buffers (that dispatch, on a transport without
+eager writes), and after the batch's callbacks the confirmations they wrote
+(a producer's Response), rather than a poll later.  Handing one record to the
+thread and back costs more than the sync itself (two thread switches, the
+condition variable, the reactor's waker, the GIL passed back and forth): one
+synchronous OpenWire producer went from 1,000-1,250 to 1,500-1,600 msg/s and
+the node's CPU per message from 700-770 to 400-440 us
+(``bench/openwire_throughput.py``, docs/performance.md); a lone 300-byte
+record from 3,700 to 6,200 records/s at 89 instead of 166 us of CPU
+(``bench/journal.py``).  As soon as records of several producers meet in a
+batch, or a sync is slow, batches go to the thread again, which overlaps the
+disk with the reactor's work.  Operations (a file switch, a compaction's
+swap, the stop) always go to the thread.
+
 Besides records the queue carries *operations*: callables run on the
 writer thread in queue order (so after every record submitted before them
 is written), whose Deferred fires with their batch.  The writer provides
@@ -87,6 +111,11 @@ NEW, LOADED, STARTED, STOPPING, STOPPED, FAILED = (
 
 #: Writes of zeros when preallocating a file go in chunks of this size.
 ZERO_CHUNK = 1024 * 1024
+
+#: An adaptive writer lets the reactor thread sync a lone batch only while the
+#: last sync took at most this long (ns): a slow disk never stalls the reactor
+#: for longer than one such sync.
+REACTOR_SYNC_MAX_NS = 1_000_000
 
 
 def default_reactor():
@@ -227,7 +256,8 @@ class GroupCommitWriter:
     :mod:`.journal`).
     ``preallocate`` is the size new files are zero-filled to (0: none).
     ``directory_label`` names the directory in errors of a directory sync
-    (default: the file being created).
+    (default: the file being created).  ``adaptive`` (thread writer only):
+    lone batches are written on the reactor thread (module documentation).
     """
 
     def __init__(
@@ -245,6 +275,7 @@ class GroupCommitWriter:
         preallocate: int = 0,
         prealloc_thread_name: str = "",
         directory_label: str | None = None,
+        adaptive: bool = False,
     ):
         self.files = files
         self._reactor = reactor
@@ -258,6 +289,9 @@ class GroupCommitWriter:
         self._preallocate = preallocate
         self._prealloc_thread_name = prealloc_thread_name or f"{thread_name} prealloc"
         self._directory_label = directory_label
+        self._adaptive = adaptive and not inline
+        #: IReactorFDSet.getWriters: the descriptors with data to send
+        self._get_writers = getattr(reactor, "getWriters", None)
 
         # Shared with the writer thread, under _cond.
         self._lock = threading.Lock()
@@ -268,12 +302,18 @@ class GroupCommitWriter:
         #: records asking for a sync in the pending batch (concurrency measure)
         self._sync_records = 0
         self._idle = False
+        #: adaptive: the reactor is writing a batch itself (the thread must not)
+        self._reactor_busy = False
+        #: the writer failed on the reactor thread: the thread ends without a word
+        self._dead = False
         #: reactor side: hold() depth, and a wake-up owed at release()
         self._held = 0
         self._kick_owed = False
         self._thread: threading.Thread | None = None
         self._preallocator: Preallocator | None = None
         self._flush_call = None
+        #: adaptive: a reactor-side write of the pending batch is scheduled
+        self._reactor_owed = False
 
         # Writer-thread state.
         self._handle = None
@@ -289,6 +329,8 @@ class GroupCommitWriter:
         self._last_batch_records = 0
         self._unsynced_sync_records = 0
         self._last_sync_ns = 0
+        #: how long the last sync took (ns), on either thread
+        self._last_sync_took_ns = 0
 
         # Reactor side.
         #: Encoded bytes submitted but not yet written (flow control).
@@ -311,6 +353,8 @@ class GroupCommitWriter:
         self.records_synced = 0
         self.batches = 0
         self.bytes_written = 0
+        #: batches an adaptive writer wrote on the reactor thread
+        self.reactor_batches = 0
 
     # -- life cycle (reactor thread) -------------------------------------------
     def start(self) -> None:
@@ -356,7 +400,20 @@ class GroupCommitWriter:
                 self._want_sync = True
                 self._sync_records += 1
             if self._idle:
-                if self._held:
+                if self._reactor_owed:
+                    pass
+                elif (
+                    self._adaptive
+                    and self._last_batch_records <= 1
+                    and self._last_sync_took_ns <= REACTOR_SYNC_MAX_NS
+                    and self.failure is None
+                ):
+                    self._reactor_owed = True
+                    if self._held:
+                        self._kick_owed = True  # scheduled at release()
+                    else:
+                        self._reactor.callLater(0, self._flush_on_reactor)
+                elif self._held:
                     self._kick_owed = True
                 else:
                     self._cond.notify()
@@ -380,6 +437,11 @@ class GroupCommitWriter:
         if self._held or not self._kick_owed:
             return
         self._kick_owed = False
+        if self._reactor_owed:
+            # Scheduled now, after whatever this read scheduled (a delivery pass):
+            # the reactor runs the calls due in the order of their times.
+            self._reactor.callLater(0, self._flush_on_reactor)
+            return
         with self._lock:
             if self._idle and self._items:
                 self._cond.notify()
@@ -500,6 +562,55 @@ class GroupCommitWriter:
             return
         self._on_batch(waiters, *self._process(items, want_sync))
 
+    def _send_pending_writes(self) -> None:
+        """Before the reactor waits for the disk: send what this turn wrote to
+        sockets (a dispatch to a consumer), as the reactor's next turn would."""
+        get_writers = self._get_writers
+        if get_writers is None:
+            return
+        for writer in get_writers():
+            # A connection being closed is left to the reactor (its doWrite would end
+            # it, and only the reactor disconnects).  A failed send too: the
+            # descriptor stays registered for writing and the reactor's next turn
+            # meets the error and disconnects it.
+            if getattr(writer, "disconnecting", False) or getattr(
+                writer, "_writeDisconnecting", False
+            ):
+                continue
+            with suppress(Exception):  # the reactor's own call logs it
+                writer.doWrite()
+
+    def _flush_on_reactor(self) -> None:
+        """Adaptive writer: write the pending batch here, if the thread is idle
+        and it holds records only; otherwise wake the thread for it."""
+        with self._cond:
+            self._reactor_owed = False
+            if not self._items or self.failure is not None:
+                return
+            if not self._idle or any(item.__class__ is not bytes for item in self._items):
+                self._cond.notify()
+                return
+            self._reactor_busy = True
+            items, self._items = self._items, []
+            waiters, self._waiters = self._waiters, []
+            want_sync, self._want_sync = self._want_sync, False
+            self._unsynced_sync_records += self._sync_records
+            self._sync_records = 0
+        self._send_pending_writes()
+        records, nbytes, error, stop = self._process(items, want_sync)
+        self.reactor_batches += 1
+        with self._cond:
+            self._reactor_busy = False
+            if error is not None:
+                self._dead = True
+            if self._items or error is not None:
+                self._cond.notify()
+        if error is not None:
+            self._abandon()
+        self._on_batch(waiters, records, nbytes, error, stop)
+        # The confirmations (a producer's Response) go out now, not after the next poll.
+        self._send_pending_writes()
+
     def _main(self) -> None:
         cond = self._cond
         timeout = self._buffer_timeout_ns
@@ -507,7 +618,9 @@ class GroupCommitWriter:
         on_batch = self._on_batch
         while True:
             with cond:
-                while not self._items:
+                while not self._items or self._reactor_busy or self._dead:
+                    if self._dead:
+                        return
                     self._idle = True
                     cond.wait()
                 self._idle = False
@@ -568,8 +681,9 @@ class GroupCommitWriter:
 
     def _fsync(self) -> None:
         self._op, self._name = "fsync", self._file
-        self._last_sync_ns = time.monotonic_ns()
+        start = self._last_sync_ns = time.monotonic_ns()
         self._handle.fsync()
+        self._last_sync_took_ns = time.monotonic_ns() - start
         self._dirty = False
         self.syncs += 1
         self.records_synced += self._unsynced_records
@@ -628,5 +742,3 @@ class GroupCommitWriter:
         if preallocator is not None:
             with suppress(Exception):
                 preallocator.stop()
-
-

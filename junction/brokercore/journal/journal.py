@@ -49,9 +49,14 @@ Default :data:`DEFAULT_BUFFER_TIMEOUT_NS` is 0 (no wait); Artemis's 500 us
 A record with ``sync=False`` is confirmed once written to the OS; if its batch
 also holds a sync record it is confirmed with the batch, after the sync.
 
-``writer="inline"`` does the same I/O synchronously on the reactor thread, in
-a ``reactor.callLater(0)`` call after the appends: deterministic, for tests
-with a ``Clock``, and for tools.
+The default writer, ``writer="adaptive"``, is that thread, except for a
+*lone* batch (the writer idle, the last sync serving at most one record that
+asked for it, and fast): the reactor writes and syncs it itself at the end of
+the read that appended it, which saves the two thread hand-offs that cost more
+than the sync (:mod:`.groupcommit` has the rule and the measurements);
+``writer="thread"`` always hands over.  ``writer="inline"`` does the same I/O
+synchronously on the reactor thread, in a ``reactor.callLater(0)`` call after
+the appends: deterministic, for tests with a ``Clock``, and for tools.
 
 Flow control: encoded records not yet written count in :attr:`Journal.pending_bytes`.
 Appends never fail for being over :data:`MAX_PENDING_BYTES`; instead
@@ -142,6 +147,9 @@ log = logging.getLogger(__name__)
 #: ``journal-buffer-timeout``).  0: adaptive batching only (measured with
 #: ``bench/journal.py``, see "Writing" above).
 DEFAULT_BUFFER_TIMEOUT_NS = 0
+#: The writers a journal can have (see the module documentation, "Writing").
+WRITERS = ("adaptive", "thread", "inline")
+
 #: Encoded records waiting for the writer above which :attr:`Journal.writable`
 #: is false (producer flow control).  Appends still succeed.
 MAX_PENDING_BYTES = 8 * 1024 * 1024
@@ -162,8 +170,10 @@ class Journal:
     ``directory``), e.g. with :class:`.files.FaultyFiles`.  ``sync=False``
     turns every fsync of records off (data reaches the OS only; segment
     switches and :meth:`stop` still sync): for throw-away test brokers.
-    ``writer`` is ``"thread"`` (production) or ``"inline"`` (I/O on the
-    reactor thread in a ``callLater(0)``; deterministic tests).
+    ``writer`` is ``"adaptive"`` (production: the writer thread, lone batches
+    on the reactor thread; see :mod:`.groupcommit`), ``"thread"`` (every batch
+    on the writer thread) or ``"inline"`` (I/O on the reactor thread in a
+    ``callLater(0)``; deterministic tests).
     """
 
     def __init__(
@@ -175,7 +185,7 @@ class Journal:
         reactor=None,
         files=None,
         *,
-        writer: str = "thread",
+        writer: str = "adaptive",
         preallocate: bool = True,
         compact_min_files: int = COMPACT_MIN_FILES,
         compact_percentage: int = COMPACT_PERCENTAGE,
@@ -183,8 +193,8 @@ class Journal:
     ):
         if file_size < MIN_FILE_SIZE:
             raise ValueError(f"journal file_size {file_size} is below the minimum {MIN_FILE_SIZE}")
-        if writer not in ("thread", "inline"):
-            raise ValueError(f"journal writer must be 'thread' or 'inline', not {writer!r}")
+        if writer not in WRITERS:
+            raise ValueError(f"journal writer must be one of {', '.join(WRITERS)}, not {writer!r}")
         if not 0 <= compact_percentage <= 100:
             raise ValueError("compact_percentage must be 0..100")
         if directory is None and files is None:
@@ -217,6 +227,7 @@ class Journal:
             preallocate=file_size if preallocate else 0,
             prealloc_thread_name="junction-journal-prealloc",
             directory_label=self.directory or "journal directory",
+            adaptive=writer == "adaptive",
         )
         self._submit = self._writer.submit
         #: hold() / release(): the writer's own (see GroupCommitWriter.hold).  Every protocol
@@ -500,6 +511,7 @@ class Journal:
             "records_synced": w.records_synced,
             "records_per_sync": w.records_synced / w.syncs if w.syncs else 0.0,
             "batches": w.batches,
+            "reactor_batches": w.reactor_batches,
             "bytes_written": w.bytes_written,
             "pending_bytes": w.pending_bytes,
             "compactions": c.compactions,
