@@ -47,7 +47,7 @@ from junction.protocols.openwire.opening import (
     OpenWireOpening,
     first_frame_size,
 )
-from junction.protocols.openwire.wireformat import SERVER_WIRE_FORMAT
+from junction.protocols.openwire.wireformat import MAGIC_BYTES, SERVER_WIRE_FORMAT
 
 __all__ = ["OpenWireSide"]
 
@@ -101,6 +101,16 @@ class OpenWireSide(GatewaySide):
         return _FirstFrameDropped(transport), buffered
 
 
+#: What a WireFormatInfo frame starts with after its size: its type (1) and magic.
+_WFI_OPENING = b"\x01" + MAGIC_BYTES
+
+
+def _shown(held) -> str:
+    """The first bytes a target answered, for an error: text where printable."""
+    head = bytes(held[:16])
+    return repr(head.decode("latin-1")) if head.isascii() else head.hex(" ")
+
+
 class _FirstFrame:
     """Collects the first frame a backend writes (its WireFormatInfo), bounded by
     :data:`OPENING_MAX_FRAME_SIZE` (a WireFormatInfo is about 250 bytes)."""
@@ -114,11 +124,23 @@ class _FirstFrame:
     def feed(self, data: bytes) -> bytes | None:
         """What follows the first frame once it is complete (maybe b""), else None.
 
-        Raises ValueError when the first frame is larger than the bound."""
+        Raises ValueError when the first frame is not a WireFormatInfo: larger than the
+        bound, or not its type and magic (a target whose acceptor does not take OPENWIRE
+        answers with its own protocol's header, which the error shows)."""
         self.held += data
-        size = first_frame_size(self.held)
+        held = self.held
+        opening = _WFI_OPENING[: len(held) - 4]
+        if len(held) > 4 and held[4 : 4 + len(opening)] != opening:
+            raise ValueError(
+                f"the target does not speak OpenWire (it answered {_shown(held)}): "
+                "does its acceptor take OPENWIRE?"
+            )
+        size = first_frame_size(held) if len(held) > 4 else None  # its type read first
         if size is not None and size - 4 > OPENING_MAX_FRAME_SIZE:
-            raise ValueError(f"the target's first frame of {size - 4} bytes is not a WireFormatInfo")
+            raise ValueError(
+                f"the target does not speak OpenWire (a first frame of {size - 4} bytes, not a "
+                f"WireFormatInfo; it answered {_shown(held)}): does its acceptor take OPENWIRE?"
+            )
         if size is None or len(self.held) < size:
             return None
         rest = bytes(self.held[size:])

@@ -48,7 +48,7 @@ def test_forwarding_drops_the_targets_wireformatinfo_however_it_is_cut(cut):
 
 def test_forwarding_refuses_a_first_frame_larger_than_a_wireformatinfo_can_be():
     with pytest.raises(ForwardHandshakeError, match="not a WireFormatInfo"):
-        _DropWireFormatInfo().feed((OPENING_MAX_FRAME_SIZE + 1).to_bytes(4, "big") + b"\x01")
+        _DropWireFormatInfo().feed((OPENING_MAX_FRAME_SIZE + 1).to_bytes(4, "big") + b"\x01Active")
 
 
 def test_the_local_core_s_wireformatinfo_is_not_written_to_the_client():
@@ -68,7 +68,7 @@ def test_the_local_core_s_wireformatinfo_is_not_written_to_the_client():
 
 def test_a_local_core_whose_first_frame_is_too_large_is_cut_off():
     real = Transport()
-    _FirstFrameDropped(real).write((OPENING_MAX_FRAME_SIZE + 1).to_bytes(4, "big"))
+    _FirstFrameDropped(real).write((OPENING_MAX_FRAME_SIZE + 1).to_bytes(4, "big") + b"\x01")
     assert real.aborted and real.written == b""
 
 
@@ -89,3 +89,22 @@ def test_a_redirect_to_a_tls_target_says_ssl_and_to_a_plain_one_tcp():
     plain = SimpleNamespace(host="core2.example", port=61618, tls=None)
     assert redirected_to(tls) == "ssl://core1.example:61617"
     assert redirected_to(plain) == "tcp://core2.example:61618"
+
+
+@pytest.mark.parametrize(
+    "answer, shown",
+    [
+        (b"AMQP\x00\x01\x00\x00", "'AMQP"),  # an AMQP-only acceptor's header
+        (b"ERROR\ncontent-type:text/plain\n", "'ERROR"),  # STOMP's refusal
+        (b"\x00\x00\x00\x20\x02", None),  # a frame of another type: not a WireFormatInfo
+        (b"\x00\x00\x01\x3c\x01ActiveMX", None),  # the type, and a magic that is not ActiveMQ
+    ],
+)
+def test_a_target_that_does_not_speak_openwire_is_refused_with_what_it_answered(answer, shown):
+    handshake = _DropWireFormatInfo()
+    with pytest.raises(ForwardHandshakeError, match="does not speak OpenWire") as refused:
+        for i in range(len(answer)):  # however the answer is cut
+            handshake.feed(answer[i : i + 1])
+    assert "does its acceptor take OPENWIRE?" in str(refused.value)
+    if shown is not None:
+        assert shown in str(refused.value)
