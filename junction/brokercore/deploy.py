@@ -18,14 +18,20 @@ deletion policies:
 * ``OFF`` (the default for both): nothing is removed, and the log says what
   was kept, so an operator can remove it through the management API.
 
-Queue attributes of an existing declared queue are not updated (Artemis
-updates them; Junction reports the difference instead, see
-:func:`changed_queues`).
+An existing declared queue takes, at start and at each reload, the attributes
+Artemis's ``updateQueue`` changes in place that Junction can change in place
+(:data:`UPDATED_ATTRIBUTES`: ``exclusive``, ``max-consumers`` -- kept when
+more consumers are attached than the new value allows, as Artemis refuses it
+-- ``purge-on-no-consumers`` and the grouping attributes); its definition is
+stored again.  The others (filter, routing type, user, ring size, last-value,
+non-destructive) keep their values, and :func:`changed_queues` reports the
+difference.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 from junction.brokercore.message_groups import GroupSettings
 from junction.brokercore.queue import QueueDefinition
@@ -51,7 +57,7 @@ def deploy_addresses(server, addresses, *, exact: bool = False) -> tuple[list[st
     """Create the declared addresses and queues that are missing on ``server``.
 
     An existing declared address gains the routing types it lacks; an existing
-    queue is left as it is.  With ``exact`` (a reload, as Artemis's
+    queue takes the attributes of :data:`UPDATED_ATTRIBUTES` that changed.  With ``exact`` (a reload, as Artemis's
     ``addOrUpdateAddressInfo``) a routing type the address no longer declares
     is removed too, unless a queue of that type is still bound.  Returns
     ``(done, problems)``: what was deployed (for the log) and ``file:line:``
@@ -75,6 +81,8 @@ def deploy_addresses(server, addresses, *, exact: bool = False) -> tuple[list[st
                         f"{_where(qc)}: queue {qc.name} exists on address {existing.address}, "
                         f"not {addr.name}; left there"
                     )
+                else:
+                    _update_queue(server, existing, qc, done, problems)
                 continue
             defn = QueueDefinition(
                 name=qc.name,
@@ -85,8 +93,7 @@ def deploy_addresses(server, addresses, *, exact: bool = False) -> tuple[list[st
                 max_consumers=qc.max_consumers,
                 purge_on_no_consumers=qc.purge_on_no_consumers,
                 # absent, Artemis's default-exclusive-queue of the address
-                exclusive=(qc.exclusive if "exclusive" in qc.given
-                           else server.settings.resolve(addr.name).default_exclusive_queue),
+                exclusive=_declared_exclusive(server, qc, addr.name),
                 user=qc.user,
                 groups=group_settings(qc),
             )
@@ -107,6 +114,56 @@ def deploy_addresses(server, addresses, *, exact: bool = False) -> tuple[list[st
                 else:
                     done.append(f"address {addr.name} no longer supporting {routing_type.name}")
     return done, problems
+
+
+def _declared_exclusive(server, qc, address: str) -> bool:
+    """A ``<queue>``'s ``exclusive``; absent, Artemis's default-exclusive-queue of the address."""
+    if "exclusive" in qc.given:
+        return qc.exclusive
+    return server.settings.resolve(address).default_exclusive_queue
+
+
+def _update_queue(server, queue, qc, done: list, problems: list) -> None:
+    """An existing declared queue takes the attributes Artemis updates in place
+    (:data:`UPDATED_ATTRIBUTES`); the definition is stored again if the queue is durable."""
+    old = queue.definition
+    new = replace(
+        old,
+        exclusive=_declared_exclusive(server, qc, old.address),
+        max_consumers=qc.max_consumers,
+        purge_on_no_consumers=qc.purge_on_no_consumers,
+        groups=group_settings(qc),
+    )
+    if new == old:
+        return
+    if new.max_consumers != -1 and len(queue.consumers) > new.max_consumers:
+        problems.append(
+            f"{_where(qc)}: queue {qc.name} keeps max-consumers {old.max_consumers}: "
+            f"{len(queue.consumers)} consumers are attached, more than {new.max_consumers}"
+        )
+        new = replace(new, max_consumers=old.max_consumers)
+        if new == old:
+            return
+    queue.reconfigure(new)
+    if new.durable and not new.temporary:
+        server.storage.update_queue(queue.id, new)
+    changes = [
+        f"{name} {getattr(new, field)!r}"
+        for field, name in UPDATED_ATTRIBUTES.items()
+        if getattr(new, field) != getattr(old, field)
+    ]
+    done.append(f"changes to queue {qc.name}: {', '.join(changes)}")
+
+
+#: QueueDefinition fields a deploy updates on an existing queue, with their element names
+#: (Artemis's ``updateQueue`` also takes filter, routing type, user, ring size,
+#: non-destructive and the dispatch delays; Junction keeps those until the queue is remade).
+UPDATED_ATTRIBUTES = {
+    "exclusive": "exclusive",
+    "max_consumers": "max-consumers",
+    "purge_on_no_consumers": "purge-on-no-consumers",
+    "groups": "grouping",
+}
 
 
 def group_settings(qc) -> GroupSettings | None:
@@ -168,16 +225,16 @@ def changed_queues(server, old_addresses, new_addresses) -> list[str]:
                 continue
             if _declaration(old) != _declaration(qc):
                 changed.append(
-                    f"{_where(qc)}: queue {qc.name} changed; the existing queue keeps its attributes "
+                    f"{_where(qc)}: queue {qc.name} changed; the existing queue keeps its filter, routing type, "
+                    "user, ring size, last-value and non-destructive attributes "
                     "(remove it through the management API and the next reload creates it anew)"
                 )
     return changed
 
 
 def _declaration(qc) -> tuple:
+    """What of a ``<queue>`` an existing queue does not take at run time (the rest: UPDATED_ATTRIBUTES)."""
     return (
-        qc.routing_type, qc.filter, qc.durable, qc.max_consumers, qc.purge_on_no_consumers,
-        qc.exclusive, qc.user, qc.given, qc.last_value, qc.last_value_key, qc.non_destructive,
-        qc.group_rebalance, qc.group_buckets, qc.group_first_key, qc.ring_size,
-        qc.group_rebalance_pause_dispatch,
+        qc.routing_type, qc.filter, qc.durable, qc.user, qc.last_value, qc.last_value_key,
+        qc.non_destructive, qc.ring_size,
     )

@@ -218,6 +218,21 @@ class Queue:
         #: settled when the queue is made, as Artemis settles a queue's configuration
         self.groups = queue_groups(self, owner.queue_settings(self))
 
+    def reconfigure(self, definition: QueueDefinition) -> None:
+        """Take a changed ``exclusive``, ``max-consumers``, ``purge-on-no-consumers`` and
+        grouping at run time (Artemis's ``updateQueue`` on a reload): exclusivity is chosen
+        again among the consumers attached; the groups table is made anew, so every group
+        finds an owner again at its next message, as Artemis's new group map does."""
+        self.definition = definition
+        exclusive = None
+        if definition.exclusive or any(c.exclusive for c in self.consumers):
+            exclusive = ExclusiveDispatch(definition.exclusive)
+            for consumer in self.consumers:
+                exclusive.consumer_added(consumer)
+        self._exclusive = exclusive
+        self.groups = queue_groups(self, self.owner.queue_settings(self))
+        self.deliver_soon()
+
     # -- introspection --------------------------------------------------------
     @property
     def address(self) -> str:

@@ -198,6 +198,9 @@ class NullStorage:
     def store_queue(self, queue_id, defn) -> None:
         pass
 
+    def update_queue(self, queue_id, defn) -> None:
+        pass
+
     def delete_queue(self, queue_id) -> None:
         pass
 
@@ -295,7 +298,9 @@ class JournalStorage:
             if user_type == RecordType.ADDRESS:
                 recovered.addresses[record_id] = json.loads(payload)
             elif user_type == RecordType.QUEUE:
-                recovered.queues[record_id] = json.loads(payload)
+                # a changed definition is an update of the record: the last one is current
+                queue_updates = [p for t, p in updates if t == RecordType.QUEUE]
+                recovered.queues[record_id] = json.loads(queue_updates[-1] if queue_updates else payload)
             elif user_type in (RecordType.MESSAGE, RecordType.MESSAGE_REFS):
                 refs: dict = {}
                 if user_type == RecordType.MESSAGE_REFS:
@@ -366,6 +371,11 @@ class JournalStorage:
 
     def store_queue(self, queue_id, defn) -> None:
         quiet_failure(self.journal.append_add(queue_id, RecordType.QUEUE, _encode_json(queue_record(defn)), sync=True))
+
+    def update_queue(self, queue_id, defn) -> None:
+        """A stored queue's changed definition (a reload's attributes): an update of its
+        record, whose last update is what :meth:`load` recovers."""
+        quiet_failure(self.journal.append_update(queue_id, RecordType.QUEUE, _encode_json(queue_record(defn)), sync=True))
 
     def delete_queue(self, queue_id) -> None:
         quiet_failure(self.journal.append_delete(queue_id, sync=True))

@@ -277,3 +277,52 @@ def test_an_edited_broker_xml_is_applied_within_the_refresh_period_and_an_invali
     admin.send("/queue/audit", "again")
     admin.send("/queue/audit", "refused", receipt=False)
     assert "is full" in admin.rec.wait_error().headers["message"]
+
+
+def test_a_queue_made_exclusive_by_an_edit_sends_everything_to_one_consumer_and_a_restart_keeps_it(broker_factory):
+    """Artemis's updateQueue on a reload: the declared queue takes exclusive="true" in place
+    (its consumers stay attached), and is still exclusive after a restart."""
+    declared = '<addresses><address name="jobs"><anycast><queue name="jobs"{attrs}/></anycast></address></addresses>'
+    broker = broker_factory(
+        "exclusive-edit", extra_core_xml=REFRESH + declared.format(attrs=""),
+        stomp_acceptor_params={"anycastPrefix": "/queue/"},
+    ).start()
+    consumers = []
+    for i in range(2):
+        client = stomp_login(broker.stomp_address, "guest", "guest")
+        client.subscribe("/queue/jobs", f"s{i}")
+        consumers.append(client)
+    producer = stomp_login(broker.stomp_address, "guest", "guest")
+    for i in range(4):
+        producer.send("/queue/jobs", f"shared {i}")
+    assert all(c.rec.wait_messages(2) for c in consumers)  # round robin: two each
+
+    original = broker.config_path.read_text()
+    broker.config_path.write_text(original.replace(declared.format(attrs=""), declared.format(attrs=' exclusive="true"')))
+
+    def applied():
+        last = node_reload(broker).get("last") or {}
+        return last.get("result") == "applied" and last
+
+    last = wait_for(applied, TIMEOUT, interval=0.05, what="broker.xml reloaded")
+    assert "deployed changes to queue jobs: exclusive True" in last["done"], last
+    for i in range(6):
+        producer.send("/queue/jobs", f"exclusive {i}")
+    wait_for(lambda: sum(len(c.rec.messages) for c in consumers) == 10, TIMEOUT, interval=0.05, what="six more delivered")
+    counts = sorted(len(c.rec.messages) - 2 for c in consumers)
+    assert counts == [0, 6], counts  # all six to one consumer
+    for client in (*consumers, producer):
+        client.disconnect()
+
+    broker.stop()
+    broker.start()  # the edited file and the queue's stored definition: still exclusive
+    consumers = []
+    for i in range(2):
+        client = stomp_login(broker.stomp_address, "guest", "guest")
+        client.subscribe("/queue/jobs", f"t{i}")
+        consumers.append(client)
+    producer = stomp_login(broker.stomp_address, "guest", "guest")
+    for i in range(4):
+        producer.send("/queue/jobs", f"after restart {i}")
+    wait_for(lambda: sum(len(c.rec.messages) for c in consumers) == 4, TIMEOUT, interval=0.05, what="four delivered")
+    assert sorted(len(c.rec.messages) for c in consumers) == [0, 4]

@@ -399,3 +399,90 @@ def _principal(*roles):
     from junction.brokercore.security import Principal
 
     return Principal("u", frozenset(roles))
+
+
+def _consumer(queue, *, exclusive=False):
+    from junction.brokercore.queue import Consumer
+
+    consumer = Consumer(queue, lambda ref: None, exclusive=exclusive)
+    queue.add_consumer(consumer)
+    return consumer
+
+
+def test_an_existing_queue_takes_exclusive_max_consumers_purge_and_grouping_as_artemis_updates_them(node, caplog):
+    caplog.set_level(logging.INFO, logger="junction.reload")
+    declared = '<address name="orders"><anycast><queue name="orders"{attrs}/></anycast></address>'
+    write(node.path, addresses=declared.format(attrs=""))
+    node.tick()
+    queue = node.server.queues["orders"]
+    first, second = _consumer(queue), _consumer(queue)
+    assert not queue.definition.exclusive and queue.groups is not None
+    write(node.path, addresses=declared.format(
+        attrs=' exclusive="true" max-consumers="5" purge-on-no-consumers="true"'))
+    node.tick()
+    assert node.server.queues["orders"] is queue  # the same queue, its messages kept
+    d = queue.definition
+    assert (d.exclusive, d.max_consumers, d.purge_on_no_consumers) == (True, 5, True)
+    assert queue.groups is None  # an exclusive queue does not group
+    assert "deployed changes to queue orders: exclusive True, max-consumers 5, purge-on-no-consumers True" in node.reloader.last["done"]
+    write(node.path, addresses=declared.format(attrs=' group-buckets="8" group-rebalance="true"'))
+    node.tick()
+    assert not queue.definition.exclusive and queue._exclusive is None
+    assert queue.groups is not None and queue.groups.rebalance
+    # more consumers attached than a new max-consumers allows: kept, and said (Artemis refuses it)
+    write(node.path, addresses=declared.format(attrs=' max-consumers="1" group-buckets="8" group-rebalance="true"'))
+    node.tick()
+    assert queue.definition.max_consumers == -1
+    assert any("keeps max-consumers -1: 2 consumers are attached, more than 1" in p for p in node.reloader.last["problems"])
+    assert first in queue.consumers and second in queue.consumers
+
+
+def test_an_exclusive_consumer_keeps_its_dispatch_when_the_queue_stops_being_exclusive(node):
+    declared = '<address name="jobs"><anycast><queue name="jobs"{attrs}/></anycast></address>'
+    write(node.path, addresses=declared.format(attrs=' exclusive="true"'))
+    node.tick()
+    queue = node.server.queues["jobs"]
+    _consumer(queue)
+    holder = _consumer(queue, exclusive=True)
+    write(node.path, addresses=declared.format(attrs=""))
+    node.tick()
+    assert not queue.definition.exclusive
+    assert queue._exclusive is not None and queue._exclusive.holder is holder
+
+
+def test_a_changed_filter_is_still_reported_and_not_applied(node):
+    declared = '<address name="f"><anycast><queue name="f">{flt}</queue></anycast></address>'
+    write(node.path, addresses=declared.format(flt=""))
+    node.tick()
+    write(node.path, addresses=declared.format(flt="<filter string=\"color='red'\"/>"))
+    node.tick()
+    assert node.server.queues["f"].definition.filter is None
+    assert any("queue f changed; the existing queue keeps its filter" in p for p in node.reloader.last["problems"])
+
+
+def test_a_queue_definition_changed_at_run_time_is_what_a_restart_recovers():
+    from dataclasses import replace
+
+    from junction.brokercore.journal import FaultyFiles, Journal
+    from junction.brokercore.queue import QueueDefinition
+    from junction.brokercore.storage import JournalStorage
+    from tests.unit.writer_fixtures import InlineReactor, settle
+
+    files, reactor = FaultyFiles(), InlineReactor()
+
+    def storage():
+        journal = Journal(None, reactor=reactor, files=files, writer="inline", file_size=4096)
+        return journal, JournalStorage(journal)
+
+    journal, first = storage()
+    first.load()
+    journal.start()
+    defn = QueueDefinition(name="orders", address="orders", routing_type=RoutingType.ANYCAST)
+    first.store_queue(41, defn)
+    first.update_queue(41, replace(defn, exclusive=True, max_consumers=3))
+    first.update_queue(41, replace(defn, exclusive=True, max_consumers=4))
+    settle(reactor)
+    _journal, second = storage()
+    recovered = second.load()
+    assert recovered.queues[41]["exclusive"] is True
+    assert recovered.queues[41]["max_consumers"] == 4
