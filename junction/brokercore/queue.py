@@ -50,6 +50,9 @@ class MessageRef:
     #: ids of consumers that must not get this ref again (AMQP modified with
     #: undeliverable-here), or None
     avoid: "set | None"
+    #: handed over as the first of its group to a consumer (group-first-key): it carries the
+    #: key at every later delivery too, as Artemis's GroupFirstMessageReference stays the ref
+    group_first: bool
 
     def __init__(
         self,
@@ -67,6 +70,7 @@ class MessageRef:
         self.persisted = persisted
         self.size = size if size >= 0 else message.encoded_size()
         self.avoid = None
+        self.group_first = False
 
 
 @dataclass(frozen=True)
@@ -498,7 +502,9 @@ class Queue:
         pinned = groups.handed_over(group, ref.message, consumer, owner)
         if not pinned:
             self._rr = rr  # the round robin stays (Artemis's consumers.repeat())
-        key = groups.first_key if pinned else None
+        if pinned and groups.first_key is not None:
+            ref.group_first = True
+        key = groups.first_key if ref.group_first else None
         if key is None:
             self._hand_over(ref, consumer)
             return

@@ -351,6 +351,19 @@ def test_group_first_key_flags_the_delivery_that_pins_a_group_only():
     assert [m.body for m in first_again] == [b"A0"]
 
 
+def test_a_redelivered_first_message_of_a_group_carries_the_first_key_again():
+    # Artemis redelivers its GroupFirstMessageReference itself: the flag stays with the reference
+    broker, session, queue, (c1,) = setup("c1", settings={"default_group_first_key": "JMSXFirstInGroupID"})
+    send(broker, session, ("A0", "A"), ("A1", "A"))
+    first, second = c1.refs
+    for ref in (second, first):  # a rollback: back at the head in order, the same owner
+        queue.cancel(ref, delay=False)
+    broker.run()
+    redelivered = [(m.body.decode(), m.properties.get("JMSXFirstInGroupID")) for m in c1.messages[2:]]
+    assert redelivered == [("A0", True), ("A1", None)]
+    assert "JMSXFirstInGroupID" not in c1.refs[2].message.properties  # the stored message untouched
+
+
 def test_group_first_key_off_by_default():
     broker, session, queue, (c1,) = setup("c1")
     send(broker, session, ("A0", "A"))
