@@ -279,6 +279,19 @@ def test_an_edited_broker_xml_is_applied_within_the_refresh_period_and_an_invali
     assert "is full" in admin.rec.wait_error().headers["message"]
 
 
+def _two_consumers_and_a_producer(broker, queue: str, text: str, count: int):
+    """Two STOMP consumers on ``queue``, then ``count`` messages sent to it by a third client."""
+    consumers = []
+    for i in range(2):
+        client = stomp_login(broker.stomp_address, "guest", "guest")
+        client.subscribe(f"/queue/{queue}", f"s{i}")
+        consumers.append(client)
+    producer = stomp_login(broker.stomp_address, "guest", "guest")
+    for i in range(count):
+        producer.send(f"/queue/{queue}", f"{text} {i}")
+    return consumers, producer
+
+
 def test_a_queue_made_exclusive_by_an_edit_sends_everything_to_one_consumer_and_a_restart_keeps_it(broker_factory):
     """Artemis's updateQueue on a reload: the declared queue takes exclusive="true" in place
     (its consumers stay attached), and is still exclusive after a restart."""
@@ -287,14 +300,7 @@ def test_a_queue_made_exclusive_by_an_edit_sends_everything_to_one_consumer_and_
         "exclusive-edit", extra_core_xml=REFRESH + declared.format(attrs=""),
         stomp_acceptor_params={"anycastPrefix": "/queue/"},
     ).start()
-    consumers = []
-    for i in range(2):
-        client = stomp_login(broker.stomp_address, "guest", "guest")
-        client.subscribe("/queue/jobs", f"s{i}")
-        consumers.append(client)
-    producer = stomp_login(broker.stomp_address, "guest", "guest")
-    for i in range(4):
-        producer.send("/queue/jobs", f"shared {i}")
+    consumers, producer = _two_consumers_and_a_producer(broker, "jobs", "shared", 4)
     assert all(c.rec.wait_messages(2) for c in consumers)  # round robin: two each
 
     original = broker.config_path.read_text()
@@ -316,13 +322,6 @@ def test_a_queue_made_exclusive_by_an_edit_sends_everything_to_one_consumer_and_
 
     broker.stop()
     broker.start()  # the edited file and the queue's stored definition: still exclusive
-    consumers = []
-    for i in range(2):
-        client = stomp_login(broker.stomp_address, "guest", "guest")
-        client.subscribe("/queue/jobs", f"t{i}")
-        consumers.append(client)
-    producer = stomp_login(broker.stomp_address, "guest", "guest")
-    for i in range(4):
-        producer.send("/queue/jobs", f"after restart {i}")
+    consumers, _producer = _two_consumers_and_a_producer(broker, "jobs", "after restart", 4)
     wait_for(lambda: sum(len(c.rec.messages) for c in consumers) == 4, TIMEOUT, interval=0.05, what="four delivered")
     assert sorted(len(c.rec.messages) for c in consumers) == [0, 4]
