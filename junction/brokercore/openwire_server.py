@@ -76,7 +76,7 @@ from junction.protocols.openwire.marshal import Command, JavaThrowable
 from junction.protocols.openwire.messages import Message as OwMessage
 from junction.protocols.openwire.messages import MessageAck, MessagePull, ProducerAck
 from junction.protocols.openwire.structures import BrokerId, ConsumerId, ProducerId, SessionId
-from junction.protocols.openwire.wireformat import SERVER_WIRE_FORMAT
+from junction.protocols.openwire.wireformat import NODE_WIRE_FORMAT
 
 log = logging.getLogger("junction.openwire")
 
@@ -150,7 +150,7 @@ class OpenWireProtocol(OpenWireConsumers, Protocol):
         self.acceptor = acceptor
         max_frame = getattr(limits, "max_frame_size", None)
         ow_limits = OpenWireLimits(max_frame_size=min(int(max_frame), 0x7FFFFFFF)) if max_frame else OpenWireLimits()
-        offer = replace(SERVER_WIRE_FORMAT, max_frame_size=ow_limits.max_frame_size)
+        offer = replace(NODE_WIRE_FORMAT, max_frame_size=ow_limits.max_frame_size)
         self.codec = OpenWireCodec(offer, ow_limits)
         self.connection = OpenWireConnection()
         #: the acceptor's ``anycastPrefix``/``multicastPrefix``: a destination name starting

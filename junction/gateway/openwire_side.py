@@ -28,9 +28,11 @@ listener's ``routingMaxBytes``.
 
 The gateway's offer is Artemis's (version 12, tight, no marshalling cache,
 stack traces) with ``MaxFrameSize`` the acceptor's frame size: both ends of a
-forwarded connection must read the same bytes alike, so a backend must
-settle on the same options with the client (Artemis's OpenWire acceptor and
-Junction's node do; a Classic broker with its default cache on would not).
+forwarded connection must read the same bytes alike, so the replay offers a
+backend only what the client and the gateway settled on
+(:func:`~junction.protocols.openwire.opening.replayed_offer`), which
+Artemis's OpenWire acceptor, Junction's node (whose own offer has the cache)
+and a Classic broker with its defaults all settle on.
 """
 
 from __future__ import annotations

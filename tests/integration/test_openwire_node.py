@@ -36,7 +36,7 @@ from junction.protocols.openwire.structures import (
     ProducerId,
     SessionId,
 )
-from junction.protocols.openwire.wireformat import SERVER_WIRE_FORMAT
+from junction.protocols.openwire.wireformat import SERVER_WIRE_FORMAT, WireFormat
 from tests.harness import free_port, wait_for
 
 USERS = {"app": ("app-secret", "app")}
@@ -362,6 +362,31 @@ def test_out_of_order_commands_are_answered_and_bad_bytes_close_only_that_connec
                                                 user_name="app", password="app-secret")))
         answer = _read_until(again, codec, Response)
         assert answer is not None and not isinstance(answer, ExceptionResponse) and answer.correlation_id == 1
+
+
+def test_a_client_asking_for_the_marshalling_cache_gets_it(node):
+    """The real client offers the cache (1,024 slots); the node's offer has it, as Classic's
+    broker's does, and what the client sends after reads through it."""
+    codec = OpenWireCodec(WireFormat(cache_enabled=True))
+    with socket.create_connection(("127.0.0.1", node.ow_port), timeout=5) as sock:
+        sock.sendall(codec.initiate())
+        negotiated = _read_until(sock, codec, Negotiated)
+        assert negotiated.peer.cache_enabled and negotiated.settled.cache_slots == 1024
+        connection = ConnectionId("ID:cached-1")
+        sock.sendall(codec.send(ConnectionInfo(command_id=1, response_required=True, connection_id=connection,
+                                               client_id="cached", user_name="app", password="app-secret")))
+        answer = _read_until(sock, codec, Response)
+        assert answer is not None and not isinstance(answer, ExceptionResponse)
+        sock.sendall(codec.send(SessionInfo(command_id=2, session_id=SessionId(connection.value, 1))))
+        # two producers on one queue: the second names it by its slot in the cache only
+        queue = ActiveMQQueue("cached-queue")
+        for n in (3, 4):
+            sent = codec.send(ProducerInfo(command_id=n, response_required=True,
+                                           producer_id=ProducerId(connection.value, n, 1), destination=queue))
+            assert (b"cached-queue" in sent) == (n == 3)
+            sock.sendall(sent)
+            answer = _read_until(sock, codec, Response)
+            assert answer is not None and not isinstance(answer, ExceptionResponse) and answer.correlation_id == n
 
 
 def _open(port: int, connection: str, client_id: str, *, failover: bool = False):

@@ -37,6 +37,7 @@ from junction.protocols.openwire.primitives import (
 from junction.protocols.openwire.structures import (
     ActiveMQQueue,
     ActiveMQTempTopic,
+    ConnectionId,
     ConsumerId,
     LocalTransactionId,
     MessageId,
@@ -200,15 +201,111 @@ def test_open_typed_fields_are_left_to_the_field_by_field_path():
         assert _decode(data, 4, len(data), ctx(tight)) == advisory
 
 
-def test_the_fast_path_is_off_with_the_cache():
-    data = bytes.fromhex(next(h for m, n, h in REAL_FRAMES if (m, n) == ("tight-cache", "TextMessage")))
-    codec._FAST_READERS.clear()
-    with pytest.raises(MalformedCommand, match="cache index"):  # its ids are in earlier frames' slots
-        _decode(data, 4, len(data), WireContext(tight=True, stack_trace=True, cache_slots=1024))
-    assert codec._FAST_READERS == {}
-    data = frame("tight-nocache", "TextMessage")
-    _decode(data, 4, len(data), ctx())
-    assert codec._FAST_READERS[data[4], True] is not None
+CACHE_MODES = ("tight-cache", "loose-cache")
+
+
+def cache_ctx(tight: bool, slots: int = 16383) -> WireContext:
+    return WireContext(tight=tight, stack_trace=True, cache_slots=slots)
+
+
+def cache_state(c: WireContext) -> tuple:
+    return list(c._in), dict(c._out), list(c._out_slots), c._next
+
+
+@pytest.mark.parametrize("mode", CACHE_MODES)
+def test_the_real_clients_cached_frames_read_alike_through_the_cache(mode):
+    """The 5.17.2 client's frames with the cache on, in connection order: the hot ones take the
+    fast path, and it returns what the field-by-field path does and fills the same slots."""
+    tight = mode.startswith("tight")
+    frames = [(n, bytes.fromhex(h)) for m, n, h in REAL_FRAMES if m == mode and n != "WFI"]
+    fast_ctx, slow_ctx = cache_ctx(tight), cache_ctx(tight)
+    taken = set()
+    for name, data in frames:
+        slow = _decode_fields(data, 4, len(data), slow_ctx)
+        read = fast_reader(STRUCTURES[data[4]], tight, cache=True)
+        if read is not None:
+            fast_ctx._in_journal.clear()
+            try:
+                command = read(data, 5, len(data), fast_ctx)
+            except Exception:  # noqa: BLE001 - a give-up: the codec then reads it the slow way
+                fast_ctx.forget_kept()
+                command = _decode_fields(data, 4, len(data), fast_ctx)
+            else:
+                taken.add(name)
+            assert command == slow, name
+        else:
+            _decode_fields(data, 4, len(data), fast_ctx)
+        assert cache_state(fast_ctx) == cache_state(slow_ctx), name
+    assert set(HOT) <= taken
+
+
+def _cached_traffic():
+    """Commands whose cached fields repeat and alternate, as a connection's do."""
+    queues = [ActiveMQQueue("q"), ActiveMQQueue("r"), ActiveMQTempTopic("ID:t-1")]
+    consumers = [ConsumerId(CID, 1, 1), ConsumerId(CID, 1, 2)]
+    for i in range(12):
+        q, c = queues[i % 3], consumers[i % 2]
+        pid = ProducerId(CID, 1, i % 2)
+        message = ActiveMQTextMessage(producer_id=pid, destination=q, message_id=MessageId(None, pid, 1, i),
+                                      transaction_id=LocalTransactionId(7, ConnectionId(CID)) if i % 4 == 0 else None,
+                                      content=text_content(f"m{i}"), reply_to=queues[(i + 1) % 3])
+        yield MessageDispatch(consumer_id=c, destination=q, message=message, redelivery_counter=i % 3)
+        yield MessageAck(destination=q, consumer_id=c, ack_type=2, first_message_id=message.message_id,
+                         last_message_id=message.message_id, message_count=1)
+
+
+@pytest.mark.parametrize("slots", [1, 2, 3, 5, 1024])
+@pytest.mark.parametrize("tight", [True, False])
+def test_cached_writes_match_the_field_by_field_writer_and_read_back(tight, slots):
+    """Through one connection's cache (small ones go round within a frame): the fast writer
+    writes the bytes and assigns the slots the field-by-field writer does, the fast reader on
+    the other side gets every command back, and both sides' slots agree."""
+    fast_out, slow_out = cache_ctx(tight, slots), cache_ctx(tight, slots)
+    fast_in, slow_in = cache_ctx(tight, slots), cache_ctx(tight, slots)
+    for command in _cached_traffic():
+        expected = _encode_fields(command, slow_out)
+        fast_out.begin()
+        assert fast_writer(type(command), tight, cache=True)(command, fast_out) == expected[5:]
+        assert cache_state(fast_out) == cache_state(slow_out)
+        fast_in._in_journal.clear()
+        assert fast_reader(type(command), tight, cache=True)(expected, 5, len(expected), fast_in) == command
+        assert _decode_fields(expected, 4, len(expected), slow_in) == command
+        assert cache_state(fast_in) == cache_state(slow_in)
+
+
+@pytest.mark.parametrize("tight", [True, False])
+def test_a_cached_read_that_gives_up_leaves_the_slots_as_they_were(tight):
+    """An advisory (an open-typed field the fast reader leaves) after its destination and ids
+    went into new slots: the give-up undoes them, and the codec's read fills them once."""
+    from junction.protocols.openwire.commands import DestinationInfo
+
+    out = cache_ctx(tight, 4)
+    first = ActiveMQTextMessage(producer_id=ProducerId(CID, 1, 1), destination=ActiveMQQueue("a"))
+    advisory = ActiveMQTextMessage(producer_id=ProducerId(CID, 1, 9), destination=ActiveMQQueue("b"),
+                                   data_structure=DestinationInfo(destination=ActiveMQQueue("q"), operation_type=0))
+    frames = [_encode(first, out), _encode(advisory, out)]
+    inbound, reference = cache_ctx(tight, 4), cache_ctx(tight, 4)
+    _decode(frames[0], 4, len(frames[0]), inbound)
+    _decode_fields(frames[0], 4, len(frames[0]), reference)
+    before = cache_state(inbound)
+    inbound._in_journal.clear()
+    with pytest.raises(Exception):  # noqa: B017 - the fast reader gives up on the advisory
+        fast_reader(ActiveMQTextMessage, tight, cache=True)(frames[1], 5, len(frames[1]), inbound)
+    assert cache_state(inbound) != before  # it had filled slots
+    inbound.forget_kept()
+    assert cache_state(inbound) == before
+    assert _decode(frames[1], 4, len(frames[1]), inbound) == advisory
+    assert _decode_fields(frames[1], 4, len(frames[1]), reference) == advisory
+    assert cache_state(inbound) == cache_state(reference)
+
+
+def test_the_codec_takes_the_fast_path_with_and_without_the_cache():
+    for mode in ("tight-nocache", "tight-cache"):
+        data = bytes.fromhex(next(h for m, n, h in REAL_FRAMES if (m, n) == (mode, "ConsumerInfo")))
+        codec._FAST_READERS.clear()
+        cache = mode.endswith("-cache")
+        _decode(data, 4, len(data), cache_ctx(True) if cache else ctx())
+        assert codec._FAST_READERS[data[4], True, cache] is not None
 
 
 # -- primitive maps (message properties) -----------------------------------------------------------

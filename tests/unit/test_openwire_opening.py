@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from junction.protocols.errors import LocalProtocolError
 from junction.protocols.opening import Passthrough
-from junction.protocols.openwire.codec import Negotiated, OpenWireCodec, encode_frame
+from junction.protocols.openwire.codec import Negotiated, OpenWireCodec, decode_frame, encode_frame
 from junction.protocols.openwire.commands import (
     ConnectionControl,
     ConnectionError,
@@ -24,9 +24,10 @@ from junction.protocols.openwire.opening import (
     OpenWireCredentials,
     OpenWireOpening,
     first_frame_size,
+    replayed_offer,
 )
 from junction.protocols.openwire.structures import ConnectionId
-from junction.protocols.openwire.wireformat import WireFormat
+from junction.protocols.openwire.wireformat import WireFormat, negotiate
 from junction.protocols.registry import MATCH
 from junction.protocols.signatures import openwire as sniff
 from tests.unit.openwire_frames import REAL_FRAMES
@@ -69,7 +70,8 @@ def test_the_real_opening_one_byte_at_a_time():
     assert isinstance(done, OpeningComplete)
     assert (done.client_id, done.username, done.principal, done.fault_tolerant) == (
         "cid1", "user", "principal:user", True)
-    assert done.replay == OPENING and done.wire_format.tight_encoding
+    assert done.wire_format.tight_encoding
+    assert replay_after_the_offer(done.replay) == OPENING[first_frame_size(OPENING):]
     assert logins.seen == [OpenWireCredentials("user", "secret", "cid1")]
     assert "secret" not in repr(logins.seen[0]) and "secret" not in repr(done)
     [negotiated] = client_reads(opening.data_to_send())  # our WireFormatInfo, nothing else
@@ -99,7 +101,35 @@ def test_keep_alives_and_the_failover_connection_control_are_kept_for_the_replay
     stream = (real("WFI") + encode_frame(ConnectionControl(fault_tolerant=True), TIGHT)
               + encode_frame(KeepAliveInfo(), TIGHT) + real("ConnectionInfo"))
     [done] = OpenWireOpening(Logins()).receive_data(stream)
-    assert done.replay == stream
+    assert replay_after_the_offer(done.replay) == stream[first_frame_size(stream):]
+
+
+def replay_after_the_offer(replay: bytes) -> bytes:
+    """What a replay holds after its WireFormatInfo (the client's, as the gateway settled it)."""
+    return replay[first_frame_size(replay):]
+
+
+def replayed_format(replay: bytes) -> WireFormat:
+    backend = OpenWireCodec(WireFormat(cache_enabled=True))
+    [negotiated] = [e for e in backend.receive_data(replay[:first_frame_size(replay)]) if isinstance(e, Negotiated)]
+    return negotiated.peer
+
+
+def test_the_replayed_wireformatinfo_offers_the_backend_what_the_gateway_settled():
+    """The real client offers the marshalling cache; a gateway that does not take it replays an
+    offer without it, so a backend whose own offer has the cache (Junction's node, ActiveMQ
+    Classic) settles without it too, as the client did; the client's other options travel."""
+    opening = OpenWireOpening(Logins(), offer=WireFormat(max_frame_size=1 << 20))
+    [done] = opening.receive_data(OPENING)
+    client = WireFormat.from_info(decode_frame(OPENING[:first_frame_size(OPENING)]))
+    assert client.cache_enabled and client.max_frame_size > 1 << 20
+    offered = replayed_format(done.replay)
+    assert offered == replayed_offer(client, negotiate(WireFormat(max_frame_size=1 << 20), client))
+    assert (offered.cache_enabled, offered.tight_encoding, offered.max_frame_size) == (False, True, 1 << 20)
+    assert (offered.max_inactivity, offered.extra) == (client.max_inactivity, client.extra)
+    backend = negotiate(WireFormat(cache_enabled=True), offered)
+    assert backend.cache_slots == done.wire_format.cache_slots
+    assert backend.tight_encoding == done.wire_format.tight_encoding
 
 
 def test_a_refused_login_gets_a_security_exception_to_its_connectioninfo():

@@ -127,8 +127,8 @@ def _context(fmt: WireFormat | None, limits: OpenWireLimits) -> WireContext:
     return WireContext(fmt.tight_encoding, fmt.stack_trace, fmt.cache_slots, limits.max_depth)
 
 
-#: (type byte, tight) -> the straight-line reader / writer of that command in that encoding
-#: (None: it has none), made on first use; used without the marshalling cache (see :mod:`.fast`)
+#: (type byte, tight, cache on) -> the straight-line reader / writer of that command in that
+#: encoding (None: it has none), made on first use (see :mod:`.fast`)
 _FAST_READERS: dict = {}
 _FAST_WRITERS: dict = {}
 
@@ -138,21 +138,23 @@ def _fast(table: dict, make, key: tuple):
         return table[key]
     except KeyError:
         cls = STRUCTURES.get(key[0])
-        fn = table[key] = make(cls, key[1]) if cls is not None else None
+        fn = table[key] = make(cls, key[1], key[2]) if cls is not None else None
         return fn
 
 
 def _decode(buf, start: int, end: int, ctx: WireContext) -> Structure:
     """The command in ``buf[start:end]`` (its type byte on; the size prefix excluded)."""
-    t = buf[start]
-    if not ctx.cache_slots:
-        key = (t, ctx.tight)
-        read = _FAST_READERS.get(key) or _fast(_FAST_READERS, fast_reader, key)
-        if read is not None and read.depth <= ctx.max_depth:
-            try:
-                return read(buf, start + 1, end)
-            except Exception:  # noqa: BLE001, S110 - the field-by-field read below decides
-                pass
+    cache = ctx.cache_slots > 0
+    key = (buf[start], ctx.tight, cache)
+    read = _FAST_READERS.get(key) or _fast(_FAST_READERS, fast_reader, key)
+    if read is not None and read.depth <= ctx.max_depth:
+        if cache:
+            ctx._in_journal.clear()
+        try:
+            return read(buf, start + 1, end, ctx)
+        except Exception:  # noqa: BLE001 - the field-by-field read below decides
+            if cache:
+                ctx.forget_kept()
     return _decode_fields(buf, start, end, ctx)
 
 
@@ -180,17 +182,20 @@ def _decode_fields(buf, start: int, end: int, ctx: WireContext) -> Structure:
 def _encode(command: Structure, ctx: WireContext) -> bytes:
     if not isinstance(command, Structure) or STRUCTURES.get(command.TYPE) is not type(command):
         raise LocalProtocolError(f"{command!r} is not an OpenWire command")
-    if not ctx.cache_slots:
-        t = command.TYPE
-        key = (t, ctx.tight)
-        write = _FAST_WRITERS.get(key) or _fast(_FAST_WRITERS, fast_writer, key)
-        if write is not None:
-            try:
-                body = write(command)
-            except Exception:  # noqa: BLE001, S110 - the field-by-field write below decides
-                pass
-            else:
-                return _SIZE.pack(len(body) + 1) + bytes((t,)) + body
+    t = command.TYPE
+    cache = ctx.cache_slots > 0
+    key = (t, ctx.tight, cache)
+    write = _FAST_WRITERS.get(key) or _fast(_FAST_WRITERS, fast_writer, key)
+    if write is not None:
+        if cache:
+            ctx.begin()
+        try:
+            body = write(command, ctx)
+        except Exception:  # noqa: BLE001 - the field-by-field write below decides
+            if cache:
+                ctx.rollback()
+        else:
+            return _SIZE.pack(len(body) + 1) + bytes((t,)) + body
     return _encode_fields(command, ctx)
 
 

@@ -1,14 +1,17 @@
-"""Straight-line readers and writers of whole commands, for the encodings without the cache.
+"""Straight-line readers and writers of whole commands, in every encoding.
 
-That is the encoding the real clients settle with this codec's offer (and
-Artemis's), so every message, dispatch and ack of a connection goes through
-here.  The field-by-field path (:mod:`.marshal`, :mod:`.encoding`) makes a
+Every message, dispatch and ack of a connection goes through here.  The field-by-field path (:mod:`.marshal`, :mod:`.encoding`) makes a
 Python call per field and per bit -- some 150 for a text message -- and
 spent most of a node's time per message.  For each command class a reader
 and a writer are generated once, as one function each, with every nested
 structure whose type is known (ids, destinations, the message in a
 dispatch) written out in place and the frame's bytes, position and bits
 held in local variables.
+
+A cached field (a destination, a producer's or consumer's id) is a nested
+object with the marshalling cache off; with it on, "new" and a slot, and the
+object only when new, read and written through the connection's
+:class:`~.marshal.WireContext` exactly as :func:`~.marshal.cached` does.
 
 They are a fast path, not a second codec.  Anything they do not expect --
 a cached marshalled form, a nested object of an open type (``data_structure``),
@@ -81,8 +84,9 @@ _ENV = {
 class _Gen:
     """Source lines and fresh names for one generated function."""
 
-    def __init__(self, tight: bool) -> None:
+    def __init__(self, tight: bool, cache: bool = False) -> None:
         self.tight = tight
+        self.cache = cache
         self.lines: list[str] = []
         self.env: dict = dict(_ENV)
         self.n = 0
@@ -150,13 +154,15 @@ def _read_fields(g: _Gen, cls, ind: int, level: int) -> list[str]:
     return names
 
 
+def _flag(g: _Gen) -> tuple[str, str]:
+    """A presence flag (and a boolean field): a bit (tight) or a byte, any non-zero one true
+    (loose): the expression that reads it, and the statement that steps over it."""
+    return ("bits[bp]", "bp += 1") if g.tight else ("buf[pos]", "pos += 1")
+
+
 def _read_field(g: _Gen, kind, v: str, ind: int, level: int) -> None:
     e = g.emit
-    # a presence flag (and a boolean field): a bit (tight) or a byte, any non-zero one true (loose)
-    if g.tight:
-        present, skip_flag = "bits[bp]", "bp += 1"
-    else:
-        present, skip_flag = "buf[pos]", "pos += 1"
+    present, skip_flag = _flag(g)
     if kind is BOOL:
         e(ind, f"{v} = bits[bp] == 1; bp += 1" if g.tight else f"{v} = buf[pos] != 0; pos += 1")
     elif kind is BYTE:
@@ -205,28 +211,11 @@ def _read_field(g: _Gen, kind, v: str, ind: int, level: int) -> None:
         e(ind + 1, f"{v} = None; {skip_flag}")
     elif kind is MAGIC:
         e(ind, f"{v} = bytes(buf[pos:pos + 8]); pos += 8")
+    elif kind.shape == "cached" and g.cache:
+        _read_cached(g, kind, v, ind, level)
     elif kind.shape in ("nested", "cached") and kind.accepts and level < MAX_INLINE_DEPTH:
         # with the cache off a cached field is a nested one
-        e(ind, f"if {present}:")
-        e(ind + 1, skip_flag)
-        t = g.name("t")
-        e(ind + 1, f"{t} = buf[pos]; pos += 1")
-        first = True
-        for types, cls in _groups(kind.accepts):
-            test = f"{t} == {types[0]}" if len(types) == 1 else f"{t} in {g.const(frozenset(types))}"
-            e(ind + 1, f"{'if' if first else 'elif'} {test}:")
-            first = False
-            if cls.MARSHALL_AWARE and g.tight:
-                e(ind + 2, "if bits[bp]: raise Fallback")  # a cached marshalled form
-                e(ind + 2, "bp += 1")
-            g.depth = max(g.depth, level + 1)
-            values = _read_fields(g, cls, ind + 2, level + 1)
-            make = g.const(maker(cls)) if len(types) == 1 else f"{g.const({x: maker(STRUCTURES[x]) for x in types})}[{t}]"
-            e(ind + 2, f"{v} = {make}({', '.join(values)})")
-        e(ind + 1, "else:")
-        e(ind + 2, "raise Fallback")
-        e(ind, "else:")
-        e(ind + 1, f"{v} = None; {skip_flag}")
+        _read_nested(g, kind, v, ind, level)
     elif kind.shape in ("nested", "cached", "array", "throwable"):
         # present: left to the field-by-field path; absent: one flag, as all of these
         e(ind, f"if {present}: raise Fallback")
@@ -235,14 +224,62 @@ def _read_field(g: _Gen, kind, v: str, ind: int, level: int) -> None:
         raise _Unsupported(kind.shape)
 
 
-def fast_reader(cls, tight: bool = True):
-    """``read(buf, pos, end) -> command`` for ``cls`` (without the cache), or None.
+def _read_cached(g: _Gen, kind, v: str, ind: int, level: int) -> None:
+    """A cached field with the cache on: "new" and a slot, then the object if new
+    (kept in the unmarshalling cache at that slot), else the object the slot holds."""
+    e = g.emit
+    if not (kind.accepts and level < MAX_INLINE_DEPTH):
+        e(ind, "raise Fallback")
+        return
+    new, index = g.name("new"), g.name("i")
+    e(ind, f"{new} = bits[bp]; bp += 1" if g.tight else f"{new} = buf[pos] != 0; pos += 1")
+    e(ind, f"{index} = _SHORT.unpack_from(buf, pos)[0]; pos += 2")
+    e(ind, f"if {new}:")
+    _read_nested(g, kind, v, ind + 1, level)
+    e(ind + 1, f"ctx.keep({index}, {v})")
+    e(ind, "else:")
+    e(ind + 1, f"{v} = ctx.recall({index})")
+    e(ind + 1, f"if {v} is not None and {v}.TYPE not in {g.const(frozenset(kind.accepts))}: raise Fallback")
+
+
+def _read_nested(g: _Gen, kind, v: str, ind: int, level: int) -> None:
+    """A nested object of a known type, written out in place."""
+    e = g.emit
+    present, skip_flag = _flag(g)
+    e(ind, f"if {present}:")
+    e(ind + 1, skip_flag)
+    t = g.name("t")
+    e(ind + 1, f"{t} = buf[pos]; pos += 1")
+    first = True
+    for types, cls in _groups(kind.accepts):
+        test = f"{t} == {types[0]}" if len(types) == 1 else f"{t} in {g.const(frozenset(types))}"
+        e(ind + 1, f"{'if' if first else 'elif'} {test}:")
+        first = False
+        if cls.MARSHALL_AWARE and g.tight:
+            e(ind + 2, "if bits[bp]: raise Fallback")  # a cached marshalled form
+            e(ind + 2, "bp += 1")
+        g.depth = max(g.depth, level + 1)
+        values = _read_fields(g, cls, ind + 2, level + 1)
+        make = g.const(maker(cls)) if len(types) == 1 else f"{g.const({x: maker(STRUCTURES[x]) for x in types})}[{t}]"
+        e(ind + 2, f"{v} = {make}({', '.join(values)})")
+    e(ind + 1, "else:")
+    e(ind + 2, "raise Fallback")
+    e(ind, "else:")
+    e(ind + 1, f"{v} = None; {skip_flag}")
+
+
+def fast_reader(cls, tight: bool = True, cache: bool = False):
+    """``read(buf, pos, end, ctx) -> command`` for ``cls``, or None.
 
     ``buf[pos:end]`` is the body after the type byte.  Raises (anything)
     instead of returning when the body is not what it expects; the returned
-    function's ``depth`` is the deepest nesting it writes out.
+    function's ``depth`` is the deepest nesting it writes out.  With ``cache``
+    it reads the cached fields through ``ctx``'s unmarshalling cache, filling
+    slots with :meth:`~.marshal.WireContext.keep`: the caller clears
+    ``ctx._in_journal`` before and calls ``ctx.forget_kept()`` when it gives up;
+    without, ``ctx`` is not used.
     """
-    g = _Gen(tight)
+    g = _Gen(tight, cache)
     if tight:
         g.emit(1, "n = buf[pos]; pos += 1")
         g.emit(1, "if n == 0xC0:")
@@ -257,7 +294,7 @@ def fast_reader(cls, tight: bool = True):
         return None
     g.emit(1, "if pos != end: raise Fallback")
     g.emit(1, f"return {g.const(maker(cls))}({', '.join(values)})")
-    read = _compile(g, "read(buf, pos, end)", f"<openwire fast reader {cls.__name__}>")
+    read = _compile(g, "read(buf, pos, end, ctx=None)", f"<openwire fast reader {cls.__name__}>")
     read.depth = g.depth
     return read
 
@@ -327,24 +364,10 @@ def _write_field(g: _Gen, kind, v: str, ind: int, level: int) -> None:
     elif kind is MAGIC:
         e(ind, f"if len({v}) != 8: raise Fallback")
         e(ind, f"buf += {v}")
+    elif kind.shape == "cached" and g.cache:
+        _write_cached(g, kind, v, ind, level)
     elif kind.shape in ("nested", "cached") and kind.accepts and level < MAX_INLINE_DEPTH:
-        e(ind, f"if {v} is None:")
-        e(ind + 1, absent)
-        e(ind, "else:")
-        e(ind + 1, present)
-        c = g.name("k")
-        e(ind + 1, f"{c} = type({v})")
-        first = True
-        for t in sorted(kind.accepts):
-            cls = STRUCTURES[t]
-            e(ind + 1, f"{'if' if first else 'elif'} {c} is {g.const(cls)}:")
-            first = False
-            if cls.MARSHALL_AWARE and tight:
-                e(ind + 2, "nb += 1")
-            e(ind + 2, f"buf.append({t})")
-            _write_fields(g, cls, v, ind + 2, level + 1)
-        e(ind + 1, "else:")
-        e(ind + 2, "raise Fallback")
+        _write_nested(g, kind, v, ind, level)
     elif kind.shape in ("nested", "cached", "array", "throwable"):
         e(ind, f"if {v} is not None: raise Fallback")
         e(ind, absent)
@@ -352,10 +375,62 @@ def _write_field(g: _Gen, kind, v: str, ind: int, level: int) -> None:
         raise _Unsupported(kind.shape)
 
 
-def fast_writer(cls, tight: bool = True):
-    """``write(command) -> body`` for ``cls`` (without the cache): the bytes after the type
-    byte (the BooleanStream first when tight); or None.  Raises (anything) where it gives up."""
-    g = _Gen(tight)
+def _write_cached(g: _Gen, kind, v: str, ind: int, level: int) -> None:
+    """A cached field with the cache on, as the field-by-field writer does it: "not new" and
+    the slot of an object the peer has; else "new", the object and the slot it takes (tight:
+    the slot taken after the object's own cached parts took theirs; loose: before them)."""
+    e = g.emit
+    if not (kind.accepts and level < MAX_INLINE_DEPTH):
+        e(ind, "raise Fallback")
+        return
+    index = g.name("i")
+    e(ind, f"{index} = ctx.index_of({v})")
+    e(ind, f"if {index} is not None:")
+    e(ind + 1, "nb += 1" if g.tight else "buf.append(0)")
+    e(ind + 1, f"buf += _SHORT.pack({index})")
+    e(ind, "else:")
+    if g.tight:
+        at = g.name("at")
+        e(ind + 1, f"acc |= 1 << nb; nb += 1; {at} = len(buf); buf += b'\\0\\0'")
+        _write_nested(g, kind, v, ind + 1, level)
+        e(ind + 1, f"buf[{at}:{at} + 2] = _SHORT.pack(ctx.assign({v}))")
+    else:
+        e(ind + 1, f"buf.append(1); {index} = ctx.assign({v}); buf += _SHORT.pack({index})")
+        _write_nested(g, kind, v, ind + 1, level)
+        e(ind + 1, f"ctx.settle({index}, {v})")
+
+
+def _write_nested(g: _Gen, kind, v: str, ind: int, level: int) -> None:
+    """A nested object of a known type, written out in place."""
+    e = g.emit
+    tight = g.tight
+    present = "acc |= 1 << nb; nb += 1" if tight else "buf.append(1)"
+    absent = "nb += 1" if tight else "buf.append(0)"
+    e(ind, f"if {v} is None:")
+    e(ind + 1, absent)
+    e(ind, "else:")
+    e(ind + 1, present)
+    c = g.name("k")
+    e(ind + 1, f"{c} = type({v})")
+    first = True
+    for t in sorted(kind.accepts):
+        cls = STRUCTURES[t]
+        e(ind + 1, f"{'if' if first else 'elif'} {c} is {g.const(cls)}:")
+        first = False
+        if cls.MARSHALL_AWARE and tight:
+            e(ind + 2, "nb += 1")
+        e(ind + 2, f"buf.append({t})")
+        _write_fields(g, cls, v, ind + 2, level + 1)
+    e(ind + 1, "else:")
+    e(ind + 2, "raise Fallback")
+
+
+def fast_writer(cls, tight: bool = True, cache: bool = False):
+    """``write(command, ctx) -> body`` for ``cls``: the bytes after the type byte (the
+    BooleanStream first when tight); or None.  Raises (anything) where it gives up.  With
+    ``cache`` it assigns ``ctx``'s marshalling cache slots as the field-by-field writer does:
+    the caller brackets it with ``ctx.begin()`` and, when it gives up, ``ctx.rollback()``."""
+    g = _Gen(tight, cache)
     g.emit(1, "buf = bytearray(); acc = 0; nb = 0")
     try:
         _write_fields(g, cls, "obj", 1, 0)
@@ -365,7 +440,7 @@ def fast_writer(cls, tight: bool = True):
         g.emit(1, "return marshal_boolean_stream(acc.to_bytes((nb + 7) >> 3, 'little'), nb) + buf")
     else:
         g.emit(1, "return bytes(buf)")
-    return _compile(g, "write(obj)", f"<openwire fast writer {cls.__name__}>")
+    return _compile(g, "write(obj, ctx=None)", f"<openwire fast writer {cls.__name__}>")
 
 
 def _compile(g: _Gen, signature: str, filename: str):

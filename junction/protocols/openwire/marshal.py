@@ -110,7 +110,7 @@ class WireContext:
     """
 
     __slots__ = ("tight", "stack_trace", "cache_slots", "max_depth", "_in", "_out", "_out_slots", "_next",
-                 "_journal")
+                 "_journal", "_in_journal")
 
     def __init__(self, tight: bool = False, stack_trace: bool = False, cache_slots: int = 0,
                  max_depth: int = DEFAULT_MAX_DEPTH) -> None:
@@ -123,6 +123,8 @@ class WireContext:
         self._out_slots = [_EMPTY] * cache_slots
         self._next = 0
         self._journal: list = []
+        #: (index, what it held) for each slot a fast read filled (see :meth:`keep`)
+        self._in_journal: list = []
 
     def begin(self) -> None:
         """Start writing one frame: :meth:`rollback` undoes what it assigns."""
@@ -163,6 +165,20 @@ class WireContext:
         if not 0 <= index < self.cache_slots:
             raise MalformedCommand(f"marshalling cache index {index} is outside the {self.cache_slots} slots")
         self._in[index] = obj
+
+    def keep(self, index: int, obj) -> None:
+        """:meth:`remember`, undone by :meth:`forget_kept` (a fast read that gives up must leave
+        the slots as they were: the field-by-field read may recall what it overwrote)."""
+        if 0 <= index < self.cache_slots:
+            self._in_journal.append((index, self._in[index]))
+        self.remember(index, obj)
+
+    def forget_kept(self) -> None:
+        """Undo the :meth:`keep` calls since the last one (newest first)."""
+        journal = self._in_journal
+        while journal:
+            index, old = journal.pop()
+            self._in[index] = old
 
     def recall(self, index: int):
         """What the peer kept at ``index``."""

@@ -22,12 +22,17 @@ The commands after the WireFormatInfo are read in the settled encoding
 router's choice:
 
 * **forward** or **serve locally** -- write :attr:`OpeningComplete.replay`
-  (every byte the client sent, as received) to the backend.  The backend
-  answers the replayed WireFormatInfo with its own, which the client has
-  already had from the gateway: whoever splices the streams drops that first
-  frame (:func:`first_frame_size` measures it).  The gateway's offer must be
-  the backend's (Artemis's and Junction's: version 12, tight, no cache, stack
-  traces), or the two ends would read the same bytes differently.
+  to the backend: every byte the client sent, as received, but for its
+  WireFormatInfo, which is replaced by one offering no more than the client
+  and the gateway settled on (:func:`replayed_offer`).  A backend settles on
+  options from its own offer and that one, so it can only agree with the
+  gateway or offer less than the gateway does: Artemis's offer (version 12,
+  tight, no cache, stack traces), which the gateway makes, is agreed by
+  Artemis, by Junction's node (whose offer has the cache too) and by an
+  ActiveMQ Classic broker with its defaults.  The backend answers with its
+  own WireFormatInfo, which the client has already had from the gateway:
+  whoever splices the streams drops that first frame
+  (:func:`first_frame_size` measures it).
 * **redirect** -- :meth:`OpenWireOpening.redirect`: a ConnectionControl
   naming the target (``reconnectTo`` and ``connectedBrokers`` with
   ``rebalanceConnection``, as Artemis's ``OpenWireRoutingHandler`` plus the
@@ -56,7 +61,7 @@ password is not kept: it goes to ``authenticate`` and is forgotten.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 from junction.protocols.errors import LocalProtocolError
@@ -76,7 +81,7 @@ from junction.protocols.openwire.commands import (
 )
 from junction.protocols.openwire.errors import OpenWireProtocolError
 from junction.protocols.openwire.marshal import JavaThrowable
-from junction.protocols.openwire.wireformat import SERVER_WIRE_FORMAT, WireFormat
+from junction.protocols.openwire.wireformat import SERVER_WIRE_FORMAT, WireFormat, negotiate
 from junction.protocols.states import TableEnum
 
 __all__ = [
@@ -92,6 +97,7 @@ __all__ = [
     "OpeningInput",
     "OpeningState",
     "first_frame_size",
+    "replayed_offer",
     "unable_to_validate_user",
 ]
 
@@ -115,6 +121,22 @@ def unable_to_validate_user(address: str | None, user: str | None) -> str:
     """Artemis's AMQ229031 text for a refused login."""
     return (f"AMQ229031: Unable to validate user from {address}. Username: {user}; "
             "SSL certificate subject DN: unavailable")
+
+
+def replayed_offer(client: WireFormat, settled: WireFormat) -> WireFormat:
+    """The WireFormatInfo options a backend gets in the replay: the client's own, with the
+    encoding options (and the version and frame size) the client and the gateway settled on,
+    so that the backend cannot settle on more than the client reads and writes."""
+    return replace(
+        client,
+        version=settled.version,
+        tight_encoding=settled.tight_encoding,
+        cache_enabled=settled.cache_enabled,
+        cache_size=settled.cache_size,
+        stack_trace=settled.stack_trace,
+        size_prefix_disabled=settled.size_prefix_disabled,
+        max_frame_size=settled.max_frame_size,
+    )
 
 
 def first_frame_size(data: bytes) -> int | None:
@@ -230,7 +252,7 @@ class OpenWireOpening(Opening):
     redirects = True
 
     __slots__ = ("_authenticate", "_offer", "_codec", "_max_bytes", "_remote_address", "_state", "_raw", "_commands",
-                 "_info", "_out", "_failure", "_redirect_scheme")
+                 "_info", "_out", "_failure", "_redirect_scheme", "_client_offer")
 
     def __init__(self, authenticate: Callable[[OpenWireCredentials], object | None], *,
                  offer: WireFormat | None = None, max_bytes: int = OPENING_MAX_BYTES,
@@ -252,6 +274,8 @@ class OpenWireOpening(Opening):
         self._info: ConnectionInfo | None = None
         self._out = bytearray()
         self._failure: OpeningFailed | None = None
+        #: what the client's WireFormatInfo offered
+        self._client_offer: WireFormat | None = None
 
     @property
     def buffered(self) -> int:
@@ -289,6 +313,7 @@ class OpenWireOpening(Opening):
                 return [self._fail(_I.BAD_INPUT, f"more than {MAX_OPENING_COMMANDS} commands before the "
                                    "ConnectionInfo", "java.io.IOException")]
             if isinstance(command, Negotiated):
+                self._client_offer = command.peer
                 self._out += encode_frame(self._offer.info())  # the offer as given, not the opening's limit
                 self._transition(_I.KEPT)
             elif isinstance(command, (ConnectionControl, KeepAliveInfo)) and self._codec.wire_format:
@@ -309,8 +334,12 @@ class OpenWireOpening(Opening):
             return self._fail(_I.LOGIN_REFUSED, unable_to_validate_user(self._remote_address, user), _SECURITY,
                               info, login_refused=True)
         self._transition(_I.CONNECTION)
-        return OpeningComplete(info.client_id, user, principal, info.fault_tolerant, self._codec.wire_format,
-                               bytes(self._raw))
+        settled = self._codec.wire_format
+        # as the client settled it with the offer it got (the codec here reads with the opening's limit)
+        with_client = negotiate(self._offer, self._client_offer)
+        replay = encode_frame(replayed_offer(self._client_offer, with_client).info())
+        replay += self._raw[first_frame_size(self._raw):]
+        return OpeningComplete(info.client_id, user, principal, info.fault_tolerant, settled, bytes(replay))
 
     def _reply(self, command, java_class: str, message: str) -> bytes:
         exception = JavaThrowable(java_class, message)

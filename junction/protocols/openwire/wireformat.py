@@ -21,9 +21,10 @@ and the frame size and ``(Integer)`` the cache size, so they go out as
 :class:`~.primitives.Long` and :class:`~.primitives.Int`, or it throws
 ClassCastException.  A missing key reads as 0 / false.
 
-The server's offer (:data:`SERVER_WIRE_FORMAT`) is Artemis's: version 12,
+The gateway's offer (:data:`SERVER_WIRE_FORMAT`) is Artemis's: version 12,
 tight encoding and stack traces on, the cache off, a 30 s inactivity
-duration after a 10 s delay; ``MaxFrameSize`` is the frame limit the codec
+duration after a 10 s delay; a node's (:data:`NODE_WIRE_FORMAT`) has the
+cache on, as ActiveMQ Classic's; ``MaxFrameSize`` is the frame limit the codec
 enforces (:class:`~.codec.OpenWireLimits`), so the client refuses to send
 anything larger itself.
 """
@@ -47,6 +48,7 @@ __all__ = [
     "MAX_PROPERTIES",
     "OPENWIRE_VERSION",
     "SERVER_WIRE_FORMAT",
+    "NODE_WIRE_FORMAT",
     "WireFormat",
     "WireFormatInfo",
     "negotiate",
@@ -189,5 +191,14 @@ def negotiate(ours: WireFormat, theirs: WireFormat) -> WireFormat:
     )
 
 
-#: What this server offers (Artemis's ``OpenWireFormatFactory`` defaults, the cache off).
+#: What a gateway offers (Artemis's ``OpenWireFormatFactory`` defaults, the cache off): every
+#: backend it may forward to (Artemis, Junction's node, ActiveMQ Classic) settles on these
+#: options with the client's replayed offer (:func:`~.opening.replayed_offer`).
 SERVER_WIRE_FORMAT = WireFormat(extra=(("ProviderName", "ActiveMQ"), ("PlatformDetails", "Junction")))
+
+#: What a node's OPENWIRE acceptor offers: the same with the marshalling cache on, as ActiveMQ
+#: Classic's broker offers it (1,024 slots, the real client's size).  A client that asks for it
+#: (the real one does) then sends a destination or a producer's or consumer's id once and a slot
+#: number after: smaller frames, less to marshal on both sides (docs/performance.md).  Artemis
+#: turns it off; through a gateway the client settles without it, as with Artemis.
+NODE_WIRE_FORMAT = replace(SERVER_WIRE_FORMAT, cache_enabled=True)
