@@ -292,7 +292,7 @@ def to_openwire(message: Message, *, node_id: str, destination=None, consumer_id
         if key == _GROUP_ID or key == "JMSXGroupID":
             group_id = None if value is None else str(plain(value))
         elif key == GROUP_SEQUENCE_ARTEMIS or key == "JMSXGroupSeq":
-            group_sequence = int(plain(value))
+            group_sequence = _group_sequence(plain(value))
         elif not _skipped(key):
             properties[key] = wire_value(value)
     body_type = message.body_type
@@ -325,6 +325,16 @@ def to_openwire(message: Message, *, node_id: str, destination=None, consumer_id
         redelivery_counter=redelivery_counter,
         user_id=message.user_id if NATIVE_USER_ID in message.native else None,
     )
+
+
+def _group_sequence(value) -> int:
+    """A group sequence property as OpenWire's ``groupSequence`` (an int): 0 for what is not
+    an integer of that width (a producer's ``JMSXGroupSeq`` may hold anything)."""
+    try:
+        number = int(value)
+    except (TypeError, ValueError, OverflowError):
+        return 0
+    return number if -(2**31) <= number < 2**31 else 0
 
 
 def _utf8(body: bytes) -> str:
@@ -381,7 +391,7 @@ def _from_core(message: Message, node_id: str, destination, consumer_id, redeliv
         if key == _GROUP_ID or key == "JMSXGroupID":
             group_id = None if value is None else str(plain_core(value))
         elif key == GROUP_SEQUENCE_ARTEMIS or key == "JMSXGroupSeq":
-            group_sequence = int(plain_core(value))
+            group_sequence = _group_sequence(plain_core(value))
         elif key == CORRELATION_ID:
             correlation_id = value.decode("utf-8", "replace") if isinstance(value, bytes) else _str(plain_core(value))
         elif key == REPLY_TO:

@@ -217,3 +217,19 @@ def test_the_kept_message_id_memo_is_bounded_and_gives_what_the_stored_bytes_dec
     assert len(openwire_convert._KEPT_IDS) == openwire_convert.KEPT_IDS_LIMIT
     assert model.native[openwire_convert.NATIVE_ID] not in openwire_convert._KEPT_IDS
     assert to_openwire(model, node_id="n") == cold
+
+
+def test_a_group_sequence_property_that_is_not_an_int_gives_sequence_zero():
+    """A STOMP header or an OpenWire producer's property JMSXGroupSeq may hold anything; the
+    OpenWire consumer's message still converts (groupSequence is an int: 0 then)."""
+    for value in ("abc", "", Long(2**40), "12"):
+        stomp = Message("q", b"x", BodyType.BYTES, routing_type=RoutingType.ANYCAST,
+                        properties={"JMSXGroupID": "g", "JMSXGroupSeq": value}, message_id=3)
+        out = to_openwire(stomp, node_id="n")
+        assert (out.group_id, out.group_sequence) == ("g", 12 if value == "12" else 0)
+        sent = ActiveMQTextMessage(destination=ActiveMQQueue("q"), message_id=MID, producer_id=PRODUCER,
+                                   content=text_content("x"),
+                                   marshalled_properties=properties_content({"JMSXGroupSeq": value}))
+        model = to_model(sent)
+        model.message_id = 4
+        assert to_openwire(model, node_id="n").group_sequence == (12 if value == "12" else 0)
