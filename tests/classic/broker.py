@@ -70,8 +70,9 @@ class ClassicBroker(ConsoleChild):
     permission; Classic has no authorization unless configured); ``anonymous``: no
     authentication at all, Classic's default.  ``stomp``: also a STOMP connector on its own
     free port.  ``connector_options``: the query of the OpenWire connector's URI (e.g.
-    ``"wireFormat.tightEncodingEnabled=false"``); ``extra_broker_xml``: more elements of
-    ``<broker>`` (``<destinationPolicy>``, ...).
+    ``"wireFormat.tightEncodingEnabled=false"``); ``transport``: its scheme (``auto``: Classic's
+    connector that also takes STOMP and AMQP on the same port, as a gateway's readiness probe
+    needs); ``extra_broker_xml``: more elements of ``<broker>`` (``<destinationPolicy>``, ...).
     """
 
     kind = "Classic broker"
@@ -87,6 +88,7 @@ class ClassicBroker(ConsoleChild):
         anonymous: bool = False,
         stomp: bool = False,
         connector_options: str = "",
+        transport: str = "tcp",
         extra_broker_xml: str = "",
         heap: str = HEAP,
         jvm_options: Sequence[str] = TEST_JVM_OPTIONS,
@@ -99,6 +101,7 @@ class ClassicBroker(ConsoleChild):
         self.dir = Path(tmp_dir) / name
         self.user, self.password, self.anonymous = user, password, anonymous
         self.connector_options = connector_options
+        self.transport = transport
         self.extra_broker_xml = extra_broker_xml
         self.heap = heap
         self.jvm_options = tuple(jvm_options)
@@ -144,7 +147,8 @@ class ClassicBroker(ConsoleChild):
         """The broker's ``activemq.xml`` (Spring XML, as the package's own)."""
         data = escape(str(self.data_dir))
         query = f"?{self.connector_options}" if self.connector_options else ""
-        connectors = f'<transportConnector name="openwire" uri={quoteattr(self.url + query)}/>'
+        uri = f"{self.transport}://{self.host}:{self.openwire_port}{query}"
+        connectors = f'<transportConnector name="openwire" uri={quoteattr(uri)}/>'
         if self.stomp_port is not None:
             connectors += f'<transportConnector name="stomp" uri="stomp://{self.host}:{self.stomp_port}"/>'
         auth = ""

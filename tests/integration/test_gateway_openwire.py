@@ -588,3 +588,36 @@ def test_the_real_failover_client_is_redirected_to_a_tls_node_over_ssl(broker_fa
     wait_queue(node, queue, message_count=1)
     [acceptor] = [a for a in node.status()["acceptors"] if a["name"] == "gateway-in"]
     assert acceptor["tls"]["handshakes_failed"] == 0
+
+
+# --------------------------------------------------------------------------- a Classic broker as the target
+
+
+def test_a_classic_broker_with_the_cache_on_is_a_forwarding_target(tmp_path, classic_factory, classic, openwire_client):
+    """ActiveMQ Classic offers the marshalling cache (as a node does); the real client asks for
+    it and the gateway does not: the replayed WireFormatInfo offers the target what the client
+    settled on, so the Classic broker reads and writes the client's uncached bytes."""
+    target = classic_factory("c1", user=USER, password=PASSWORD, transport="auto").start()
+    gateway = None
+    try:
+        pool = SimpleNamespace(name="c1", gateway_in_port=target.openwire_port)
+        gateway = routing.make_gateway(
+            lambda name, **kw: BrokerProcess(tmp_path, name=name, **kw), "gateway", [pool],
+            {"cfwd": pool_router("cfwd", [pool])}, protocols={"cfwd": "OPENWIRE;routerMode=forward"},
+            connector_params={"c1": "probeProtocols=STOMP"},
+        ).start()
+        routing.wait_ready(gateway, "cfwd", c1=True)
+        queue = f"q.cfwd.{next(_ids)}"
+        result = classic(address_url(gateway.routed["cfwd"]), f"cfwd-{next(_ids)}", queue, keep=1)
+        assert result["ok"] is True, result
+        assert result["received"] == ["m0", "m1"]
+        assert result["remote"].endswith(f":{gateway.routed['cfwd'][1]}")  # through the gateway
+        # the one left is on the Classic broker, read there directly
+        direct = openwire_client.run(
+            [{"op": "connect", "url": target.url, "user": USER, "password": PASSWORD},
+             {"op": "receive", "queue": queue, "count": 1}], check=False)
+        assert direct[-1]["ok"] is True, direct
+        assert [m["body"] for m in direct[-1]["messages"]] == ["m2"]
+    finally:
+        if gateway is not None:
+            gateway.stop()
