@@ -280,10 +280,14 @@ def test_forget_start_and_end_of_a_prepared_branch(target: Target):
     forget, end = PREPARED_BRANCH[t.kind]
     results = t.run([t.connect("xa_connect"), {"op": "xa_forget", "xid": prepared}], check=False)
     assert (None if results[1]["ok"] else results[1]["error"]["xaErrorCode"]) == forget
-    run = t.start([t.connect("xa_connect"), {"op": "xa_start", "xid": prepared}, {"op": "xa_end", "xid": prepared}])
+    steps = [t.connect("xa_connect"), {"op": "xa_start", "xid": prepared}, {"op": "xa_end", "xid": prepared}]
+    if t.kind == "junction":  # the listener runs on the client's own thread: wait for it
+        steps.insert(2, {"op": "await_exceptions", "count": 1, "timeout": 10000})
+    run = t.start(steps)
     results = run.wait(check=False)
-    assert (None if results[2]["ok"] else results[2]["error"]["xaErrorCode"]) == end
+    assert (None if results[-1]["ok"] else results[-1]["error"]["xaErrorCode"]) == end
     if t.kind == "junction":
+        assert results[2]["exceptions"] == 1, results[2]
         (event,) = [e for e in run.events if e["event"] == "exception"]
         assert event["error"]["message"].endswith("xaErrorCode:-8"), event
     if forget is not None:  # still prepared: it rolls back

@@ -14,6 +14,7 @@ import itertools
 import os
 import re
 import shutil
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -27,6 +28,8 @@ from junction.appliance.supervisor import ChildSpec, ChildState, Supervisor
 from junction.brokercore.openwire_server import OpenWireProtocol
 from junction.cli.board import format_board
 from junction.gateway.openwire_side import OpenWireSide
+from junction.protocols.openwire.opening import replayed_offer
+from junction.protocols.openwire.wireformat import WireFormat, negotiate
 from junction.protocols.registry import OPENWIRE
 
 ETC = os.path.join(os.path.dirname(__file__), "..", "..", "etc", "appliance")
@@ -207,9 +210,10 @@ def test_the_shipped_appliance_is_a_gateway_and_three_cores():
 
 def test_the_shipped_gateway_offers_openwire_clients_what_the_cores_settle_on():
     """A forwarded OpenWire client settles its wire format with the gateway (which answers its
-    WireFormatInfo), while the core behind settles with the same client WireFormatInfo,
-    replayed: the two offers must be the same, or the client and the core would read each
-    other's frames by different rules (encoding, cache, frame size, inactivity)."""
+    WireFormatInfo), while the core behind settles with the replayed offer (the client's, as
+    it settled with the gateway): both must settle alike, or the client and the core would
+    read each other's frames by different rules (encoding, cache, frame size, inactivity).
+    A core's own offer has the marshalling cache; the gateway's does not."""
     nodes = {n.name: n.config for n in load_appliance(ETC)}
     gateway = nodes.pop("gateway")
     [listener] = [a for a in gateway.acceptors if a.name == "all"]
@@ -218,11 +222,17 @@ def test_the_shipped_gateway_offers_openwire_clients_what_the_cores_settle_on():
     offer = OpenWireSide(factory, OPENWIRE).offer
     server = SimpleNamespace(batch_writes=lambda: None, reactor=Clock(), security=None)
     assert sorted(nodes) == ["core1", "core2", "core3"]
+    clients = [WireFormat(cache_enabled=True), WireFormat(), WireFormat(tight_encoding=False, cache_enabled=True,
+                                                                          max_frame_size=1 << 20)]
     for core in nodes.values():
         [acceptor] = [a for a in core.acceptors if a.name == "gateway-in"]
         assert "OPENWIRE" in acceptor.protocols, core.name
         served = OpenWireProtocol(server, acceptor=acceptor, limits=core.limits, reactor=Clock()).codec.offer
-        assert served == offer, core.name
+        assert served.cache_enabled and not offer.cache_enabled
+        assert replace(served, cache_enabled=False) == offer, core.name
+        for client in clients:
+            with_gateway = negotiate(offer, client)
+            assert negotiate(served, replayed_offer(client, with_gateway)) == with_gateway, (core.name, client)
 
 
 def test_every_problem_in_the_folder_is_reported_at_once(tmp_path):

@@ -133,6 +133,7 @@ public final class OpenWireScenario extends ScenarioSupport {
             case "xa_commit" -> xaResource.commit(xid(c), bool(c, "onePhase", false));
             case "xa_rollback" -> xaResource.rollback(xid(c));
             case "xa_forget" -> xaResource.forget(xid(c));
+            case "await_exceptions" -> result.put("exceptions", awaitExceptions(c));
             case "xa_recover" -> result.put("xids", xids(xaResource.recover(XAResource.TMSTARTRSCAN | XAResource.TMENDRSCAN)));
             default -> throw new IllegalArgumentException("unknown op " + op);
         }
@@ -163,9 +164,34 @@ public final class OpenWireScenario extends ScenarioSupport {
         xaResource = xaSession.getXAResource();
     }
 
+    /** Exceptions the connection's listener has heard (the client calls it on its own thread). */
+    private final long[] exceptionsHeard = {0};
+
+    /** Wait until the exception listener has heard ``count`` exceptions or ``timeout`` ms passed; how many it heard. */
+    private long awaitExceptions(Map<String, Object> c) throws InterruptedException {
+        long deadline = System.nanoTime() + num(c, "timeout", 5000) * 1_000_000L;
+        long count = num(c, "count", 1);
+        synchronized (exceptionsHeard) {
+            while (exceptionsHeard[0] < count) {
+                long left = (deadline - System.nanoTime()) / 1_000_000L;
+                if (left <= 0) {
+                    break;
+                }
+                exceptionsHeard.wait(left);
+            }
+            return exceptionsHeard[0];
+        }
+    }
+
     /** Listeners, the client ID, start; what the client negotiated and took from the URL. */
     private void opened(Map<String, Object> c, Map<String, Object> result) throws JMSException {
-        connection.setExceptionListener(e -> emit(event("exception", "error", describe(e))));
+        connection.setExceptionListener(e -> {
+            emit(event("exception", "error", describe(e)));
+            synchronized (exceptionsHeard) {
+                exceptionsHeard[0]++;
+                exceptionsHeard.notifyAll();
+            }
+        });
         ActiveMQConnection amq = (ActiveMQConnection) connection;
         amq.addTransportListener(new DefaultTransportListener() {
             @Override
