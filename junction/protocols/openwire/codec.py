@@ -149,7 +149,7 @@ def _decode(buf, start: int, end: int, ctx: WireContext) -> Structure:
     read = _FAST_READERS.get(key) or _fast(_FAST_READERS, fast_reader, key)
     if read is not None and read.depth <= ctx.max_depth:
         if cache:
-            ctx._in_journal.clear()
+            ctx.begin_read()
         try:
             return read(buf, start + 1, end, ctx)
         except Exception:  # noqa: BLE001 - the field-by-field read below decides

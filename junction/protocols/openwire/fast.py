@@ -160,6 +160,11 @@ def _flag(g: _Gen) -> tuple[str, str]:
     return ("bits[bp]", "bp += 1") if g.tight else ("buf[pos]", "pos += 1")
 
 
+def _inline(kind, level: int) -> bool:
+    """A nested (or cached) field of known types, shallow enough to be written out in place."""
+    return bool(kind.accepts) and level < MAX_INLINE_DEPTH
+
+
 def _read_field(g: _Gen, kind, v: str, ind: int, level: int) -> None:
     e = g.emit
     present, skip_flag = _flag(g)
@@ -213,7 +218,7 @@ def _read_field(g: _Gen, kind, v: str, ind: int, level: int) -> None:
         e(ind, f"{v} = bytes(buf[pos:pos + 8]); pos += 8")
     elif kind.shape == "cached" and g.cache:
         _read_cached(g, kind, v, ind, level)
-    elif kind.shape in ("nested", "cached") and kind.accepts and level < MAX_INLINE_DEPTH:
+    elif kind.shape in ("nested", "cached") and _inline(kind, level):
         # with the cache off a cached field is a nested one
         _read_nested(g, kind, v, ind, level)
     elif kind.shape in ("nested", "cached", "array", "throwable"):
@@ -228,9 +233,8 @@ def _read_cached(g: _Gen, kind, v: str, ind: int, level: int) -> None:
     """A cached field with the cache on: "new" and a slot, then the object if new
     (kept in the unmarshalling cache at that slot), else the object the slot holds."""
     e = g.emit
-    if not (kind.accepts and level < MAX_INLINE_DEPTH):
-        e(ind, "raise Fallback")
-        return
+    if not _inline(kind, level):
+        raise _Unsupported("cached")  # "new" or a slot, then an object not written out: no fast path
     new, index = g.name("new"), g.name("i")
     e(ind, f"{new} = bits[bp]; bp += 1" if g.tight else f"{new} = buf[pos] != 0; pos += 1")
     e(ind, f"{index} = _SHORT.unpack_from(buf, pos)[0]; pos += 2")
@@ -275,8 +279,8 @@ def fast_reader(cls, tight: bool = True, cache: bool = False):
     instead of returning when the body is not what it expects; the returned
     function's ``depth`` is the deepest nesting it writes out.  With ``cache``
     it reads the cached fields through ``ctx``'s unmarshalling cache, filling
-    slots with :meth:`~.marshal.WireContext.keep`: the caller clears
-    ``ctx._in_journal`` before and calls ``ctx.forget_kept()`` when it gives up;
+    slots with :meth:`~.marshal.WireContext.keep`: the caller brackets it with
+    ``ctx.begin_read()`` and, when it gives up, ``ctx.forget_kept()``;
     without, ``ctx`` is not used.
     """
     g = _Gen(tight, cache)
@@ -366,7 +370,7 @@ def _write_field(g: _Gen, kind, v: str, ind: int, level: int) -> None:
         e(ind, f"buf += {v}")
     elif kind.shape == "cached" and g.cache:
         _write_cached(g, kind, v, ind, level)
-    elif kind.shape in ("nested", "cached") and kind.accepts and level < MAX_INLINE_DEPTH:
+    elif kind.shape in ("nested", "cached") and _inline(kind, level):
         _write_nested(g, kind, v, ind, level)
     elif kind.shape in ("nested", "cached", "array", "throwable"):
         e(ind, f"if {v} is not None: raise Fallback")
@@ -380,9 +384,8 @@ def _write_cached(g: _Gen, kind, v: str, ind: int, level: int) -> None:
     the slot of an object the peer has; else "new", the object and the slot it takes (tight:
     the slot taken after the object's own cached parts took theirs; loose: before them)."""
     e = g.emit
-    if not (kind.accepts and level < MAX_INLINE_DEPTH):
-        e(ind, "raise Fallback")
-        return
+    if not _inline(kind, level):
+        raise _Unsupported("cached")  # "new" or a slot, then an object not written out: no fast path
     index = g.name("i")
     e(ind, f"{index} = ctx.index_of({v})")
     e(ind, f"if {index} is not None:")

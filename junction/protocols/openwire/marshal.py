@@ -166,6 +166,10 @@ class WireContext:
             raise MalformedCommand(f"marshalling cache index {index} is outside the {self.cache_slots} slots")
         self._in[index] = obj
 
+    def begin_read(self) -> None:
+        """Start a fast read of one frame: :meth:`forget_kept` undoes what it keeps."""
+        self._in_journal.clear()
+
     def keep(self, index: int, obj) -> None:
         """:meth:`remember`, undone by :meth:`forget_kept` (a fast read that gives up must leave
         the slots as they were: the field-by-field read may recall what it overwrote)."""
@@ -174,7 +178,7 @@ class WireContext:
         self.remember(index, obj)
 
     def forget_kept(self) -> None:
-        """Undo the :meth:`keep` calls since the last one (newest first)."""
+        """Undo the :meth:`keep` calls since :meth:`begin_read` (newest first)."""
         journal = self._in_journal
         while journal:
             index, old = journal.pop()

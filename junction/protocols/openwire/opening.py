@@ -337,9 +337,8 @@ class OpenWireOpening(Opening):
         settled = self._codec.wire_format
         # as the client settled it with the offer it got (the codec here reads with the opening's limit)
         with_client = negotiate(self._offer, self._client_offer)
-        replay = encode_frame(replayed_offer(self._client_offer, with_client).info())
-        replay += self._raw[first_frame_size(self._raw):]
-        return OpeningComplete(info.client_id, user, principal, info.fault_tolerant, settled, bytes(replay))
+        replay = encode_frame(replayed_offer(self._client_offer, with_client).info()) + self._raw[first_frame_size(self._raw):]
+        return OpeningComplete(info.client_id, user, principal, info.fault_tolerant, settled, replay)
 
     def _reply(self, command, java_class: str, message: str) -> bytes:
         exception = JavaThrowable(java_class, message)
