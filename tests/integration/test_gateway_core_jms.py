@@ -345,6 +345,13 @@ def test_real_artemis_redirects_the_same_client_alike(w, jms, artemis_factory, t
         ])  # fmt: skip
         written = CoreCodec(server=False).receive_data(bytes(tap.first_connection().received))
         packets = [p for p in written if p.TYPE != PacketType.PING]
+        if name == "junction":
+            # a first topology message that names the server version and releases nothing
+            # (CoreOpening's module doc: the client's race); Artemis sends only the second
+            first = packets.pop(0)
+            assert (first.TYPE, first.last, first.server_version) == (
+                PacketType.CLUSTER_TOPOLOGY_V4, False, packets[0].server_version
+            ), packets  # fmt: skip
         # Artemis writes its EXCEPTION without a flush after the flushed DISCONNECT_V3: the
         # client, reconnecting already, at times closes the connection before it arrives
         expected = [PacketType.CLUSTER_TOPOLOGY_V4, PacketType.DISCONNECT_V3, PacketType.EXCEPTION]

@@ -642,7 +642,7 @@ def test_xa_prepared_survives_kill9_then_recovered(own_target: Target):
 
 def test_a_consumer_goes_on_after_a_failover_reconnect(own_target: Target):
     """A ``failover:`` client's consumer holds two prefetched messages it has not read when
-    the broker is killed (-9) and started again.  The client reconnects once, drops what it
+    the broker is killed (-9) and started again.  The client reconnects, drops what it
     held and re-creates its consumers; the consumer gets the two again (nothing it had not
     acknowledged is lost), then what another connection sends after the restart.
 
@@ -673,7 +673,12 @@ def test_a_consumer_goes_on_after_a_failover_reconnect(own_target: Target):
     assert results[4]["prefetched"] == 2
     assert bodies(results[6]) == ["go"]
     assert bodies(results[7]) == ["m1", "m2", "after"]
-    assert [e["event"] for e in run.events].count("interrupted") == 1  # one reconnect
+    # reconnected, and the connection is up at the end: once as a rule, at times twice
+    # under a loaded machine (seen once with Classic 5.17 in a full run; its broker
+    # logged nothing after starting, so the cause is the client's): the messages above are
+    # what this test compares
+    events = [e["event"] for e in run.events if e["event"] in ("interrupted", "resumed")]
+    assert events.count("interrupted") >= 1 and events[-1] == "resumed", events
 
 
 #: synchronous persistent sends in the kill -9 scenario, and how many are acknowledged

@@ -66,6 +66,12 @@ TOPOLOGY_V4 = bytes.fromhex(
     "00000045ef00000000000000000000000024002465386261313261622d653631622d313166312d386638302d"
     "303266633030303030303031000001a2011243e50000ff000000000088"
 )
+#: the gateway's answer: that topology twice, the first not last (the byte after both null
+#: connectors), so the client has the server version before it is released to send its
+#: CREATESESSION (CoreOpening's module doc)
+LAST_AT = 66
+assert TOPOLOGY_V4[LAST_AT] == 0xFF
+TOPOLOGY_ANSWER = TOPOLOGY_V4[:LAST_AT] + b"\x00" + TOPOLOGY_V4[LAST_AT + 1 :] + TOPOLOGY_V4
 STREAM = HANDSHAKE + PING + PING + SUBSCRIBE_V2 + CREATESESSION_V2
 #: what the backend gets: the subscription, answered by the gateway, is left out
 REPLAY = HANDSHAKE + PING + PING + CREATESESSION_V2
@@ -168,7 +174,7 @@ def test_the_real_clients_opening_completes_with_its_bytes_less_the_answered_sub
     assert done.replay == REPLAY
     assert auth.calls == [CoreCredentials("guest", "guest")]
     # the topology, exactly as the real broker wrote it for the same node and event id
-    assert out == TOPOLOGY_V4
+    assert out == TOPOLOGY_ANSWER
     assert opening.state is OpeningState.COMPLETE and opening.buffered == 0
 
 
@@ -177,8 +183,25 @@ def test_the_topology_is_answered_as_soon_as_the_subscription_is_complete():
     opening.receive_data(HANDSHAKE + PING + PING + SUBSCRIBE_V2[:-1])
     assert opening.data_to_send() == b""
     assert opening.receive_data(SUBSCRIBE_V2[-1:]) == []
-    assert opening.data_to_send() == TOPOLOGY_V4  # before any CREATESESSION: the client waits for it
+    assert opening.data_to_send() == TOPOLOGY_ANSWER  # before any CREATESESSION: the client waits for it
     assert opening.state is OpeningState.AWAIT_SESSION and opening.version == 136
+
+
+def test_the_server_version_is_known_before_the_topology_releases_the_client():
+    """The real client releases its waiting thread on the first ``last`` member and reads the
+    server version after it (ActiveMQClientProtocolManager's Channel0Handler); the thread
+    names the client id in its CREATESESSION only if the version is there.  So a ``last``
+    member may only come after a message that carried the version."""
+    opening, _ = make()
+    opening.receive_data(HANDSHAKE + SUBSCRIBE_V2)
+    sent = packets(opening.data_to_send())
+    versions_seen, released_after = [], None
+    for packet in sent:
+        if packet.last:
+            released_after = list(versions_seen)
+            break
+        versions_seen.append(packet.server_version)
+    assert released_after == [136]
 
 
 def test_the_client_id_of_a_createsession_v2_is_the_routing_key():
@@ -236,7 +259,7 @@ def test_failover_check_and_reattach_are_answered_at_once_and_left_out(cut):
     assert one(events, OpeningComplete).replay == HANDSHAKE + PING + session()
     reply = j_packet(-5, 1, b"\xff")  # CHECK_FOR_FAILOVER_REPLY okToFailover true
     reattached = j_packet(33, 1, struct.pack(">i", -1) + b"\x00")  # REATTACH_SESSION_RESP -1, false
-    assert out == TOPOLOGY_V4 + reply + reattached
+    assert out == TOPOLOGY_ANSWER + reply + reattached
 
 
 # -- the topology's form follows the client's version -----------------------------------------------------
@@ -261,7 +284,8 @@ _PAIR = b"\x00\x00\xff"  # no primary, no backup, last
         (p.SubscribeTopologyV2(False, 125),
          j_packet(122, 0, _MEMBER + struct.pack(">q", 5) + _PAIR + b"\x00\x00")),
         (p.SubscribeTopologyV2(False, 131),
-         j_packet(-17, 0, _MEMBER + struct.pack(">q", 5) + _PAIR + b"\x00\x00" + struct.pack(">i", 136))),
+         j_packet(-17, 0, _MEMBER + struct.pack(">q", 5) + b"\x00\x00\x00" + b"\x00\x00" + struct.pack(">i", 136))
+         + j_packet(-17, 0, _MEMBER + struct.pack(">q", 5) + _PAIR + b"\x00\x00" + struct.pack(">i", 136))),
     ],
     ids=["v1", "121", "122", "125", "131"],
 )
@@ -285,7 +309,7 @@ def test_a_bad_login_gets_artemis_security_exception(cut):
         text, ExceptionType.SECURITY_EXCEPTION, "SECURITY_EXCEPTION"
     )
     assert failed.login_refused and failed.user == "alice" and failed.client_id == "app-1"
-    assert out == TOPOLOGY_V4 + j_exception(105, text, 1)  # the CREATESESSION's answer, on channel 1
+    assert out == TOPOLOGY_ANSWER + j_exception(105, text, 1)  # the CREATESESSION's answer, on channel 1
     assert opening.state is OpeningState.FAILED and opening.failure is failed and opening.buffered == 0
     assert opening.receive_data(session()) == [] and opening.data_to_send() == b""
 
@@ -533,7 +557,7 @@ def test_timed_out_after_the_createsession_says_nothing():
 def test_an_answer_writes_what_was_queued_first():
     opening, _ = make()
     opening.receive_data(HANDSHAKE + SUBSCRIBE_V2)
-    assert opening.timed_out(1) == TOPOLOGY_V4 + j_exception(3, "no CREATESESSION within 1 s", 0)
+    assert opening.timed_out(1) == TOPOLOGY_ANSWER + j_exception(3, "no CREATESESSION within 1 s", 0)
 
 
 def test_no_answer_after_a_failure():

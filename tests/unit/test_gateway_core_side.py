@@ -114,7 +114,8 @@ def test_the_opening_authenticates_with_the_nodes_security_and_names_the_gateway
     assert opening.max_bytes == g.factory.max_buffered and opening.node_id == "gw-node"
     (done,) = opening.receive_data(opening_bytes())
     topology = written(opening.data_to_send())
-    assert topology == [p.ClusterTopologyV4(False, "gw-node", None, None, True, 12500, None, None, 136)]
+    assert topology == [p.ClusterTopologyV4(False, "gw-node", None, None, last, 12500, None, None, 136)
+                        for last in (False, True)]
     assert isinstance(done, OpeningComplete)
     assert (done.principal.user, done.principal.roles, done.client_id) == ("alice", frozenset({"admin"}), "app-1")
 
@@ -191,8 +192,9 @@ def test_forwarded_with_the_clients_packets_less_the_subscription(gateways, core
     c = g.client()
     c.send(b"ARTEMIS" + PING + PING + SUBSCRIBE, bytewise=True)
     # answered before the client sends its CREATESESSION: it waits for this
-    (topology,) = written(c.transport.value())
+    first, topology = written(c.transport.value())  # the version, then the release
     assert type(topology) is p.ClusterTopologyV4 and topology.node_id == "gw-node" and topology.last
+    assert not first.last and first.server_version == topology.server_version
     assert g.reactor.tcpClients == []
     c.send(session())
     assert c.transport.producerState == "paused"
@@ -215,7 +217,7 @@ def test_redirected_by_default_with_disconnect_v3_naming_the_target(gateways, co
     c = g.client()
     c.send(opening_bytes(client_id="app-2"))
     assert c.closed and g.reactor.tcpClients == []
-    _topology, disconnect, refused = written(c.transport.value())
+    _version, _topology, disconnect, refused = written(c.transport.value())
     connector = TransportConfiguration("c1", NETTY_CONNECTOR_FACTORY, (("host", "127.0.0.1"), ("port", "61001")))
     assert disconnect == p.DisconnectV3("gw-node", p.DisconnectReason.REDIRECT, g.target("c1").node_id, connector)
     assert refused == p.ExceptionMessage(

@@ -14,7 +14,8 @@ broker of version 136), and what the reader does with each::
     PING ttl=60000, twice            -->      kept (the backend echoes them)
     SUBSCRIBE_TOPOLOGY_V2 v=136      -->      left out of the replay, and
                                      <--      CLUSTER_TOPOLOGY_V4 at once: this node,
-                                              no connectors, last, server version 136
+                                              no connectors, not last, server version 136
+                                     <--      the same again, last
     CREATESESSION_V2 login, clientID -->      authenticate(CoreCredentials)
                                               OpeningComplete(client_id, principal, replay)
     (it waits for CREATESESSION_RESP, which comes from whoever serves the connection)
@@ -27,7 +28,15 @@ the gateway answers the subscription itself, as a broker without a cluster
 connection does: one member, the gateway's own node id, both connectors null
 (the client puts the connector it is connected through in their place), in
 the form the client's version reads (V1 below 122, V2 below 125, V3 below
-131, else V4).  It answers at once, likewise, the two requests a reconnecting
+131, else V4).  A V4 goes twice, first not ``last``: the real client
+releases the thread that waits for the topology *before* it takes the
+server version from the same message
+(``ActiveMQClientProtocolManager.Channel0Handler``), and that thread writes
+the CREATESESSION with the client id only if the version is already there
+(``newCreateSessionPacket``); a busy client loses the race and sends a
+CREATESESSION without one, routed as key NULL (by Artemis as well: a real
+broker sends one V4).  The first V4 sets the version and releases nothing,
+so it is in place when the second, ``last``, releases the thread.  It answers at once, likewise, the two requests a reconnecting
 client blocks on before it recreates its sessions: CHECK_FOR_FAILOVER
 (``okToFailover`` true: the gateway is no scale-down target, Artemis's
 answer then) and REATTACH_SESSION (``reattached`` false: the gateway holds
@@ -633,27 +642,31 @@ class CoreOpening(Opening):
                 ExceptionType.INTERNAL_ERROR, f"more than {MAX_OPENING_PACKETS} packets before CREATESESSION"
             )
         if kind is OpeningInput.ANSWERED_AT_ONCE:
-            self._out += self._codec.send(self._answer_at_once(event))
+            for answer in self._answer_at_once(event):
+                self._out += self._codec.send(answer)
             self._left_out.append((start, end))
         self._transition(kind)
         return None
 
-    def _answer_at_once(self, request: Packet) -> Packet:
+    def _answer_at_once(self, request: Packet) -> tuple[Packet, ...]:
         """The answer to a topology subscription, a failover check or a reattach."""
         kind = request.TYPE
         if kind == PacketType.CHECK_FOR_FAILOVER:
-            return CheckFailoverReply(True)
+            return (CheckFailoverReply(True),)
         if kind == PacketType.REATTACH_SESSION:
-            return ReattachSessionResponse(-1, False)
+            return (ReattachSessionResponse(-1, False),)
         if kind == PacketType.SUBSCRIBE_TOPOLOGY_V2:
             self._version = request.client_version
         form = next((form for lowest, form in _TOPOLOGY_FORMS if self._version >= lowest), None)
         if form is None:
-            return ClusterTopology(False, self._node_id, None, None, True)
+            return (ClusterTopology(False, self._node_id, None, None, True),)
         fields = {"unique_event_id": self._event_id}
-        if form is ClusterTopologyV4:
-            fields["server_version"] = CURRENT_VERSION
-        return form(False, self._node_id, None, None, True, **fields)
+        if form is not ClusterTopologyV4:
+            return (form(False, self._node_id, None, None, True, **fields),)
+        # the version first, with nothing released; then the release (see the module doc)
+        fields["server_version"] = CURRENT_VERSION
+        return (form(False, self._node_id, None, None, False, **fields),
+                form(False, self._node_id, None, None, True, **fields))
 
     def _create_session(self, request, end: int) -> list[OpeningEvent]:
         """The CREATESESSION, checked in Artemis's order; completes or fails the opening."""
