@@ -238,3 +238,57 @@ def test_hold_gives_one_batch_either_way(writer):
     r.pump_until(lambda: all(d.called for d in ds))
     assert j.stats()["syncs"] == syncs + 1
     _stop(j, r)
+
+
+# -- records without sync wait up to the buffer timeout for a sync to carry them ----------------
+
+TIMEOUT_NS = 500_000
+
+
+def _buffered_journal():
+    """A journal with a buffer timeout and one record stored: (files, reactor, journal, its id)."""
+    files, r = _SyncRecorder(), ThreadReactor()
+    j = _journal(files, r, buffer_timeout_ns=TIMEOUT_NS)
+    record_id = j.next_id()
+    _append_id(j, r, record_id)
+    return files, r, j, record_id
+
+
+def test_a_record_without_sync_alone_is_written_after_the_buffer_timeout():
+    _files, r, j, record_id = _buffered_journal()
+    batches = j.stats()["reactor_batches"]
+    d = j.append_delete(record_id, sync=False)
+    r.advance(0)
+    assert not d.called  # held back, as Artemis's buffer holds it
+    r.advance(TIMEOUT_NS / 1e9)
+    assert d.called and j.stats()["reactor_batches"] == batches + 1
+    _stop(j, r)
+
+
+def test_a_sync_record_within_the_buffer_timeout_carries_the_ones_before_it():
+    files, r, j, previous = _buffered_journal()
+    batches, syncs = j.stats()["reactor_batches"], len(files.sync_threads)
+    for _ in range(5):
+        ack = j.append_delete(previous, sync=False)  # the consumer's ack of the last one
+        r.advance(0)
+        assert not ack.called
+        previous = j.next_id()
+        _append_id(j, r, previous)  # the producer's next message: one batch with the ack
+        assert ack.called
+    assert j.stats()["reactor_batches"] == batches + 5 and len(files.sync_threads) == syncs + 5
+    assert r.getDelayedCalls() == []  # no timer left behind
+    assert j.stats()["live_records"] == 1  # every ack deleted what it acknowledged
+    _stop(j, r)
+
+
+def test_a_sync_record_in_the_same_hold_takes_the_waiting_record_along():
+    _files, r, j, first = _buffered_journal()
+    batches = j.stats()["reactor_batches"]
+    j.hold()
+    ack = j.append_delete(first, sync=False)
+    add = j.append_add(j.next_id(), 1, b"m" * 200, sync=True)
+    j.release()
+    r.pump_until(lambda: add.called)
+    assert ack.called and j.stats()["reactor_batches"] == batches + 1
+    assert r.getDelayedCalls() == []
+    _stop(j, r)

@@ -47,7 +47,10 @@ Default :data:`DEFAULT_BUFFER_TIMEOUT_NS` is 0 (no wait); Artemis's 500 us
 (the broker.xml default) is safe to pass.
 
 A record with ``sync=False`` is confirmed once written to the OS; if its batch
-also holds a sync record it is confirmed with the batch, after the sync.
+also holds a sync record it is confirmed with the batch, after the sync.  The
+adaptive writer holds such a record, while nothing pending asks for a sync, up
+to ``buffer_timeout_ns`` for a record that does to carry it (as Artemis's
+buffer holds it; :mod:`.groupcommit`).
 
 The default writer, ``writer="adaptive"``, is that thread, except for a
 *lone* batch (the writer idle, the last sync serving at most one record that
