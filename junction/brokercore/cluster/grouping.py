@@ -46,7 +46,7 @@ Artemis (one entry per group and queue name in use).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 __all__ = [
     "MAX_PENDING",
@@ -223,8 +223,7 @@ class LocalGroupingHandler:
         binding = self._by_group.get(group_id)
         if binding is None or binding.cluster_name != cluster_name:
             return []
-        self._drop(binding)
-        return [Forget((binding,)), Unproposed(group_id, cluster_name), SendUnproposal(group_id, cluster_name)]
+        return self._forget_all([binding])
 
     def binding_removed(self, cluster_name: str) -> list:
         """A queue went away: its groups go with it."""
@@ -288,7 +287,6 @@ class _Cached:
 class _Pending:
     proposal: Proposal
     deadline: int
-    waiters: int = field(default=1)
 
 
 class RemoteGroupingHandler:
@@ -308,9 +306,7 @@ class RemoteGroupingHandler:
         cached = self._cache.get(proposal.group_id)
         if cached is not None:
             return cached.response, self._check_timeout(cached, now)
-        pending = self._pending.get(proposal.group_id)
-        if pending is not None:
-            pending.waiters += 1
+        if proposal.group_id in self._pending:
             return None, []
         if len(self._pending) >= MAX_PENDING:
             raise TooManyPending(f"{MAX_PENDING} grouping proposals already wait for an answer")

@@ -417,10 +417,7 @@ class GroupCommitWriter:
                     if self._lazy_call is not None and sync:
                         self._lazy_call.cancel()
                         self._lazy_call = None
-                        if self._held:
-                            self._kick_owed = True
-                        else:
-                            self._reactor.callLater(0, self._flush_on_reactor)
+                        self._flush_on_reactor_soon()
                 elif (
                     self._adaptive
                     and self._last_batch_records <= 1
@@ -431,16 +428,21 @@ class GroupCommitWriter:
                     if not self._want_sync and self._lazy_delay:
                         # nothing waits for a sync: let a sync batch carry it (module doc)
                         self._lazy_call = self._reactor.callLater(self._lazy_delay, self._flush_on_reactor)
-                    elif self._held:
-                        self._kick_owed = True  # scheduled at release()
                     else:
-                        self._reactor.callLater(0, self._flush_on_reactor)
+                        self._flush_on_reactor_soon()
                 elif self._held:
                     self._kick_owed = True
                 else:
                     self._cond.notify()
         if self._inline and self._flush_call is None:
             self._flush_call = self._reactor.callLater(0, self._flush_inline)
+
+    def _flush_on_reactor_soon(self) -> None:
+        """A reactor-side write now, or at :meth:`release` while a read holds the writer."""
+        if self._held:
+            self._kick_owed = True
+        else:
+            self._reactor.callLater(0, self._flush_on_reactor)
 
     def hold(self) -> None:
         """Batch what is submitted until :meth:`release`: do not wake the writer yet.

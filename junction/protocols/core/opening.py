@@ -36,8 +36,9 @@ the CREATESESSION with the client id only if the version is already there
 (``newCreateSessionPacket``); a busy client loses the race and sends a
 CREATESESSION without one, routed as key NULL (by Artemis as well: a real
 broker sends one V4).  The first V4 sets the version and releases nothing,
-so it is in place when the second, ``last``, releases the thread.  It answers at once, likewise, the two requests a reconnecting
-client blocks on before it recreates its sessions: CHECK_FOR_FAILOVER
+so it is in place when the second, ``last``, releases the thread.  It
+answers at once, likewise, the two requests a reconnecting client blocks on
+before it recreates its sessions: CHECK_FOR_FAILOVER
 (``okToFailover`` true: the gateway is no scale-down target, Artemis's
 answer then) and REATTACH_SESSION (``reattached`` false: the gateway holds
 no session, so the client recreates it with a CREATESESSION that carries the
